@@ -1,0 +1,38 @@
+// Shared by `npm start`, the end-to-end tests and the benchmark: local state, .dev.vars, migrations.
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+export const WRANGLER = join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js");
+
+/** Creates .dev.vars from .dev.vars.example with a fresh API key and secret when it is missing. */
+export function ensureDevVars(path = join(ROOT, ".dev.vars")) {
+  if (!existsSync(path)) {
+    const text = readFileSync(join(ROOT, ".dev.vars.example"), "utf8")
+      .replace("__RANDOM_API_KEY__", randomBytes(24).toString("base64url"))
+      .replace("__RANDOM_SECRET__", randomBytes(32).toString("base64"));
+    writeFileSync(path, text, { mode: 0o600 });
+  }
+  return parseDevVars(readFileSync(path, "utf8"));
+}
+
+export function parseDevVars(text) {
+  const vars = {};
+  for (const line of text.split("\n")) {
+    const m = /^\s*([A-Z0-9_]+)\s*=\s*"?(.*?)"?\s*$/.exec(line);
+    if (m) vars[m[1]] = m[2];
+  }
+  return vars;
+}
+
+/** Applies D1 migrations to the local database under `persistTo`. */
+export function applyMigrations(persistTo) {
+  execFileSync(process.execPath, [WRANGLER, "d1", "migrations", "apply", "DB", "--local", "--persist-to", persistTo], {
+    cwd: ROOT,
+    stdio: ["ignore", "inherit", "inherit"],
+    env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" },
+  });
+}

@@ -1,0 +1,3 @@
+import type { Env } from "../env";
+
+export type ApiEnv = { Bindings: Env; Variables: { tenant: string } };

@@ -1,0 +1,213 @@
+/**
+ * Job creation, shared by POST /v1/jobs and /v1/jobs/batch: validate at the door, write jobs and
+ * first executions to D1 in one atomic batch (durable before the 2xx, invariant 1), then hand
+ * near-term executions to their buckets, one RPC per bucket. A failed hand-off leaves the row
+ * pending in D1, where the scanner finds it.
+ */
+import type { Config } from "../config";
+import { DEFAULT_RETRY_POLICY, type RetryPolicy } from "../core/backoff";
+import { bucketName, bucketOf, timeBucketOf } from "../core/bucketing";
+import { newId } from "../core/id";
+import { LIMITS, type JobSpec, type Target } from "../core/job";
+import { checkTargetUrl } from "../core/target-policy";
+import { parseDurationMs, parseInstant } from "../core/when";
+import { RESERVED_HEADERS } from "../consumer/webhook";
+import { type Db, getJobsByIds, insertJobs, markScheduled, type NewJob } from "../db/queries";
+import type { Env } from "../env";
+import type { HandOff } from "../bucket/protocol";
+import { ApiError, fromZodError } from "./errors";
+import { presentJob } from "./present";
+import { CreateJobInput } from "./schemas";
+
+const FORBIDDEN_HEADERS = new Set(["host", "content-length", "connection", "transfer-encoding", ...RESERVED_HEADERS]);
+const encoder = new TextEncoder();
+
+export interface PreparedJob {
+  job: NewJob;
+  spec: JobSpec;
+}
+
+export type CreateResult =
+  | { status: 201 | 200; job: ReturnType<typeof presentJob> }
+  | { status: 400 | 409; error: ApiError };
+
+/** Validates one job request and turns it into rows; every refusal names its field. */
+export async function prepareJob(
+  raw: unknown,
+  ctx: { tenant: string; now: number; config: Config; fieldPrefix: string; headerIdempotencyKey?: string | undefined },
+): Promise<PreparedJob> {
+  const prefix = ctx.fieldPrefix;
+  const field = (name: string) => (prefix ? `${prefix}.${name}` : name);
+  const parsed = CreateJobInput.safeParse(raw);
+  if (!parsed.success) throw fromZodError(parsed.error, prefix);
+  const input = parsed.data;
+
+  const verdict = checkTargetUrl(input.target.url, ctx.config.ALLOW_LOOPBACK_TARGETS);
+  if (!verdict.ok) throw new ApiError(400, "invalid_field", `target.url ${verdict.reason}`, field("target.url"));
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(input.target.headers)) {
+    if (FORBIDDEN_HEADERS.has(name.toLowerCase())) {
+      throw new ApiError(400, "invalid_field", `header "${name}" is set by the scheduler`, field(`target.headers.${name}`));
+    }
+    headers[name] = value;
+  }
+  let body: string | null = null;
+  if (input.target.body !== undefined) {
+    if (input.target.method === "GET") throw new ApiError(400, "invalid_field", "a GET request carries no body", field("target.body"));
+    if (typeof input.target.body === "string") body = input.target.body;
+    else {
+      body = JSON.stringify(input.target.body);
+      if (!Object.keys(headers).some((h) => h.toLowerCase() === "content-type")) headers["content-type"] = "application/json";
+    }
+    if (encoder.encode(body).byteLength > LIMITS.bodyBytes) {
+      throw new ApiError(400, "invalid_field", `target.body is larger than ${LIMITS.bodyBytes} bytes`, field("target.body"));
+    }
+  }
+  if (input.metadata !== undefined && encoder.encode(JSON.stringify(input.metadata)).byteLength > LIMITS.metadataBytes) {
+    throw new ApiError(400, "invalid_field", `metadata is larger than ${LIMITS.metadataBytes} bytes`, field("metadata"));
+  }
+
+  const dueAt = dueAtOf(input, ctx.now, field);
+  const retry: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...input.retry };
+  if (retry.maxDelayMs < retry.initialDelayMs) {
+    throw new ApiError(400, "invalid_field", "retry.maxDelayMs must be at least retry.initialDelayMs", field("retry.maxDelayMs"));
+  }
+  const target: Target = { url: verdict.url.toString(), method: input.target.method, headers, body };
+  const spec: JobSpec = { target, timeoutMs: input.timeoutMs ?? LIMITS.timeoutMs.default, retry, metadata: input.metadata ?? null };
+
+  const idempotencyKey = input.idempotencyKey ?? ctx.headerIdempotencyKey ?? null;
+  const id = newId("job", ctx.now, crypto.getRandomValues(new Uint8Array(16)));
+  return {
+    spec,
+    job: {
+      id,
+      executionId: newId("exe", ctx.now, crypto.getRandomValues(new Uint8Array(16))),
+      tenant: ctx.tenant,
+      name: input.name ?? null,
+      bucket: bucketOf(id, ctx.config.BUCKETS),
+      spec: JSON.stringify(spec),
+      cron: null,
+      timezone: null,
+      dueAt,
+      timeBucket: timeBucketOf(dueAt, ctx.config.SCAN_WINDOW_MS),
+      idempotencyKey,
+      requestHash: idempotencyKey === null ? null : await requestHash(input),
+    },
+  };
+}
+
+function dueAtOf(input: CreateJobInput, now: number, field: (name: string) => string): number {
+  if (input.runAt !== undefined && input.delay !== undefined) {
+    throw new ApiError(400, "invalid_field", "give either runAt or delay, not both", field("delay"));
+  }
+  let dueAt = now;
+  if (input.runAt !== undefined) {
+    const at = parseInstant(input.runAt);
+    if (at === undefined) {
+      throw new ApiError(400, "invalid_field", "runAt must be an RFC 3339 time with an offset (2026-01-02T15:04:05Z) or epoch milliseconds", field("runAt"));
+    }
+    dueAt = Math.max(at, now); // a time in the past fires at once
+  } else if (input.delay !== undefined) {
+    const ms = parseDurationMs(input.delay);
+    if (ms === undefined) {
+      throw new ApiError(400, "invalid_field", 'delay must be a duration like "500ms", "30s", "5m", "2h", "1d" or milliseconds', field("delay"));
+    }
+    dueAt = now + ms;
+  }
+  if (dueAt > now + LIMITS.horizonMs) {
+    throw new ApiError(400, "invalid_field", `must be within ${LIMITS.horizonMs / 86_400_000} days`, field(input.runAt !== undefined ? "runAt" : "delay"));
+  }
+  return dueAt;
+}
+
+/** SHA-256 of the request with sorted keys, so the same request with another key order matches. */
+async function requestHash(input: CreateJobInput): Promise<string> {
+  const { idempotencyKey: _ignored, ...rest } = input;
+  const digest = await crypto.subtle.digest("SHA-256", encoder.encode(canonicalJson(rest)));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value as Record<string, unknown>)
+      .filter(([, v]) => v !== undefined)
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/**
+ * Writes prepared jobs and hands the near-term ones to their buckets. Returns one result per
+ * prepared job, in order: 201 created, 200 idempotent replay, 409 key reused with another body.
+ */
+export async function createJobs(
+  env: Env,
+  db: Db,
+  config: Config,
+  tenant: string,
+  prepared: PreparedJob[],
+  now: number,
+): Promise<CreateResult[]> {
+  if (prepared.length === 0) return [];
+  const winners = await insertJobs(db, tenant, prepared.map((p) => p.job), now, config.IDEMPOTENCY_WINDOW_MS);
+  const ownerOfKey = new Map(winners.map((w) => [w.key, w]));
+  const created = prepared.filter((p) => p.job.idempotencyKey === null || ownerOfKey.get(p.job.idempotencyKey)?.jobId === p.job.id);
+  await handOff(env, db, config, created, now);
+
+  const replayIds = prepared
+    .filter((p) => !created.includes(p))
+    .map((p) => ownerOfKey.get(p.job.idempotencyKey!)!.jobId);
+  const originals = new Map((await getJobsByIds(db, tenant, [...new Set(replayIds)])).map((r) => [r.id, r]));
+  return prepared.map((p): CreateResult => {
+    if (created.includes(p)) {
+      return {
+        status: 201,
+        job: presentJob({
+          id: p.job.id, tenant, name: p.job.name, status: "active", bucket: p.job.bucket, spec: p.job.spec,
+          cron: null, timezone: null, nextRunAt: p.job.dueAt, idempotencyKey: p.job.idempotencyKey,
+          createdAt: now, updatedAt: now,
+        }),
+      };
+    }
+    const owner = ownerOfKey.get(p.job.idempotencyKey!)!;
+    const original = originals.get(owner.jobId);
+    if (owner.requestHash !== p.job.requestHash || !original) {
+      return {
+        status: 409,
+        error: new ApiError(409, "idempotency_key_reused", "this Idempotency-Key was used for a different request within the dedupe window", "idempotencyKey"),
+      };
+    }
+    return { status: 200, job: presentJob(original) };
+  });
+}
+
+/** One schedule RPC per bucket for executions due within the lookahead; then D1 says "scheduled". */
+async function handOff(env: Env, db: Db, config: Config, created: PreparedJob[], now: number): Promise<void> {
+  const byBucket = new Map<number, HandOff[]>();
+  for (const p of created) {
+    if (p.job.dueAt > now + config.LOOKAHEAD_MS) continue; // waits in D1 for the scanner
+    const items = byBucket.get(p.job.bucket) ?? [];
+    items.push({ executionId: p.job.executionId, jobId: p.job.id, tenant: p.job.tenant, dueAt: p.job.dueAt, job: { spec: p.spec, status: "active" } });
+    byBucket.set(p.job.bucket, items);
+  }
+  const handedOff: string[] = [];
+  await Promise.all(
+    [...byBucket].map(async ([bucket, items]) => {
+      try {
+        await env.BUCKET.getByName(bucketName(bucket)).schedule(bucket, items);
+        for (const i of items) handedOff.push(i.executionId);
+      } catch (error) {
+        console.error(`hand-off to bucket ${bucket} failed; the scanner will pick it up`, error);
+      }
+    }),
+  );
+  try {
+    await markScheduled(db, handedOff, now);
+  } catch (error) {
+    // harmless: the scanner's next pull finds them pending and the bucket ignores the repeat
+    console.error("marking executions scheduled failed", error);
+  }
+}
+

@@ -1,0 +1,83 @@
+/**
+ * The bucket's SQLite schema, as append-only migrations with monotonic ids
+ * (STYLE.md habit 10). The status CHECK comes from the lifecycle table.
+ */
+import { statusCheckSql } from "../core/lifecycle";
+
+export const BUCKET_MIGRATIONS: ReadonlyArray<{ id: number; sql: string }> = [
+  {
+    id: 1,
+    sql: `
+      CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+      CREATE TABLE jobs (
+        id TEXT PRIMARY KEY,
+        tenant TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        status TEXT NOT NULL
+      );
+      CREATE TABLE executions (
+        id TEXT PRIMARY KEY,
+        job_id TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        occurrence_at INTEGER NOT NULL,       -- the occurrence's due time (its identity in D1)
+        status TEXT NOT NULL ${statusCheckSql()},
+        due_at INTEGER NOT NULL,              -- when the current attempt is due
+        attempt INTEGER NOT NULL DEFAULT 0,   -- attempts started, ever (sent to the target)
+        budget_base INTEGER NOT NULL DEFAULT 0, -- attempt count at the last redrive
+        lease_token TEXT,
+        lease_seq INTEGER NOT NULL DEFAULT 0, -- fencing: grows with every lease (invariant 2)
+        lease_deadline_at INTEGER,
+        dispatch_deadline_at INTEGER,
+        dispatch_count INTEGER NOT NULL DEFAULT 0,
+        last_http_status INTEGER,
+        last_error TEXT,
+        dead_reason TEXT,
+        finished_at INTEGER,
+        version INTEGER NOT NULL DEFAULT 0,   -- bumps on every change; the mirror clears dirty only for the version it wrote
+        dirty INTEGER NOT NULL DEFAULT 0
+      );
+      CREATE INDEX executions_due ON executions (status, due_at);
+      CREATE INDEX executions_lease ON executions (status, lease_deadline_at);
+      CREATE INDEX executions_dispatch ON executions (status, dispatch_deadline_at);
+      CREATE INDEX executions_finished ON executions (status, finished_at);
+      CREATE INDEX executions_dirty ON executions (dirty) WHERE dirty = 1;
+      CREATE INDEX executions_job ON executions (job_id);
+      CREATE TABLE attempts (
+        execution_id TEXT NOT NULL,
+        attempt INTEGER NOT NULL,
+        due_at INTEGER NOT NULL,
+        started_at INTEGER NOT NULL,
+        finished_at INTEGER,
+        outcome TEXT,
+        http_status INTEGER,
+        error TEXT,
+        dirty INTEGER NOT NULL DEFAULT 1,
+        PRIMARY KEY (execution_id, attempt)
+      );
+      CREATE INDEX attempts_dirty ON attempts (dirty) WHERE dirty = 1;
+      CREATE TABLE counters (
+        name TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        reason TEXT NOT NULL DEFAULT '',
+        value INTEGER NOT NULL,
+        PRIMARY KEY (name, tenant, reason)
+      );
+      CREATE TABLE lag_histogram (
+        tenant TEXT NOT NULL,
+        le INTEGER NOT NULL,
+        count INTEGER NOT NULL,
+        PRIMARY KEY (tenant, le)
+      );
+    `,
+  },
+];
+
+export function migrateBucket(sql: SqlStorage): void {
+  sql.exec("CREATE TABLE IF NOT EXISTS schema_migrations (id INTEGER PRIMARY KEY)");
+  const applied = new Set(sql.exec<{ id: number }>("SELECT id FROM schema_migrations").toArray().map((r) => r.id));
+  for (const migration of BUCKET_MIGRATIONS) {
+    if (applied.has(migration.id)) continue;
+    sql.exec(migration.sql);
+    sql.exec("INSERT INTO schema_migrations (id) VALUES (?)", migration.id);
+  }
+}

@@ -1,0 +1,49 @@
+/** Env vars parsed once, with defaults; units in the names. */
+import { z } from "zod";
+import type { Env, FireMessage } from "./env";
+
+const int = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
+
+const ConfigSchema = z.object({
+  /** partitions; only ever increase it (rows keep the bucket they were created with) */
+  BUCKETS: int(32, 1),
+  /** executions due within this window go to their bucket; later ones wait in D1 */
+  LOOKAHEAD_MS: int(180_000, 1),
+  /** D1 time-bucket width for the scan index */
+  SCAN_WINDOW_MS: int(60_000, 1),
+  /** lease length; heartbeats extend it */
+  LEASE_MS: int(10_000, 100),
+  /** a dispatched execution not claimed by then is dispatched again */
+  DISPATCH_TIMEOUT_MS: int(10_000, 100),
+  /** dispatches of one attempt without a claim before it is dead ("undeliverable") */
+  MAX_DISPATCHES: int(10, 1),
+  /** an alarm fires at most once per quantum and sends everything due */
+  ALARM_QUANTUM_MS: int(50, 1),
+  /** outcomes are mirrored to D1 this long after they happen, in one batch */
+  MIRROR_DELAY_MS: int(1_000, 0),
+  /** executions sent per alarm pass before re-arming (keeps one alarm short) */
+  FIRE_BATCH_LIMIT: int(2_000, 100),
+  /** terminal rows stay in the bucket this long for duplicate suppression, then leave */
+  TERMINAL_RETENTION_MS: int(3_600_000, 0),
+  /** D1 keeps terminal execution history this long */
+  HISTORY_RETENTION_MS: int(30 * 86_400_000, 0),
+  IDEMPOTENCY_WINDOW_MS: int(86_400_000, 0),
+  ALLOW_LOOPBACK_TARGETS: z.enum(["true", "false"]).default("false").transform((v) => v === "true"),
+  WEBHOOK_SECRET: z.string().default(""),
+  API_KEYS: z.string().default(""),
+});
+
+export type Config = z.infer<typeof ConfigSchema> & { fireQueues: Queue<FireMessage>[] };
+
+const cache = new WeakMap<object, Config>();
+
+export function configOf(env: Env): Config {
+  const cached = cache.get(env);
+  if (cached) return cached;
+  const parsed = ConfigSchema.parse(env);
+  const fireQueues: Queue<FireMessage>[] = [];
+  for (let i = 0; env[`FIRE_QUEUE_${i}`] !== undefined; i++) fireQueues.push(env[`FIRE_QUEUE_${i}`]!);
+  const config = { ...parsed, fireQueues };
+  cache.set(env, config);
+  return config;
+}

@@ -1,0 +1,30 @@
+/**
+ * The dead-letter consumer: the fire queue gave up on these messages (the consumer failed on
+ * them max_retries times), so their executions are marked dead with reason "poison".
+ * Bounded: this queue has max_retries and no dead-letter queue of its own.
+ */
+import { configOf } from "../config";
+import { bucketName } from "../core/bucketing";
+import type { Env, FireMessage } from "../env";
+import { groupByBucket, parseFireMessage } from "./message";
+
+export async function handleDeadLetterBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  const config = configOf(env);
+  const valid: { message: Message<unknown>; body: FireMessage }[] = [];
+  for (const message of batch.messages) {
+    const body = parseFireMessage(message.body, config.BUCKETS);
+    if (body) valid.push({ message, body });
+    else message.ack();
+  }
+  await Promise.all(
+    [...groupByBucket(valid)].map(async ([bucket, group]) => {
+      try {
+        await env.BUCKET.getByName(bucketName(bucket)).markPoisoned(group.map((g) => g.body.executionId));
+        for (const g of group) g.message.ack();
+      } catch (error) {
+        console.error(`markPoisoned on bucket ${bucket} failed`, error);
+        for (const g of group) g.message.retry();
+      }
+    }),
+  );
+}

@@ -1,0 +1,101 @@
+/**
+ * Delivery to an HTTP target, signed per Standard Webhooks: webhook-id is the execution id,
+ * stable across attempts and duplicate deliveries (invariant 5), so receivers can dedupe on it.
+ */
+import { classifyStatus, excerpt, parseRetryAfterMs, type DeliveryOutcome, EXCERPT_BYTES } from "../core/response";
+import type { Target } from "../core/job";
+
+export interface Delivery {
+  executionId: string;
+  jobId: string;
+  attempt: number;
+  target: Target;
+  timeoutMs: number;
+}
+
+/** Imports a `whsec_<base64>` secret as an HMAC-SHA256 key. */
+export async function signingKey(secret: string): Promise<CryptoKey> {
+  const raw = secret.startsWith("whsec_") ? secret.slice("whsec_".length) : secret;
+  const bytes = Uint8Array.from(atob(raw), (c) => c.charCodeAt(0));
+  return crypto.subtle.importKey("raw", bytes, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+}
+
+/** `v1,<base64 HMAC-SHA256 of "id.timestamp.body">` */
+export async function sign(key: CryptoKey, id: string, timestampSeconds: number, body: string): Promise<string> {
+  const mac = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${id}.${timestampSeconds}.${body}`));
+  let binary = "";
+  for (const b of new Uint8Array(mac)) binary += String.fromCharCode(b);
+  return `v1,${btoa(binary)}`;
+}
+
+/** Headers the scheduler sets; a user header of the same name is replaced. */
+export const RESERVED_HEADERS = ["webhook-id", "webhook-timestamp", "webhook-signature", "idempotency-key", "x-scheduler-attempt", "x-scheduler-job-id"];
+
+export async function deliver(delivery: Delivery, key: CryptoKey, now: number): Promise<DeliveryOutcome> {
+  const body = delivery.target.body ?? "";
+  const timestamp = Math.floor(now / 1000);
+  const headers = new Headers(delivery.target.headers);
+  headers.set("webhook-id", delivery.executionId);
+  headers.set("webhook-timestamp", String(timestamp));
+  headers.set("webhook-signature", await sign(key, delivery.executionId, timestamp, body));
+  headers.set("idempotency-key", delivery.executionId);
+  headers.set("x-scheduler-attempt", String(delivery.attempt));
+  headers.set("x-scheduler-job-id", delivery.jobId);
+  if (!headers.has("user-agent")) headers.set("user-agent", "edge-scheduler/1");
+  const method = delivery.target.method;
+  try {
+    const response = await fetch(delivery.target.url, {
+      method,
+      headers,
+      body: method === "GET" || delivery.target.body === null ? undefined : body,
+      redirect: "manual", // a redirect is an answer, never followed (it could point anywhere)
+      signal: AbortSignal.timeout(delivery.timeoutMs),
+    });
+    const text = await readExcerpt(response);
+    const verdict = classifyStatus(response.status);
+    if (verdict === "succeeded") return { kind: "succeeded", httpStatus: response.status, excerpt: text };
+    const retryAfterMs = parseRetryAfterMs(response.headers.get("retry-after"), Date.now());
+    return {
+      kind: "failed",
+      failure: verdict,
+      httpStatus: response.status,
+      error: excerpt(`HTTP ${response.status}${text ? `: ${text}` : ""}`),
+      ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+    };
+  } catch (error) {
+    const name = error instanceof Error ? error.name : "";
+    const message = error instanceof Error ? error.message : String(error);
+    const timedOut = name === "TimeoutError" || name === "AbortError";
+    return {
+      kind: "failed",
+      failure: "retryable",
+      httpStatus: null,
+      error: excerpt(timedOut ? `timeout after ${delivery.timeoutMs} ms` : `network error: ${message}`),
+    };
+  }
+}
+
+/** Reads at most EXCERPT_BYTES of a body and drops the rest unread. */
+async function readExcerpt(response: Response): Promise<string> {
+  if (!response.body) return "";
+  const reader = response.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    while (size < EXCERPT_BYTES) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      size += value.byteLength;
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  const all = new Uint8Array(size);
+  let offset = 0;
+  for (const c of chunks) {
+    all.set(c, offset);
+    offset += c.byteLength;
+  }
+  return excerpt(new TextDecoder().decode(all));
+}

@@ -1,0 +1,23 @@
+/** Stable partitioning: a job and all its executions live in bucket fnv1a(jobId) mod buckets. */
+export function bucketOf(jobId: string, buckets: number): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < jobId.length; i++) {
+    hash ^= jobId.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 0) % buckets;
+}
+
+export function bucketName(bucket: number): string {
+  return `bucket-${bucket}`;
+}
+
+/** Fire traffic is spread over the fire queues by bucket (DESIGN.md: several queues for 10k/s). */
+export function fireQueueOf(bucket: number, queues: number): number {
+  return bucket % queues;
+}
+
+/** Due time floored to the scan window, so a scan is an index range over (bucket, time_bucket). */
+export function timeBucketOf(dueAt: number, scanWindowMs: number): number {
+  return Math.floor(dueAt / scanWindowMs);
+}

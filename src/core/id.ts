@@ -1,0 +1,14 @@
+/** Type-prefixed, time-sortable ids (job_..., exe_...): 10 chars of time, 16 of randomness. */
+const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
+
+export function newId(prefix: "job" | "exe", now: number, random: Uint8Array): string {
+  let time = "";
+  let t = now;
+  for (let i = 0; i < 10; i++) {
+    time = ALPHABET[t % 32] + time;
+    t = Math.floor(t / 32);
+  }
+  let rand = "";
+  for (let i = 0; i < 16; i++) rand += ALPHABET[(random[i] ?? 0) % 32];
+  return `${prefix}_${time}${rand}`;
+}

@@ -1,0 +1,33 @@
+/** What a job asks for, normalized at the API edge and copied into its bucket. */
+import type { RetryPolicy } from "./backoff";
+
+export interface Target {
+  url: string;
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+  headers: Record<string, string>;
+  /** the body as sent; JSON bodies are serialized at the edge */
+  body: string | null;
+}
+
+export interface JobSpec {
+  target: Target;
+  timeoutMs: number;
+  retry: RetryPolicy;
+  metadata: Record<string, unknown> | null;
+}
+
+export type JobStatus = "active" | "paused" | "canceled" | "completed";
+
+export const LIMITS = {
+  bodyBytes: 64 * 1024,
+  headerCount: 32,
+  headerValueBytes: 2048,
+  nameLength: 200,
+  metadataBytes: 4 * 1024,
+  batchJobs: 1000,
+  timeoutMs: { min: 1_000, max: 15 * 60_000, default: 30_000 },
+  maxAttempts: { min: 1, max: 100 },
+  /** how far ahead a job may be scheduled */
+  horizonMs: 366 * 86_400_000,
+  idempotencyKeyLength: 200,
+} as const;

@@ -1,0 +1,119 @@
+/** Metric names as in DESIGN.md's failure table; counters live in each bucket and are summed. */
+import { LAG_BOUNDS_MS, LAG_OVERFLOW, type LagHistogram, quantileMs } from "./histogram";
+
+export const COUNTERS = [
+  "fired_total",
+  "succeeded_total",
+  "failed_attempts_total",
+  "retries_total",
+  "dead_total",
+  "canceled_total",
+  "duplicates_suppressed_total",
+  "stale_lease_rejects_total",
+  "lease_expired_total",
+  "redispatch_total",
+  "dispatch_errors_total",
+  "scanner_recovered_total",
+  "redrive_total",
+  "malformed_messages_total",
+] as const;
+export type CounterName = (typeof COUNTERS)[number];
+
+export const COUNTER_HELP: Record<CounterName, string> = {
+  fired_total: "executions sent to a fire queue at their due time (first dispatch of an attempt)",
+  succeeded_total: "executions whose target answered 2xx",
+  failed_attempts_total: "attempts that failed (target error, timeout, lease expiry)",
+  retries_total: "failed attempts scheduled again with backoff",
+  dead_total: "executions that ended dead, by reason",
+  canceled_total: "executions canceled before they ran",
+  duplicates_suppressed_total: "queue deliveries dropped because the execution held a live lease or was terminal",
+  stale_lease_rejects_total: "completions, failures or heartbeats rejected because their token was not the live lease",
+  lease_expired_total: "leases that expired before completion (crashed or stuck worker)",
+  redispatch_total: "executions dispatched again after their dispatch deadline passed unclaimed",
+  dispatch_errors_total: "queue sends that failed inside the alarm",
+  scanner_recovered_total: "executions the scanner handed to their bucket from D1",
+  redrive_total: "dead executions given a fresh attempt budget",
+  malformed_messages_total: "queue messages that were not a fire message (acked and dropped)",
+};
+
+export interface CounterSample {
+  name: CounterName;
+  tenant: string;
+  reason: string;
+  value: number;
+}
+
+export interface BucketMetrics {
+  counters: CounterSample[];
+  lag: { tenant: string; le: number; count: number }[];
+}
+
+export interface MetricsSummary {
+  counters: Record<string, number>;
+  dead_total_by_reason: Record<string, number>;
+  fire_lag_ms: {
+    count: number;
+    p50: number | null;
+    p95: number | null;
+    p99: number | null;
+    buckets: { le: string; count: number }[];
+  };
+}
+
+/** Sums bucket metrics, optionally for one tenant, into the JSON shape of GET /v1/metrics. */
+export function summarize(parts: BucketMetrics[], tenant: string | null): MetricsSummary {
+  const counters: Record<string, number> = Object.fromEntries(COUNTERS.map((c) => [c, 0]));
+  const deadByReason: Record<string, number> = {};
+  const histogram: LagHistogram = new Map();
+  for (const part of parts) {
+    for (const c of part.counters) {
+      if (tenant !== null && c.tenant !== tenant) continue;
+      counters[c.name] = (counters[c.name] ?? 0) + c.value;
+      if (c.name === "dead_total") deadByReason[c.reason] = (deadByReason[c.reason] ?? 0) + c.value;
+    }
+    for (const h of part.lag) {
+      if (tenant !== null && h.tenant !== tenant) continue;
+      histogram.set(h.le, (histogram.get(h.le) ?? 0) + h.count);
+    }
+  }
+  const count = [...histogram.values()].reduce((a, b) => a + b, 0);
+  return {
+    counters,
+    dead_total_by_reason: deadByReason,
+    fire_lag_ms: {
+      count,
+      p50: quantileMs(histogram, 0.5),
+      p95: quantileMs(histogram, 0.95),
+      p99: quantileMs(histogram, 0.99),
+      buckets: [...LAG_BOUNDS_MS, LAG_OVERFLOW].map((le) => ({
+        le: le === LAG_OVERFLOW ? "+Inf" : String(le),
+        count: histogram.get(le) ?? 0,
+      })),
+    },
+  };
+}
+
+/** Prometheus text exposition of a summary. */
+export function toPrometheus(summary: MetricsSummary): string {
+  const lines: string[] = [];
+  for (const name of COUNTERS) {
+    const metric = `scheduler_${name}`;
+    lines.push(`# HELP ${metric} ${COUNTER_HELP[name]}`, `# TYPE ${metric} counter`);
+    if (name === "dead_total") {
+      const reasons = Object.entries(summary.dead_total_by_reason);
+      if (reasons.length === 0) lines.push(`${metric} 0`);
+      for (const [reason, value] of reasons) lines.push(`${metric}{reason="${reason}"} ${value}`);
+    } else {
+      lines.push(`${metric} ${summary.counters[name] ?? 0}`);
+    }
+  }
+  const lag = "scheduler_fire_lag_ms";
+  lines.push(`# HELP ${lag} start of an attempt minus its due time`, `# TYPE ${lag} histogram`);
+  let cumulative = 0;
+  for (const b of summary.fire_lag_ms.buckets) {
+    cumulative += b.count;
+    lines.push(`${lag}_bucket{le="${b.le}"} ${cumulative}`);
+  }
+  lines.push(`${lag}_count ${summary.fire_lag_ms.count}`);
+  return `${lines.join("\n")}\n`;
+}

@@ -1,0 +1,357 @@
+/**
+ * Named D1 queries. Hot-path writes are set-based: one statement per batch reading a JSON array
+ * through json_each (D1 allows 100 bound parameters a statement, so multi-row VALUES would need
+ * many statements). db.batch() is atomic; BEGIN/transaction() are not available on D1.
+ */
+import { and, desc, eq, inArray, lt, or, sql, type SQL } from "drizzle-orm";
+import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
+import { SQLiteSyncDialect } from "drizzle-orm/sqlite-core";
+import { attempts, executions, jobs, type AttemptRow, type ExecutionRow, type JobRow } from "./schema";
+import type { JobStatus } from "../core/job";
+
+export type Db = DrizzleD1Database<Record<string, never>> & { $client: D1Database };
+
+export function dbOf(d1: D1Database): Db {
+  return drizzle(d1);
+}
+
+const dialect = new SQLiteSyncDialect();
+
+/** A raw statement for D1's own batch(): drizzle's batch cannot bind parameters of sql`` queries. */
+function statement(db: Db, query: SQL): D1PreparedStatement {
+  const { sql: text, params } = dialect.sqlToQuery(query);
+  return db.$client.prepare(text).bind(...params);
+}
+
+// ---------------------------------------------------------------------------------------------
+// create
+
+/** One job and its first execution, as written by insertJobs. */
+export interface NewJob {
+  id: string;
+  executionId: string;
+  tenant: string;
+  name: string | null;
+  bucket: number;
+  spec: string;
+  cron: string | null;
+  timezone: string | null;
+  dueAt: number;
+  timeBucket: number;
+  idempotencyKey: string | null;
+  requestHash: string | null;
+}
+
+export interface IdempotencyWinner {
+  key: string;
+  jobId: string;
+  requestHash: string;
+}
+
+/**
+ * Inserts jobs and their first executions (status pending) in one atomic batch.
+ * An item with an idempotency key is written only if it owns the key afterwards: a key row
+ * younger than the dedupe window keeps its original job (invariant 8).
+ * Returns the owner of every key the batch named.
+ */
+export async function insertJobs(
+  db: Db,
+  tenant: string,
+  items: NewJob[],
+  now: number,
+  idempotencyWindowMs: number,
+): Promise<IdempotencyWinner[]> {
+  const rows = JSON.stringify(
+    items.map((j) => ({
+      id: j.id, e: j.executionId, n: j.name, b: j.bucket, s: j.spec, c: j.cron, z: j.timezone,
+      d: j.dueAt, t: j.timeBucket, k: j.idempotencyKey, h: j.requestHash,
+    })),
+  );
+  const keys = items.filter((j) => j.idempotencyKey !== null);
+  const keyRows = JSON.stringify(keys.map((j) => ({ k: j.idempotencyKey, id: j.id, h: j.requestHash })));
+  const ownsKey = sql`(json_extract(i.value, '$.k') IS NULL OR EXISTS (
+      SELECT 1 FROM idempotency_keys k WHERE k.tenant = ${tenant}
+        AND k.key = json_extract(i.value, '$.k') AND k.job_id = json_extract(i.value, '$.id')))`;
+  const claimKeys = statement(db, sql`
+    INSERT INTO idempotency_keys (tenant, key, job_id, request_hash, created_at)
+    SELECT ${tenant}, json_extract(value, '$.k'), json_extract(value, '$.id'), json_extract(value, '$.h'), ${now}
+    FROM json_each(${keyRows}) WHERE true
+    ON CONFLICT (tenant, key) DO UPDATE SET
+      job_id = excluded.job_id, request_hash = excluded.request_hash, created_at = excluded.created_at
+    WHERE idempotency_keys.created_at <= ${now - idempotencyWindowMs}`);
+  const insertJobRows = statement(db, sql`
+    INSERT INTO jobs (id, tenant, name, status, bucket, spec, cron, timezone, next_run_at, idempotency_key, created_at, updated_at)
+    SELECT json_extract(i.value, '$.id'), ${tenant}, json_extract(i.value, '$.n'), 'active', json_extract(i.value, '$.b'),
+      json_extract(i.value, '$.s'), json_extract(i.value, '$.c'), json_extract(i.value, '$.z'), json_extract(i.value, '$.d'),
+      json_extract(i.value, '$.k'), ${now}, ${now}
+    FROM json_each(${rows}) AS i WHERE ${ownsKey}`);
+  const insertExecutionRows = statement(db, sql`
+    INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, created_at, updated_at)
+    SELECT json_extract(i.value, '$.e'), json_extract(i.value, '$.id'), ${tenant}, json_extract(i.value, '$.b'),
+      json_extract(i.value, '$.t'), json_extract(i.value, '$.d'), 'pending', 0, ${now}, ${now}
+    FROM json_each(${rows}) AS i WHERE ${ownsKey}`);
+  const readKeys = statement(db, sql`
+    SELECT key, job_id AS jobId, request_hash AS requestHash FROM idempotency_keys
+    WHERE tenant = ${tenant} AND key IN (SELECT json_extract(value, '$.k') FROM json_each(${keyRows}))`);
+  if (keys.length === 0) {
+    await db.$client.batch([insertJobRows, insertExecutionRows]);
+    return [];
+  }
+  const [, , , winners] = await db.$client.batch<IdempotencyWinner>([claimKeys, insertJobRows, insertExecutionRows, readKeys]);
+  return winners!.results;
+}
+
+/** pending -> scheduled after a successful hand-off; the bucket may already be further along. */
+export async function markScheduled(db: Db, executionIds: string[], now: number): Promise<void> {
+  if (executionIds.length === 0) return;
+  await db.run(sql`
+    UPDATE executions SET status = 'scheduled', updated_at = ${now}
+    WHERE status = 'pending' AND id IN (SELECT value FROM json_each(${JSON.stringify(executionIds)}))`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// scanner window
+
+export interface PendingExecution {
+  executionId: string;
+  jobId: string;
+  tenant: string;
+  dueAt: number;
+  spec: string;
+  jobStatus: JobStatus;
+}
+
+/** One page of a bucket's pending executions due before `horizonAt` (overdue included), an index range. */
+export async function pendingWindow(
+  db: Db,
+  bucket: number,
+  maxTimeBucket: number,
+  horizonAt: number,
+  limit: number,
+): Promise<PendingExecution[]> {
+  return db.all<PendingExecution>(sql`
+    SELECT e.id AS executionId, e.job_id AS jobId, e.tenant AS tenant, e.due_at AS dueAt, j.spec AS spec, j.status AS jobStatus
+    FROM executions e JOIN jobs j ON j.id = e.job_id
+    WHERE e.bucket = ${bucket} AND e.status = 'pending' AND e.time_bucket <= ${maxTimeBucket} AND e.due_at <= ${horizonAt}
+      AND j.status = 'active'
+    ORDER BY e.time_bucket, e.due_at
+    LIMIT ${limit}`);
+}
+
+// ---------------------------------------------------------------------------------------------
+// mirror (bucket -> D1)
+
+export interface MirroredExecution {
+  id: string;
+  jobId: string;
+  tenant: string;
+  bucket: number;
+  timeBucket: number;
+  occurrenceAt: number;
+  status: string;
+  attempts: number;
+  lastHttpStatus: number | null;
+  lastError: string | null;
+  deadReason: string | null;
+  finishedAt: number | null;
+}
+
+export interface MirroredAttempt {
+  executionId: string;
+  attempt: number;
+  dueAt: number;
+  startedAt: number;
+  finishedAt: number | null;
+  outcome: string | null;
+  httpStatus: number | null;
+  error: string | null;
+}
+
+/**
+ * Writes a bucket's changed executions and attempts in one atomic batch of three statements.
+ * The bucket is the single writer of a handed-off execution, so its latest state wins; an
+ * execution D1 has not seen yet (a cron occurrence made by the bucket) is inserted.
+ */
+export async function mirrorToD1(
+  db: Db,
+  changed: MirroredExecution[],
+  changedAttempts: MirroredAttempt[],
+  now: number,
+): Promise<void> {
+  const e = JSON.stringify(changed);
+  const a = JSON.stringify(changedAttempts);
+  await db.$client.batch([
+    statement(db, sql`
+      INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, last_http_status,
+        last_error, dead_reason, finished_at, created_at, updated_at)
+      SELECT json_extract(value, '$.id'), json_extract(value, '$.jobId'), json_extract(value, '$.tenant'),
+        json_extract(value, '$.bucket'), json_extract(value, '$.timeBucket'), json_extract(value, '$.occurrenceAt'),
+        json_extract(value, '$.status'), json_extract(value, '$.attempts'), json_extract(value, '$.lastHttpStatus'),
+        json_extract(value, '$.lastError'), json_extract(value, '$.deadReason'), json_extract(value, '$.finishedAt'),
+        ${now}, ${now}
+      FROM json_each(${e}) WHERE true
+      ON CONFLICT (id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts,
+        last_http_status = excluded.last_http_status, last_error = excluded.last_error,
+        dead_reason = excluded.dead_reason, finished_at = excluded.finished_at, updated_at = excluded.updated_at`),
+    statement(db, sql`
+      INSERT INTO attempts (execution_id, attempt, due_at, started_at, finished_at, outcome, http_status, error)
+      SELECT json_extract(value, '$.executionId'), json_extract(value, '$.attempt'), json_extract(value, '$.dueAt'),
+        json_extract(value, '$.startedAt'), json_extract(value, '$.finishedAt'), json_extract(value, '$.outcome'),
+        json_extract(value, '$.httpStatus'), json_extract(value, '$.error')
+      FROM json_each(${a}) WHERE true
+      ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at,
+        outcome = excluded.outcome, http_status = excluded.http_status, error = excluded.error`),
+    // a one-off job is completed once its execution is terminal; a redrive reactivates it
+    statement(db, sql`
+      UPDATE jobs SET status = CASE WHEN m.status IN ('succeeded', 'dead') THEN 'completed' ELSE 'active' END,
+        updated_at = ${now}
+      FROM (SELECT json_extract(value, '$.jobId') AS job_id, json_extract(value, '$.status') AS status
+            FROM json_each(${e})) AS m
+      WHERE jobs.id = m.job_id AND jobs.cron IS NULL AND jobs.status IN ('active', 'completed')`),
+  ]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// reads
+
+export async function getJob(db: Db, tenant: string, id: string): Promise<JobRow | undefined> {
+  const rows = await db.select().from(jobs).where(and(eq(jobs.tenant, tenant), eq(jobs.id, id))).limit(1);
+  return rows[0];
+}
+
+export async function getJobsByIds(db: Db, tenant: string, ids: string[]): Promise<JobRow[]> {
+  if (ids.length === 0) return [];
+  return db.select().from(jobs).where(and(eq(jobs.tenant, tenant), inArray(jobs.id, ids)));
+}
+
+/** Newest first; the cursor is the last row's (createdAt, id). */
+export async function listJobs(
+  db: Db,
+  tenant: string,
+  status: JobStatus | undefined,
+  cursor: { createdAt: number; id: string } | undefined,
+  limit: number,
+): Promise<JobRow[]> {
+  const conditions = [eq(jobs.tenant, tenant)];
+  if (status) conditions.push(eq(jobs.status, status));
+  if (cursor) {
+    conditions.push(
+      or(lt(jobs.createdAt, cursor.createdAt), and(eq(jobs.createdAt, cursor.createdAt), lt(jobs.id, cursor.id)))!,
+    );
+  }
+  return db.select().from(jobs).where(and(...conditions)).orderBy(desc(jobs.createdAt), desc(jobs.id)).limit(limit);
+}
+
+export async function getExecution(db: Db, tenant: string, id: string): Promise<ExecutionRow | undefined> {
+  const rows = await db
+    .select()
+    .from(executions)
+    .where(and(eq(executions.tenant, tenant), eq(executions.id, id)))
+    .limit(1);
+  return rows[0];
+}
+
+/** A job's executions, latest due first, with their attempts. */
+export async function listExecutionsOfJob(
+  db: Db,
+  tenant: string,
+  jobId: string,
+  limit: number,
+): Promise<{ execution: ExecutionRow; attempts: AttemptRow[] }[]> {
+  const rows = await db
+    .select()
+    .from(executions)
+    .where(and(eq(executions.tenant, tenant), eq(executions.jobId, jobId)))
+    .orderBy(desc(executions.dueAt))
+    .limit(limit);
+  if (rows.length === 0) return [];
+  const attemptRows = await db
+    .select()
+    .from(attempts)
+    .where(inArray(attempts.executionId, rows.map((r) => r.id)))
+    .orderBy(attempts.executionId, attempts.attempt);
+  return rows.map((execution) => ({
+    execution,
+    attempts: attemptRows.filter((a) => a.executionId === execution.id),
+  }));
+}
+
+/** Dead executions of a tenant, most recently dead first; cursor is the last row's (updatedAt, id). */
+export async function listDead(
+  db: Db,
+  tenant: string,
+  cursor: { updatedAt: number; id: string } | undefined,
+  limit: number,
+): Promise<ExecutionRow[]> {
+  const conditions = [eq(executions.tenant, tenant), eq(executions.status, "dead")];
+  if (cursor) {
+    conditions.push(
+      or(
+        lt(executions.updatedAt, cursor.updatedAt),
+        and(eq(executions.updatedAt, cursor.updatedAt), lt(executions.id, cursor.id)),
+      )!,
+    );
+  }
+  return db
+    .select()
+    .from(executions)
+    .where(and(...conditions))
+    .orderBy(desc(executions.updatedAt), desc(executions.id))
+    .limit(limit);
+}
+
+// ---------------------------------------------------------------------------------------------
+// cancel
+
+/**
+ * Marks a job canceled and its pending (D1-only) executions canceled, in one batch.
+ * Returns the executions that may live in the bucket, which the caller cancels there.
+ */
+export async function cancelJob(
+  db: Db,
+  tenant: string,
+  jobId: string,
+  now: number,
+): Promise<{ executionId: string; dueAt: number; status: string }[]> {
+  const [, , live] = await db.batch([
+    db
+      .update(jobs)
+      .set({ status: "canceled", updatedAt: now })
+      .where(and(eq(jobs.tenant, tenant), eq(jobs.id, jobId), inArray(jobs.status, ["active", "paused"]))),
+    db
+      .update(executions)
+      .set({ status: "canceled", finishedAt: now, updatedAt: now })
+      .where(and(eq(executions.tenant, tenant), eq(executions.jobId, jobId), eq(executions.status, "pending"))),
+    db
+      .select({ executionId: executions.id, dueAt: executions.dueAt, status: executions.status })
+      .from(executions)
+      .where(
+        and(
+          eq(executions.tenant, tenant),
+          eq(executions.jobId, jobId),
+          inArray(executions.status, ["scheduled", "dispatched", "running"]),
+        ),
+      ),
+  ]);
+  return live;
+}
+
+// ---------------------------------------------------------------------------------------------
+// retention
+
+/** Deletes terminal history and idempotency keys older than their cutoffs, at most `limit` executions a call. */
+export async function purgeHistory(
+  db: Db,
+  historyCutoffAt: number,
+  idempotencyCutoffAt: number,
+  limit: number,
+): Promise<number> {
+  const old = sql`SELECT id FROM executions
+    WHERE status IN ('succeeded', 'dead', 'canceled') AND finished_at < ${historyCutoffAt} LIMIT ${limit}`;
+  const [, deleted] = await db.$client.batch([
+    statement(db, sql`DELETE FROM attempts WHERE execution_id IN (${old})`),
+    statement(db, sql`DELETE FROM executions WHERE id IN (${old})`),
+    statement(db, sql`DELETE FROM idempotency_keys WHERE created_at < ${idempotencyCutoffAt}`),
+  ]);
+  return deleted?.meta.changes ?? 0;
+}

@@ -1,0 +1,33 @@
+import type { Bucket } from "./bucket/bucket";
+
+/** Bindings and vars (wrangler.toml); parsed once by config.ts. */
+export interface Env {
+  DB: D1Database;
+  BUCKET: DurableObjectNamespace<Bucket>;
+  /** fire queues FIRE_QUEUE_0..N-1, chosen by bucket */
+  [fireQueue: `FIRE_QUEUE_${number}`]: Queue<FireMessage>;
+  API_KEYS?: string;
+  WEBHOOK_SECRET?: string;
+  ALLOW_LOOPBACK_TARGETS?: string;
+  BUCKETS?: string;
+  LOOKAHEAD_MS?: string;
+  SCAN_WINDOW_MS?: string;
+  LEASE_MS?: string;
+  DISPATCH_TIMEOUT_MS?: string;
+  MAX_DISPATCHES?: string;
+  ALARM_QUANTUM_MS?: string;
+  MIRROR_DELAY_MS?: string;
+  FIRE_BATCH_LIMIT?: string;
+  TERMINAL_RETENTION_MS?: string;
+  HISTORY_RETENTION_MS?: string;
+  IDEMPOTENCY_WINDOW_MS?: string;
+}
+
+/** What the bucket sends to a fire queue: ids only; the claim returns the target. */
+export interface FireMessage {
+  v: 1;
+  executionId: string;
+  bucket: number;
+  tenant: string;
+  dueAt: number;
+}

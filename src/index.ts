@@ -1,0 +1,25 @@
+/** The Worker: HTTP API, fire and dead-letter queue consumers, the cron scanner, and the Bucket class. */
+import { app } from "./api/routes";
+import { handleDeadLetterBatch } from "./consumer/dead-letter";
+import { handleFireBatch } from "./consumer/fire";
+import type { Env } from "./env";
+import { scan } from "./scanner/scan";
+
+export { Bucket } from "./bucket/bucket";
+
+export default {
+  fetch: app.fetch,
+
+  async queue(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+    if (batch.queue.endsWith("-dlq")) await handleDeadLetterBatch(batch, env);
+    else await handleFireBatch(batch, env);
+  },
+
+  async scheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {
+    ctx.waitUntil(
+      scan(env, controller.scheduledTime).then((report) => {
+        if (report.failedBuckets.length > 0) console.error("scan incomplete", report);
+      }),
+    );
+  },
+} satisfies ExportedHandler<Env, unknown>;

@@ -1,0 +1,50 @@
+/**
+ * The cron-trigger scan: every bucket pulls its own window from D1 (due before now + lookahead,
+ * overdue included) and re-arms its alarm, so a failed hand-off, a far-future job or a dropped
+ * alarm heals within one scan period. Then old history leaves D1.
+ */
+import { configOf } from "../config";
+import { bucketName } from "../core/bucketing";
+import { dbOf, purgeHistory } from "../db/queries";
+import type { Env } from "../env";
+
+const CONCURRENT_BUCKETS = 6;
+const PURGE_ROWS = 5000;
+
+export interface ScanReport {
+  pulled: number;
+  failedBuckets: number[];
+  purged: number;
+}
+
+export async function scan(env: Env, now: number): Promise<ScanReport> {
+  const config = configOf(env);
+  let pulled = 0;
+  const failedBuckets: number[] = [];
+  let next = 0;
+  const worker = async () => {
+    while (next < config.BUCKETS) {
+      const bucket = next++;
+      try {
+        const result = await env.BUCKET.getByName(bucketName(bucket)).pullWindow(bucket);
+        pulled += result.pulled;
+      } catch (error) {
+        console.error(`scan of bucket ${bucket} failed`, error);
+        failedBuckets.push(bucket);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(CONCURRENT_BUCKETS, config.BUCKETS) }, worker));
+  let purged = 0;
+  try {
+    purged = await purgeHistory(
+      dbOf(env.DB),
+      now - config.HISTORY_RETENTION_MS,
+      now - config.IDEMPOTENCY_WINDOW_MS,
+      PURGE_ROWS,
+    );
+  } catch (error) {
+    console.error("history purge failed", error);
+  }
+  return { pulled, failedBuckets, purged };
+}
