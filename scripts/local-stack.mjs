@@ -1,0 +1,64 @@
+// The real local stack (wrangler dev: workerd with local D1, Durable Objects, alarms, Queues),
+// started for end-to-end tests and benchmarks. The child gets its own process group, and stop()
+// / kill9() signal exactly that group (wrangler and the workerd it started), by the child's id.
+import { spawn } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { applyMigrations, ROOT, WRANGLER } from "./local-env.mjs";
+
+/**
+ * @param {{ port: number, persistTo?: string, vars?: Record<string,string>, log?: (line: string) => void }} options
+ */
+export async function startStack(options) {
+  const persistTo = options.persistTo ?? mkdtempSync(join(tmpdir(), "scheduler-state-"));
+  applyMigrations(persistTo);
+  const args = [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(options.port), "--persist-to", persistTo,
+    "--show-interactive-dev-session=false", "--log-level", "warn", "--test-scheduled"];
+  for (const [k, v] of Object.entries(options.vars ?? {})) args.push("--var", `${k}:${v}`);
+  const child = spawn(process.execPath, args, {
+    cwd: ROOT,
+    detached: true, // its own process group, so workerd goes down with it
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" },
+  });
+  const log = options.log ?? (() => {});
+  child.stdout.on("data", (d) => log(String(d)));
+  child.stderr.on("data", (d) => log(String(d)));
+  const url = `http://127.0.0.1:${options.port}`;
+  let exited = false;
+  child.on("exit", () => { exited = true; });
+  const signalGroup = (signal) => {
+    if (exited) return;
+    try { process.kill(-child.pid, signal); } catch { /* already gone */ }
+  };
+  const stack = {
+    url,
+    persistTo,
+    pid: child.pid,
+    /** SIGTERM to the group, then SIGKILL if it lingers */
+    async stop() {
+      signalGroup("SIGTERM");
+      for (let i = 0; i < 50 && !exited; i++) await sleep(100);
+      signalGroup("SIGKILL");
+    },
+    /** the crash: kill -9 of the whole runtime */
+    kill9() { signalGroup("SIGKILL"); },
+    exited: () => exited,
+  };
+  const deadline = Date.now() + 60_000;
+  while (Date.now() < deadline) {
+    if (exited) throw new Error("wrangler dev exited during start");
+    try {
+      const res = await fetch(`${url}/healthz`);
+      if (res.ok) return stack;
+    } catch { /* not up yet */ }
+    await sleep(200);
+  }
+  await stack.stop();
+  throw new Error("wrangler dev did not become ready within 60 s");
+}
+
+export function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
