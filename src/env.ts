@@ -31,3 +31,13 @@ export interface FireMessage {
   tenant: string;
   dueAt: number;
 }
+
+declare global {
+  namespace Cloudflare {
+    // types `exports` from "cloudflare:workers" (used by the integration tests)
+    interface GlobalProps {
+      mainModule: typeof import("./index");
+      durableNamespaces: "Bucket";
+    }
+  }
+}

@@ -7,7 +7,8 @@
 import type { Config } from "../config";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from "../core/backoff";
 import { bucketName, bucketOf, timeBucketOf } from "../core/bucketing";
-import { newId } from "../core/id";
+import { cronProblem, occurrenceAfter, type Schedule } from "../core/cron";
+import { newId, occurrenceId } from "../core/id";
 import { LIMITS, type JobSpec, type Target } from "../core/job";
 import { checkTargetUrl } from "../core/target-policy";
 import { parseDurationMs, parseInstant } from "../core/when";
@@ -36,13 +37,38 @@ export async function prepareJob(
   raw: unknown,
   ctx: { tenant: string; now: number; config: Config; fieldPrefix: string; headerIdempotencyKey?: string | undefined },
 ): Promise<PreparedJob> {
-  const prefix = ctx.fieldPrefix;
-  const field = (name: string) => (prefix ? `${prefix}.${name}` : name);
   const parsed = CreateJobInput.safeParse(raw);
-  if (!parsed.success) throw fromZodError(parsed.error, prefix);
+  if (!parsed.success) throw fromZodError(parsed.error, ctx.fieldPrefix);
   const input = parsed.data;
+  const { spec, dueAt } = buildSpec(input, ctx.now, ctx.config, ctx.fieldPrefix);
+  const idempotencyKey = input.idempotencyKey ?? ctx.headerIdempotencyKey ?? null;
+  const id = newId("job", ctx.now, crypto.getRandomValues(new Uint8Array(16)));
+  return {
+    spec,
+    job: {
+      id,
+      executionId: occurrenceId(id, dueAt),
+      tenant: ctx.tenant,
+      name: input.name ?? null,
+      bucket: bucketOf(id, ctx.config.BUCKETS),
+      spec: JSON.stringify(spec),
+      cron: spec.schedule?.cron ?? null,
+      timezone: spec.schedule?.timezone ?? null,
+      dueAt,
+      timeBucket: timeBucketOf(dueAt, ctx.config.SCAN_WINDOW_MS),
+      idempotencyKey,
+      requestHash: idempotencyKey === null ? null : await requestHash(input),
+    },
+  };
+}
 
-  const verdict = checkTargetUrl(input.target.url, ctx.config.ALLOW_LOOPBACK_TARGETS);
+/** The fields a job is built from (a create request, or a job's current state merged with a PATCH). */
+export type JobInput = Omit<CreateJobInput, "idempotencyKey" | "name">;
+
+/** Validates a job's settings and computes its first due time (the first occurrence for cron). */
+export function buildSpec(input: JobInput, now: number, config: Config, prefix = ""): { spec: JobSpec; dueAt: number } {
+  const field = (name: string) => (prefix ? `${prefix}.${name}` : name);
+  const verdict = checkTargetUrl(input.target.url, config.ALLOW_LOOPBACK_TARGETS);
   if (!verdict.ok) throw new ApiError(400, "invalid_field", `target.url ${verdict.reason}`, field("target.url"));
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(input.target.headers)) {
@@ -52,7 +78,7 @@ export async function prepareJob(
     headers[name] = value;
   }
   let body: string | null = null;
-  if (input.target.body !== undefined) {
+  if (input.target.body !== undefined && input.target.body !== null) {
     if (input.target.method === "GET") throw new ApiError(400, "invalid_field", "a GET request carries no body", field("target.body"));
     if (typeof input.target.body === "string") body = input.target.body;
     else {
@@ -66,37 +92,53 @@ export async function prepareJob(
   if (input.metadata !== undefined && encoder.encode(JSON.stringify(input.metadata)).byteLength > LIMITS.metadataBytes) {
     throw new ApiError(400, "invalid_field", `metadata is larger than ${LIMITS.metadataBytes} bytes`, field("metadata"));
   }
-
-  const dueAt = dueAtOf(input, ctx.now, field);
+  const schedule = scheduleOf(input, field);
+  const dueAt = schedule ? firstOccurrence(schedule, now, field) : dueAtOf(input, now, field);
   const retry: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...input.retry };
   if (retry.maxDelayMs < retry.initialDelayMs) {
     throw new ApiError(400, "invalid_field", "retry.maxDelayMs must be at least retry.initialDelayMs", field("retry.maxDelayMs"));
   }
   const target: Target = { url: verdict.url.toString(), method: input.target.method, headers, body };
-  const spec: JobSpec = { target, timeoutMs: input.timeoutMs ?? LIMITS.timeoutMs.default, retry, metadata: input.metadata ?? null };
-
-  const idempotencyKey = input.idempotencyKey ?? ctx.headerIdempotencyKey ?? null;
-  const id = newId("job", ctx.now, crypto.getRandomValues(new Uint8Array(16)));
   return {
-    spec,
-    job: {
-      id,
-      executionId: newId("exe", ctx.now, crypto.getRandomValues(new Uint8Array(16))),
-      tenant: ctx.tenant,
-      name: input.name ?? null,
-      bucket: bucketOf(id, ctx.config.BUCKETS),
-      spec: JSON.stringify(spec),
-      cron: null,
-      timezone: null,
-      dueAt,
-      timeBucket: timeBucketOf(dueAt, ctx.config.SCAN_WINDOW_MS),
-      idempotencyKey,
-      requestHash: idempotencyKey === null ? null : await requestHash(input),
-    },
+    spec: { target, timeoutMs: input.timeoutMs ?? LIMITS.timeoutMs.default, retry, metadata: input.metadata ?? null, schedule },
+    dueAt,
   };
 }
 
-function dueAtOf(input: CreateJobInput, now: number, field: (name: string) => string): number {
+function scheduleOf(input: JobInput, field: (name: string) => string): Schedule | null {
+  const scheduleOnly = (["timezone", "startAt", "endAt", "maxOccurrences", "catchUp"] as const).find((k) => input[k] !== undefined);
+  if (input.cron === undefined) {
+    if (scheduleOnly) throw new ApiError(400, "invalid_field", `${scheduleOnly} applies to recurring jobs: give cron too`, field(scheduleOnly));
+    return null;
+  }
+  if (input.runAt !== undefined || input.delay !== undefined) {
+    const name = input.runAt !== undefined ? "runAt" : "delay";
+    throw new ApiError(400, "invalid_field", `give either cron or ${name}, not both`, field(name));
+  }
+  const timezone = input.timezone ?? "UTC";
+  const problem = cronProblem(input.cron, timezone);
+  if (problem) throw new ApiError(400, "invalid_field", `${problem.field}: ${problem.message}`, field(problem.field));
+  const instant = (name: "startAt" | "endAt") => {
+    const value = input[name];
+    if (value === undefined) return null;
+    const at = parseInstant(value);
+    if (at === undefined) throw new ApiError(400, "invalid_field", `${name} must be an RFC 3339 time with an offset or epoch milliseconds`, field(name));
+    return at;
+  };
+  const startAt = instant("startAt");
+  const endAt = instant("endAt");
+  if (startAt !== null && endAt !== null && endAt <= startAt) throw new ApiError(400, "invalid_field", "endAt must be after startAt", field("endAt"));
+  return { cron: input.cron.trim(), timezone, startAt, endAt, maxOccurrences: input.maxOccurrences ?? null, catchUp: input.catchUp ?? "one" };
+}
+
+function firstOccurrence(schedule: Schedule, now: number, field: (name: string) => string): number {
+  const at = occurrenceAfter(schedule, now - 1);
+  if (at === null) throw new ApiError(400, "invalid_field", "the schedule has no occurrence after now", field(schedule.endAt !== null ? "endAt" : "cron"));
+  if (at > now + LIMITS.horizonMs) throw new ApiError(400, "invalid_field", `the first occurrence must be within ${LIMITS.horizonMs / 86_400_000} days`, field("cron"));
+  return at;
+}
+
+function dueAtOf(input: JobInput, now: number, field: (name: string) => string): number {
   if (input.runAt !== undefined && input.delay !== undefined) {
     throw new ApiError(400, "invalid_field", "give either runAt or delay, not both", field("delay"));
   }
@@ -166,9 +208,9 @@ export async function createJobs(
         status: 201,
         job: presentJob({
           id: p.job.id, tenant, name: p.job.name, status: "active", bucket: p.job.bucket, spec: p.job.spec,
-          cron: null, timezone: null, nextRunAt: p.job.dueAt, idempotencyKey: p.job.idempotencyKey,
+          cron: p.job.cron, timezone: p.job.timezone, nextRunAt: p.job.dueAt, idempotencyKey: p.job.idempotencyKey,
           createdAt: now, updatedAt: now,
-        }),
+        }, now),
       };
     }
     const owner = ownerOfKey.get(p.job.idempotencyKey!)!;
@@ -179,18 +221,44 @@ export async function createJobs(
         error: new ApiError(409, "idempotency_key_reused", "this Idempotency-Key was used for a different request within the dedupe window", "idempotencyKey"),
       };
     }
-    return { status: 200, job: presentJob(original) };
+    return { status: 200, job: presentJob(original, now) };
   });
 }
 
 /** One schedule RPC per bucket for executions due within the lookahead; then D1 says "scheduled". */
 async function handOff(env: Env, db: Db, config: Config, created: PreparedJob[], now: number): Promise<void> {
+  await handOffExecutions(
+    env,
+    db,
+    config,
+    created.map((p) => ({
+      bucket: p.job.bucket,
+      item: {
+        executionId: p.job.executionId, jobId: p.job.id, tenant: p.job.tenant, dueAt: p.job.dueAt, occurrence: 1,
+        job: { spec: p.spec, status: "active" },
+      },
+    })),
+    now,
+  );
+}
+
+/**
+ * Hands executions due within the lookahead to their buckets (one RPC per bucket), then marks
+ * them scheduled in D1. A failed hand-off leaves the row pending: the scanner picks it up.
+ */
+export async function handOffExecutions(
+  env: Env,
+  db: Db,
+  config: Config,
+  executions: { bucket: number; item: HandOff }[],
+  now: number,
+): Promise<void> {
   const byBucket = new Map<number, HandOff[]>();
-  for (const p of created) {
-    if (p.job.dueAt > now + config.LOOKAHEAD_MS) continue; // waits in D1 for the scanner
-    const items = byBucket.get(p.job.bucket) ?? [];
-    items.push({ executionId: p.job.executionId, jobId: p.job.id, tenant: p.job.tenant, dueAt: p.job.dueAt, job: { spec: p.spec, status: "active" } });
-    byBucket.set(p.job.bucket, items);
+  for (const { bucket, item } of executions) {
+    if (item.dueAt > now + config.LOOKAHEAD_MS) continue; // waits in D1 for the scanner
+    const items = byBucket.get(bucket) ?? [];
+    items.push(item);
+    byBucket.set(bucket, items);
   }
   const handedOff: string[] = [];
   await Promise.all(
@@ -210,4 +278,3 @@ async function handOff(env: Env, db: Db, config: Config, created: PreparedJob[],
     console.error("marking executions scheduled failed", error);
   }
 }
-

@@ -1,15 +1,33 @@
 /** Rows as the API shows them: RFC 3339 at the edge, camelCase, effective settings. */
+import { occurrencesAfter } from "../core/cron";
 import type { JobSpec } from "../core/job";
 import { toRfc3339 } from "../core/when";
 import type { AttemptRow, ExecutionRow, JobRow } from "../db/schema";
 
-export function presentJob(row: JobRow) {
+/** A job as the API shows it; `upcoming` > 0 lists that many next occurrences of a recurring job. */
+export function presentJob(row: JobRow, now: number, upcoming = 0) {
   const spec = JSON.parse(row.spec) as JobSpec;
+  const schedule = spec.schedule;
+  const active = row.status === "active";
+  const next = schedule && active ? occurrencesAfter(schedule, now - 1, Math.max(1, upcoming)) : [];
   return {
     id: row.id,
     name: row.name,
     status: row.status,
-    nextRunAt: row.status === "active" ? toRfc3339(row.nextRunAt) : null,
+    nextRunAt: !active ? null : schedule ? toRfc3339(next[0]) : toRfc3339(row.nextRunAt),
+    ...(schedule
+      ? {
+          schedule: {
+            cron: schedule.cron,
+            timezone: schedule.timezone,
+            startAt: toRfc3339(schedule.startAt),
+            endAt: toRfc3339(schedule.endAt),
+            maxOccurrences: schedule.maxOccurrences,
+            catchUp: schedule.catchUp,
+          },
+          ...(upcoming > 0 ? { nextRuns: next.map((at) => toRfc3339(at)) } : {}),
+        }
+      : {}),
     createdAt: toRfc3339(row.createdAt),
     updatedAt: toRfc3339(row.updatedAt),
     target: spec.target,

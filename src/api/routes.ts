@@ -6,7 +6,6 @@ import { bucketName } from "../core/bucketing";
 import type { JobSpec } from "../core/job";
 import { summarize, toPrometheus, type BucketMetrics } from "../core/metrics";
 import {
-  cancelJob,
   dbOf,
   getExecution,
   getJob,
@@ -17,6 +16,7 @@ import {
 import { requireApiKey } from "./auth";
 import type { ApiEnv } from "./context";
 import { createJobs, prepareJob, type PreparedJob } from "./create";
+import { cancelJob, patchJob, pauseJob, resumeJob } from "./job-changes";
 import { ApiError, errorBody, fromZodError, respondError } from "./errors";
 import { decodeCursor, encodeCursor, presentExecution, presentJob } from "./present";
 import { CreateJobBatchInput, ListDeadQuery, ListJobsQuery } from "./schemas";
@@ -114,8 +114,9 @@ app.get("/v1/jobs", async (c) => {
   );
   const page = rows.slice(0, query.data.limit);
   const last = page[page.length - 1];
+  const now = Date.now();
   return c.json({
-    jobs: page.map(presentJob),
+    jobs: page.map((j) => presentJob(j, now)),
     nextCursor: rows.length > query.data.limit && last ? encodeCursor(last.createdAt, last.id) : null,
   });
 });
@@ -126,22 +127,31 @@ app.get("/v1/jobs/:id", async (c) => {
   if (!job) throw notFound("job");
   const [latest] = await listExecutionsOfJob(db, job.tenant, job.id, 1);
   return c.json({
-    ...presentJob(job),
+    ...presentJob(job, Date.now(), 5),
     latestExecution: latest ? presentExecution(latest.execution, undefined, await liveStatus(c, job.bucket, latest.execution)) : null,
   });
 });
 
-app.delete("/v1/jobs/:id", async (c) => {
+/** Loads the caller's job or 404s, and runs a change on it with the request's dependencies. */
+async function changeJob(
+  c: Context<ApiEnv>,
+  change: (deps: Parameters<typeof cancelJob>[0], job: NonNullable<Awaited<ReturnType<typeof getJob>>>) => Promise<Parameters<typeof presentJob>[0]>,
+): Promise<Response> {
   const db = dbOf(c.env.DB);
   const tenant = c.get("tenant");
-  const job = await getJob(db, tenant, c.req.param("id"));
+  const job = await getJob(db, tenant, c.req.param("id")!);
   if (!job) throw notFound("job");
-  if (job.status === "completed") throw new ApiError(409, "not_cancelable", "the job has already completed", "id");
-  const now = Date.now();
-  const live = await cancelJob(db, tenant, job.id, now);
-  // the bucket is the authority for handed-off executions; a running attempt finishes
-  await c.env.BUCKET.getByName(bucketName(job.bucket)).cancelJob(job.id, tenant, live);
-  return c.json(presentJob((await getJob(db, tenant, job.id))!));
+  const changed = await change({ env: c.env, db, config: configOf(c.env), tenant, now: Date.now() }, job);
+  return c.json(presentJob(changed, Date.now()));
+}
+
+// cancel: nothing new fires; an attempt already running finishes
+app.delete("/v1/jobs/:id", (c) => changeJob(c, cancelJob));
+app.post("/v1/jobs/:id/pause", (c) => changeJob(c, pauseJob));
+app.post("/v1/jobs/:id/resume", (c) => changeJob(c, resumeJob));
+app.patch("/v1/jobs/:id", limit(SINGLE_BODY_BYTES), async (c) => {
+  const body = await readJson(c);
+  return changeJob(c, (deps, job) => patchJob(deps, job, body));
 });
 
 app.get("/v1/jobs/:id/executions", async (c) => {

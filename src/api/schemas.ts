@@ -28,17 +28,48 @@ export const RetryInput = z.strictObject({
 
 const Instant = z.union([z.string().max(64), z.number()]);
 
+const ScheduleFields = {
+  /** 5-field (minute) or 6-field (second) cron; excludes runAt/delay */
+  cron: z.string().min(1).max(200).optional(),
+  timezone: z.string().min(1).max(64).optional(),
+  startAt: Instant.optional(),
+  endAt: Instant.optional(),
+  maxOccurrences: z.number().int().min(1).max(1_000_000_000).optional(),
+  catchUp: z.enum(["none", "one", "all"]).optional(),
+};
+
 export const CreateJobInput = z.strictObject({
   name: z.string().min(1).max(LIMITS.nameLength).optional(),
   target: TargetInput,
   runAt: Instant.optional(),
   delay: Instant.optional(),
+  ...ScheduleFields,
   timeoutMs: z.number().int().min(LIMITS.timeoutMs.min).max(LIMITS.timeoutMs.max).optional(),
   retry: RetryInput.optional(),
   metadata: z.record(z.string(), JsonValue).optional(),
   idempotencyKey: z.string().min(1).max(LIMITS.idempotencyKeyLength).optional(),
 });
 export type CreateJobInput = z.infer<typeof CreateJobInput>;
+
+/** PATCH: any subset; target fields and retry fields merge into the job's current ones. */
+export const PatchJobInput = z.strictObject({
+  name: z.string().min(1).max(LIMITS.nameLength).nullable().optional(),
+  target: z
+    .strictObject({
+      url: z.string().max(2048).optional(),
+      method: z.enum(HTTP_METHODS).optional(),
+      headers: TargetInput.shape.headers.optional(),
+      body: JsonValue.optional(),
+    })
+    .optional(),
+  runAt: Instant.optional(),
+  delay: Instant.optional(),
+  ...ScheduleFields,
+  timeoutMs: z.number().int().min(LIMITS.timeoutMs.min).max(LIMITS.timeoutMs.max).optional(),
+  retry: RetryInput.optional(),
+  metadata: z.record(z.string(), JsonValue).nullable().optional(),
+});
+export type PatchJobInput = z.infer<typeof PatchJobInput>;
 
 export const CreateJobBatchInput = z.strictObject({
   jobs: z.array(z.unknown()).min(1).max(LIMITS.batchJobs),

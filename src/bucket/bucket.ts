@@ -7,12 +7,22 @@ import { DurableObject } from "cloudflare:workers";
 import { configOf, type Config } from "../config";
 import { nextAlarmAt } from "../core/alarm";
 import { decideAfterFailure, type FailureKind } from "../core/backoff";
+import { planOccurrence } from "../core/cron";
+import { occurrenceId } from "../core/id";
 import { fireQueueOf, timeBucketOf } from "../core/bucketing";
 import type { JobSpec } from "../core/job";
 import { fromStatesSql, TERMINAL_STATES, type ExecutionState } from "../core/lifecycle";
 import type { BucketMetrics, CounterName } from "../core/metrics";
 import { excerpt } from "../core/response";
-import { dbOf, markScheduled, mirrorToD1, pendingWindow, type MirroredAttempt, type MirroredExecution } from "../db/queries";
+import {
+  dbOf,
+  markScheduled,
+  mirrorToD1,
+  pendingWindow,
+  type MirroredAttempt,
+  type MirroredExecution,
+  type PendingOccurrence,
+} from "../db/queries";
 import type { Env, FireMessage } from "../env";
 import type {
   BucketCounts,
@@ -22,6 +32,7 @@ import type {
   CompletionResult,
   HandOff,
   HeartbeatResult,
+  JobRevision,
   LeaseRef,
   PoisonResult,
   RedriveRequest,
@@ -51,6 +62,8 @@ interface ExecutionRecord {
   lease_seq: number;
   lease_deadline_at: number | null;
   dispatch_count: number;
+  occurrence: number;
+  spawned: number;
   [column: string]: SqlStorageValue;
 }
 
@@ -105,6 +118,7 @@ export class Bucket extends DurableObject<Env> {
         jobId: r.jobId,
         tenant: r.tenant,
         dueAt: r.dueAt,
+        occurrence: r.occurrence,
         job: { spec: JSON.parse(r.spec) as JobSpec, status: r.jobStatus },
       }));
       const tally = new Tally();
@@ -211,44 +225,45 @@ export class Bucket extends DurableObject<Env> {
   // user actions and the dead-letter path
 
   /**
-   * Cancels a job here: nothing new fires, a running attempt finishes. Executions the bucket
-   * has not seen yet get a canceled tombstone so a racing hand-off stays a no-op.
+   * Applies a job's new state (cancel, pause, resume, PATCH) here. Closing cancels what has not
+   * started: nothing new fires, a running attempt finishes. Executions the bucket has not seen
+   * get a canceled tombstone, and a missing job row a tombstone too, so a racing hand-off stays
+   * a no-op.
    */
-  async cancelJob(
-    jobId: string,
-    tenant: string,
-    known: { executionId: string; dueAt: number }[],
-  ): Promise<CancelResult[]> {
+  async reviseJob(revision: JobRevision): Promise<CancelResult[]> {
     const now = Date.now();
     const tally = new Tally();
+    const { jobId, tenant } = revision;
     const results = this.ctx.storage.transactionSync(() => {
-      // a tombstone even if the job never reached this bucket, so a racing hand-off stays canceled
       this.sql.exec(
-        `INSERT INTO jobs (id, tenant, spec, status) VALUES (?, ?, '{}', 'canceled')
-         ON CONFLICT (id) DO UPDATE SET status = 'canceled'`,
-        jobId, tenant,
+        `INSERT INTO jobs (id, tenant, spec, status) VALUES (?, ?, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET status = excluded.status,
+           spec = CASE WHEN ? THEN excluded.spec ELSE jobs.spec END
+         WHERE jobs.status != 'canceled'`,
+        jobId, tenant, JSON.stringify(revision.spec ?? {}), revision.status, revision.spec ? 1 : 0,
       );
-      for (const k of known) {
+      if (revision.closeOpen) {
+        const reason = revision.closeOpen.reason;
+        for (const k of revision.closeOpen.known) {
+          this.sql.exec(
+            `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at, finished_at, last_error, dirty)
+             VALUES (?, ?, ?, ?, 'canceled', ?, ?, ?, 1) ON CONFLICT DO NOTHING`,
+            k.executionId, jobId, tenant, k.dueAt, k.dueAt, now, reason,
+          );
+        }
         this.sql.exec(
-          `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at, finished_at, dirty)
-           VALUES (?, ?, ?, ?, 'canceled', ?, ?, 1) ON CONFLICT (id) DO NOTHING`,
-          k.executionId, jobId, tenant, k.dueAt, k.dueAt, now,
+          `UPDATE executions SET status = 'canceled', finished_at = ?, last_error = ?, dispatch_deadline_at = NULL,
+             version = version + 1, dirty = 1
+           WHERE job_id = ? AND status IN (${fromStatesSql("cancel")})`,
+          now, reason, jobId,
         );
+        const canceled = this.changes();
+        if (canceled > 0) tally.add("canceled_total", tenant, "", canceled);
+        this.sql.exec("DELETE FROM outbox_pending WHERE job_id = ?", jobId);
       }
-      this.sql.exec(
-        `UPDATE executions SET status = 'canceled', finished_at = ?, dispatch_deadline_at = NULL,
-           version = version + 1, dirty = 1
-         WHERE job_id = ? AND status IN (${fromStatesSql("cancel")})`,
-        now, jobId,
-      );
-      const canceled = this.changes();
-      if (canceled > 0) tally.add("canceled_total", tenant, "", canceled);
       tally.write(this.sql);
       return this.sql
-        .exec<{ executionId: string; status: string }>(
-          "SELECT id AS executionId, status FROM executions WHERE job_id = ?",
-          jobId,
-        )
+        .exec<{ executionId: string; status: string }>("SELECT id AS executionId, status FROM executions WHERE job_id = ?", jobId)
         .toArray();
     });
     await this.rearm();
@@ -277,7 +292,7 @@ export class Bucket extends DurableObject<Env> {
         // the dead row already left the bucket (retention): D1 is the record, start from it
         this.sql.exec(
           `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at, attempt, budget_base, version, dirty)
-           VALUES (?, ?, ?, ?, 'scheduled', ?, ?, ?, 1, 1)`,
+           VALUES (?, ?, ?, ?, 'scheduled', ?, ?, ?, 1, 1) ON CONFLICT DO NOTHING`,
           request.executionId, request.jobId, request.tenant, request.occurrenceAt, now,
           request.attempts, request.attempts,
         );
@@ -435,6 +450,7 @@ export class Bucket extends DurableObject<Env> {
           now, Math.max(0, limit - again.length),
         )
         .toArray()) {
+        if (row.spawned === 0 && !this.spawnNextOccurrence(row, now, tally)) continue;
         this.sql.exec(
           `UPDATE executions SET status = 'dispatched', dispatch_deadline_at = ?, dispatch_count = 1,
              version = version + 1, dirty = 1
@@ -488,7 +504,7 @@ export class Bucket extends DurableObject<Env> {
   private async flushMirror(now: number): Promise<void> {
     if (now < this.lastMirrorAt + this.config.MIRROR_DELAY_MS) return;
     const rows = this.sql
-      .exec<ExecutionRecord & { version: number; last_http_status: number | null; last_error: string | null; dead_reason: string | null; finished_at: number | null }>(
+      .exec<ExecutionRecord & { version: number; last: number; last_http_status: number | null; last_error: string | null; dead_reason: string | null; finished_at: number | null }>(
         "SELECT * FROM executions WHERE dirty = 1 LIMIT ?",
         MIRROR_ROWS,
       )
@@ -499,7 +515,13 @@ export class Bucket extends DurableObject<Env> {
         MIRROR_ROWS,
       )
       .toArray();
-    if (rows.length === 0 && attemptRows.length === 0) return;
+    const outbox = this.sql
+      .exec<{ id: string; job_id: string; tenant: string; occurrence_at: number; occurrence: number }>(
+        "SELECT * FROM outbox_pending LIMIT ?",
+        MIRROR_ROWS,
+      )
+      .toArray();
+    if (rows.length === 0 && attemptRows.length === 0 && outbox.length === 0) return;
     this.lastMirrorAt = now;
     const bucket = this.bucketIndex();
     const changed: MirroredExecution[] = rows.map((r) => ({
@@ -509,6 +531,8 @@ export class Bucket extends DurableObject<Env> {
       bucket,
       timeBucket: timeBucketOf(r.occurrence_at, this.config.SCAN_WINDOW_MS),
       occurrenceAt: r.occurrence_at,
+      occurrence: r.occurrence,
+      last: r.last === 1,
       status: r.status,
       attempts: r.attempt,
       lastHttpStatus: r.last_http_status,
@@ -526,9 +550,19 @@ export class Bucket extends DurableObject<Env> {
       httpStatus: a.http_status,
       error: a.error,
     }));
-    await mirrorToD1(dbOf(this.env.DB), changed, changedAttempts, now);
+    const pending: PendingOccurrence[] = outbox.map((o) => ({
+      id: o.id,
+      jobId: o.job_id,
+      tenant: o.tenant,
+      bucket,
+      timeBucket: timeBucketOf(o.occurrence_at, this.config.SCAN_WINDOW_MS),
+      occurrenceAt: o.occurrence_at,
+      occurrence: o.occurrence,
+    }));
+    await mirrorToD1(dbOf(this.env.DB), changed, changedAttempts, pending, now);
     // clear only what was written: a row changed meanwhile stays dirty for the next flush
     this.ctx.storage.transactionSync(() => {
+      for (const o of outbox) this.sql.exec("DELETE FROM outbox_pending WHERE id = ?", o.id);
       for (const r of rows) this.sql.exec("UPDATE executions SET dirty = 0 WHERE id = ? AND version = ?", r.id, r.version);
       for (const a of attemptRows) {
         this.sql.exec(
@@ -562,7 +596,8 @@ export class Bucket extends DurableObject<Env> {
     const nextDispatch = min("SELECT MIN(dispatch_deadline_at) AS at FROM executions WHERE status = 'dispatched'");
     const dirty =
       this.sql.exec("SELECT 1 FROM executions WHERE dirty = 1 LIMIT 1").toArray().length > 0 ||
-      this.sql.exec("SELECT 1 FROM attempts WHERE dirty = 1 LIMIT 1").toArray().length > 0;
+      this.sql.exec("SELECT 1 FROM attempts WHERE dirty = 1 LIMIT 1").toArray().length > 0 ||
+      this.sql.exec("SELECT 1 FROM outbox_pending LIMIT 1").toArray().length > 0;
     const oldestTerminal = min(`SELECT MIN(finished_at) AS at FROM executions WHERE status IN (${TERMINAL_SQL})`);
     const now = Date.now();
     const at = nextAlarmAt({
@@ -586,6 +621,50 @@ export class Bucket extends DurableObject<Env> {
 
   // -------------------------------------------------------------------------------------------
   // guarded writes shared by the operations above (call inside transactionSync)
+
+  /**
+   * Firing an occurrence of a recurring job creates the next one in the same transaction,
+   * unique on (job, due time) through its derived id; near ones go straight into this bucket,
+   * later ones to D1 as pending. Returns false when catchUp "none" skips this occurrence.
+   */
+  private spawnNextOccurrence(row: ExecutionRecord, now: number, tally: Tally): boolean {
+    const job = this.sql.exec<{ spec: string; status: string }>("SELECT spec, status FROM jobs WHERE id = ?", row.job_id).toArray()[0];
+    const schedule = job ? (JSON.parse(job.spec) as JobSpec).schedule : null;
+    if (!job || !schedule) {
+      this.sql.exec("UPDATE executions SET spawned = 1 WHERE id = ?", row.id);
+      return true;
+    }
+    const plan = planOccurrence(schedule, row.occurrence_at, row.occurrence, now);
+    if (plan.next && job.status === "active") {
+      const id = occurrenceId(row.job_id, plan.next.at);
+      if (plan.next.at <= now + this.config.LOOKAHEAD_MS) {
+        this.sql.exec(
+          `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at, occurrence, version, dirty)
+           VALUES (?, ?, ?, ?, 'scheduled', ?, ?, 1, 1) ON CONFLICT DO NOTHING`,
+          id, row.job_id, row.tenant, plan.next.at, plan.next.at, plan.next.ordinal,
+        );
+      } else {
+        this.sql.exec(
+          `INSERT INTO outbox_pending (id, job_id, tenant, occurrence_at, occurrence) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT DO NOTHING`,
+          id, row.job_id, row.tenant, plan.next.at, plan.next.ordinal,
+        );
+      }
+    }
+    this.sql.exec(
+      "UPDATE executions SET spawned = 1, last = ?, version = version + 1, dirty = 1 WHERE id = ?",
+      plan.next === null ? 1 : 0, row.id,
+    );
+    if (plan.run) return true;
+    this.sql.exec(
+      `UPDATE executions SET status = 'canceled', finished_at = ?, last_error = 'skipped: missed occurrence (catchUp none)',
+         version = version + 1, dirty = 1
+       WHERE id = ? AND status IN (${fromStatesSql("cancel")})`,
+      now, row.id,
+    );
+    tally.add("canceled_total", row.tenant);
+    return false;
+  }
 
   private claimOne(id: string, now: number, tally: Tally): ClaimResult {
     const row = this.row(id);
@@ -701,11 +780,17 @@ export class Bucket extends DurableObject<Env> {
     const inserted: HandOff[] = [];
     for (const item of items) {
       this.upsertJob(item.jobId, item.tenant, item.job.spec, item.job.status);
-      if (this.jobStatus(item.jobId) === "canceled") continue;
+      if (this.jobStatus(item.jobId) !== "active") continue; // canceled or paused meanwhile
+      const onConflict = item.reopen
+        ? `ON CONFLICT (id) DO UPDATE SET status = 'scheduled', due_at = excluded.due_at, occurrence = excluded.occurrence,
+             finished_at = NULL, last_error = NULL, spawned = 0, last = 0, attempt = 0, budget_base = 0,
+             version = version + 1, dirty = 1
+           WHERE executions.status IN (${fromStatesSql("reopen")})`
+        : "ON CONFLICT DO NOTHING";
       this.sql.exec(
-        `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at)
-         VALUES (?, ?, ?, ?, 'scheduled', ?) ON CONFLICT (id) DO NOTHING`,
-        item.executionId, item.jobId, item.tenant, item.dueAt, item.dueAt,
+        `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at, occurrence)
+         VALUES (?, ?, ?, ?, 'scheduled', ?, ?) ${onConflict}`,
+        item.executionId, item.jobId, item.tenant, item.dueAt, item.dueAt, item.occurrence,
       );
       if (this.changes() > 0) inserted.push(item);
     }

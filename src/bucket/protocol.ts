@@ -11,6 +11,10 @@ export interface HandOff {
   jobId: string;
   tenant: string;
   dueAt: number;
+  /** the n-th occurrence of its job (1 for one-off jobs) */
+  occurrence: number;
+  /** resume/PATCH only: an occurrence canceled by pause or reschedule may be scheduled again */
+  reopen?: boolean;
   job: { spec: JobSpec; status: JobStatus };
 }
 
@@ -48,6 +52,19 @@ export type HeartbeatResult =
   | { ok: false; executionId: string; code: "stale_lease" };
 
 export type CancelResult = { executionId: string; status: string };
+
+/**
+ * A change of a job's state in its bucket: cancel, pause, resume or a new spec (PATCH).
+ * With closeOpen, its scheduled and dispatched executions are canceled (a running one finishes);
+ * `known` lists executions D1 holds as handed off, so unseen ones get a canceled tombstone.
+ */
+export interface JobRevision {
+  jobId: string;
+  tenant: string;
+  status: JobStatus;
+  spec?: JobSpec;
+  closeOpen: { reason: string; known: { executionId: string; dueAt: number }[] } | null;
+}
 
 export interface RedriveRequest {
   executionId: string;

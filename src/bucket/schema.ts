@@ -70,6 +70,25 @@ export const BUCKET_MIGRATIONS: ReadonlyArray<{ id: number; sql: string }> = [
       );
     `,
   },
+  {
+    id: 2,
+    sql: `
+      ALTER TABLE executions ADD COLUMN occurrence INTEGER NOT NULL DEFAULT 1;
+      -- set once the next occurrence of a recurring job was created from this one
+      ALTER TABLE executions ADD COLUMN spawned INTEGER NOT NULL DEFAULT 0;
+      -- set on the last occurrence of a schedule: the job completes when it is terminal
+      ALTER TABLE executions ADD COLUMN last INTEGER NOT NULL DEFAULT 0;
+      CREATE UNIQUE INDEX executions_occurrence ON executions (job_id, occurrence_at);
+      -- next occurrences due beyond the lookahead, on their way to D1 as pending
+      CREATE TABLE outbox_pending (
+        id TEXT PRIMARY KEY,
+        job_id TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        occurrence_at INTEGER NOT NULL,
+        occurrence INTEGER NOT NULL
+      );
+    `,
+  },
 ];
 
 export function migrateBucket(sql: SqlStorage): void {

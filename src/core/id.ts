@@ -12,3 +12,12 @@ export function newId(prefix: "job" | "exe", now: number, random: Uint8Array): s
   for (let i = 0; i < 16; i++) rand += ALPHABET[(random[i] ?? 0) % 32];
   return `${prefix}_${time}${rand}`;
 }
+
+/**
+ * An occurrence's execution id follows from its job and due time, so the same occurrence always
+ * has the same id: a retried alarm, a repeated hand-off or a duplicate mirror collapse on it.
+ */
+export function occurrenceId(jobId: string, occurrenceAt: number): string {
+  const jobRandom = jobId.slice(-16);
+  return `exe_${newId("exe", occurrenceAt, new Uint8Array(16)).slice(4, 14)}${jobRandom}`;
+}

@@ -1,5 +1,6 @@
 /** What a job asks for, normalized at the API edge and copied into its bucket. */
 import type { RetryPolicy } from "./backoff";
+import type { Schedule } from "./cron";
 
 export interface Target {
   url: string;
@@ -14,6 +15,8 @@ export interface JobSpec {
   timeoutMs: number;
   retry: RetryPolicy;
   metadata: Record<string, unknown> | null;
+  /** recurring jobs only */
+  schedule: Schedule | null;
 }
 
 export type JobStatus = "active" | "paused" | "canceled" | "completed";

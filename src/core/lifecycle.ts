@@ -35,6 +35,8 @@ export const TRANSITIONS = {
   cancel: { from: ["pending", "scheduled", "dispatched"], to: "canceled" },
   /** dead -> scheduled with a fresh attempt budget */
   redrive: { from: ["dead"], to: "scheduled" },
+  /** resume or PATCH schedules an occurrence that pause or a reschedule canceled */
+  reopen: { from: ["canceled"], to: "scheduled" },
 } as const satisfies Record<string, { from: readonly ExecutionState[]; to: ExecutionState }>;
 
 export type Transition = keyof typeof TRANSITIONS;

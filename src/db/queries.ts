@@ -86,9 +86,9 @@ export async function insertJobs(
       json_extract(i.value, '$.k'), ${now}, ${now}
     FROM json_each(${rows}) AS i WHERE ${ownsKey}`);
   const insertExecutionRows = statement(db, sql`
-    INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, created_at, updated_at)
+    INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, occurrence, created_at, updated_at)
     SELECT json_extract(i.value, '$.e'), json_extract(i.value, '$.id'), ${tenant}, json_extract(i.value, '$.b'),
-      json_extract(i.value, '$.t'), json_extract(i.value, '$.d'), 'pending', 0, ${now}, ${now}
+      json_extract(i.value, '$.t'), json_extract(i.value, '$.d'), 'pending', 0, 1, ${now}, ${now}
     FROM json_each(${rows}) AS i WHERE ${ownsKey}`);
   const readKeys = statement(db, sql`
     SELECT key, job_id AS jobId, request_hash AS requestHash FROM idempotency_keys
@@ -117,6 +117,7 @@ export interface PendingExecution {
   jobId: string;
   tenant: string;
   dueAt: number;
+  occurrence: number;
   spec: string;
   jobStatus: JobStatus;
 }
@@ -130,7 +131,8 @@ export async function pendingWindow(
   limit: number,
 ): Promise<PendingExecution[]> {
   return db.all<PendingExecution>(sql`
-    SELECT e.id AS executionId, e.job_id AS jobId, e.tenant AS tenant, e.due_at AS dueAt, j.spec AS spec, j.status AS jobStatus
+    SELECT e.id AS executionId, e.job_id AS jobId, e.tenant AS tenant, e.due_at AS dueAt, e.occurrence AS occurrence,
+      j.spec AS spec, j.status AS jobStatus
     FROM executions e JOIN jobs j ON j.id = e.job_id
     WHERE e.bucket = ${bucket} AND e.status = 'pending' AND e.time_bucket <= ${maxTimeBucket} AND e.due_at <= ${horizonAt}
       AND j.status = 'active'
@@ -148,6 +150,9 @@ export interface MirroredExecution {
   bucket: number;
   timeBucket: number;
   occurrenceAt: number;
+  occurrence: number;
+  /** the schedule's final occurrence: its job completes when it is terminal */
+  last: boolean;
   status: string;
   attempts: number;
   lastHttpStatus: number | null;
@@ -172,21 +177,42 @@ export interface MirroredAttempt {
  * The bucket is the single writer of a handed-off execution, so its latest state wins; an
  * execution D1 has not seen yet (a cron occurrence made by the bucket) is inserted.
  */
+/** A next occurrence due beyond the lookahead, created by its bucket, to wait in D1 as pending. */
+export interface PendingOccurrence {
+  id: string;
+  jobId: string;
+  tenant: string;
+  bucket: number;
+  timeBucket: number;
+  occurrenceAt: number;
+  occurrence: number;
+}
+
 export async function mirrorToD1(
   db: Db,
   changed: MirroredExecution[],
   changedAttempts: MirroredAttempt[],
+  pending: PendingOccurrence[],
   now: number,
 ): Promise<void> {
   const e = JSON.stringify(changed);
   const a = JSON.stringify(changedAttempts);
+  const p = JSON.stringify(pending);
   await db.$client.batch([
     statement(db, sql`
-      INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, last_http_status,
+      INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, occurrence, created_at, updated_at)
+      SELECT json_extract(value, '$.id'), json_extract(value, '$.jobId'), json_extract(value, '$.tenant'),
+        json_extract(value, '$.bucket'), json_extract(value, '$.timeBucket'), json_extract(value, '$.occurrenceAt'),
+        'pending', 0, json_extract(value, '$.occurrence'), ${now}, ${now}
+      FROM json_each(${p}) WHERE true
+      ON CONFLICT DO NOTHING`),
+    statement(db, sql`
+      INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, occurrence, last_http_status,
         last_error, dead_reason, finished_at, created_at, updated_at)
       SELECT json_extract(value, '$.id'), json_extract(value, '$.jobId'), json_extract(value, '$.tenant'),
         json_extract(value, '$.bucket'), json_extract(value, '$.timeBucket'), json_extract(value, '$.occurrenceAt'),
-        json_extract(value, '$.status'), json_extract(value, '$.attempts'), json_extract(value, '$.lastHttpStatus'),
+        json_extract(value, '$.status'), json_extract(value, '$.attempts'), json_extract(value, '$.occurrence'),
+        json_extract(value, '$.lastHttpStatus'),
         json_extract(value, '$.lastError'), json_extract(value, '$.deadReason'), json_extract(value, '$.finishedAt'),
         ${now}, ${now}
       FROM json_each(${e}) WHERE true
@@ -201,13 +227,15 @@ export async function mirrorToD1(
       FROM json_each(${a}) WHERE true
       ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at,
         outcome = excluded.outcome, http_status = excluded.http_status, error = excluded.error`),
-    // a one-off job is completed once its execution is terminal; a redrive reactivates it
+    // a job completes when its last (or only) execution is terminal; a redrive reactivates it
     statement(db, sql`
       UPDATE jobs SET status = CASE WHEN m.status IN ('succeeded', 'dead') THEN 'completed' ELSE 'active' END,
         updated_at = ${now}
-      FROM (SELECT json_extract(value, '$.jobId') AS job_id, json_extract(value, '$.status') AS status
+      FROM (SELECT json_extract(value, '$.jobId') AS job_id, json_extract(value, '$.status') AS status,
+              json_extract(value, '$.last') AS last
             FROM json_each(${e})) AS m
-      WHERE jobs.id = m.job_id AND jobs.cron IS NULL AND jobs.status IN ('active', 'completed')`),
+      WHERE jobs.id = m.job_id AND (jobs.cron IS NULL OR m.last) AND jobs.status IN ('active', 'completed')
+        AND m.status != 'canceled'`),
   ]);
 }
 
@@ -301,39 +329,74 @@ export async function listDead(
 }
 
 // ---------------------------------------------------------------------------------------------
-// cancel
+// job changes: cancel, pause, resume, PATCH
 
 /**
- * Marks a job canceled and its pending (D1-only) executions canceled, in one batch.
- * Returns the executions that may live in the bucket, which the caller cancels there.
+ * Optionally moves the job to `jobStatus`, cancels its pending (D1-only) executions, and returns
+ * the executions that may live in its bucket, which the caller closes there. One atomic batch.
  */
-export async function cancelJob(
+export async function closeJobExecutions(
   db: Db,
   tenant: string,
   jobId: string,
+  jobStatus: "canceled" | "paused" | null,
+  reason: string,
   now: number,
 ): Promise<{ executionId: string; dueAt: number; status: string }[]> {
-  const [, , live] = await db.batch([
-    db
-      .update(jobs)
-      .set({ status: "canceled", updatedAt: now })
-      .where(and(eq(jobs.tenant, tenant), eq(jobs.id, jobId), inArray(jobs.status, ["active", "paused"]))),
-    db
-      .update(executions)
-      .set({ status: "canceled", finishedAt: now, updatedAt: now })
-      .where(and(eq(executions.tenant, tenant), eq(executions.jobId, jobId), eq(executions.status, "pending"))),
-    db
-      .select({ executionId: executions.id, dueAt: executions.dueAt, status: executions.status })
-      .from(executions)
-      .where(
-        and(
-          eq(executions.tenant, tenant),
-          eq(executions.jobId, jobId),
-          inArray(executions.status, ["scheduled", "dispatched", "running"]),
-        ),
-      ),
-  ]);
-  return live;
+  const statements = [
+    statement(db, sql`
+      UPDATE executions SET status = 'canceled', finished_at = ${now}, updated_at = ${now}, last_error = ${reason}
+      WHERE tenant = ${tenant} AND job_id = ${jobId} AND status = 'pending'`),
+    statement(db, sql`
+      SELECT id AS executionId, due_at AS dueAt, status FROM executions
+      WHERE tenant = ${tenant} AND job_id = ${jobId} AND status IN ('scheduled', 'dispatched', 'running')`),
+  ];
+  if (jobStatus !== null) {
+    statements.unshift(
+      statement(db, sql`
+        UPDATE jobs SET status = ${jobStatus}, updated_at = ${now}
+        WHERE tenant = ${tenant} AND id = ${jobId} AND status IN ('active', 'paused')`),
+    );
+  }
+  const results = await db.$client.batch<{ executionId: string; dueAt: number; status: string }>(statements);
+  return results[results.length - 1]!.results;
+}
+
+/** Writes a job's new settings (PATCH, resume). */
+export async function updateJob(
+  db: Db,
+  tenant: string,
+  jobId: string,
+  change: { name: string | null; spec: string; cron: string | null; timezone: string | null; nextRunAt: number | null; status: JobStatus },
+  now: number,
+): Promise<void> {
+  await db
+    .update(jobs)
+    .set({ ...change, updatedAt: now })
+    .where(and(eq(jobs.tenant, tenant), eq(jobs.id, jobId)));
+}
+
+/** A new execution of an existing job (resume, PATCH), pending until handed off; reopens the same occurrence if pause or a reschedule canceled it. */
+export async function insertExecution(
+  db: Db,
+  row: { id: string; jobId: string; tenant: string; bucket: number; timeBucket: number; dueAt: number; occurrence: number },
+  now: number,
+): Promise<boolean> {
+  const result = await db.run(sql`
+    INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, occurrence, created_at, updated_at)
+    VALUES (${row.id}, ${row.jobId}, ${row.tenant}, ${row.bucket}, ${row.timeBucket}, ${row.dueAt}, 'pending', 0,
+      ${row.occurrence}, ${now}, ${now})
+    ON CONFLICT (id) DO UPDATE SET status = 'pending', finished_at = NULL, last_error = NULL, attempts = 0,
+      occurrence = excluded.occurrence, updated_at = excluded.updated_at
+    WHERE executions.status = 'canceled'`);
+  return (result.meta.changes ?? 0) > 0;
+}
+
+/** The highest occurrence number of a job that was not canceled, 0 when none. */
+export async function lastOccurrence(db: Db, jobId: string): Promise<number> {
+  const rows = await db.all<{ n: number | null }>(sql`
+    SELECT MAX(occurrence) AS n FROM executions WHERE job_id = ${jobId} AND status != 'canceled'`);
+  return rows[0]?.n ?? 0;
 }
 
 // ---------------------------------------------------------------------------------------------
