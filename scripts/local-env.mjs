@@ -8,6 +8,17 @@ import { fileURLToPath } from "node:url";
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const WRANGLER = join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js");
 
+/**
+ * Environment for the local runtime. X_LOCAL_OBSERVABILITY=false turns off wrangler's local
+ * per-invocation tracing (on by default since wrangler 4.114; it costs several times the CPU);
+ * the cf-object fetch needs the internet, which a local stack does not have.
+ */
+export const LOCAL_RUNTIME_ENV = {
+  X_LOCAL_OBSERVABILITY: "false",
+  CLOUDFLARE_CF_FETCH_ENABLED: "false",
+  WRANGLER_SEND_METRICS: "false",
+};
+
 /** Creates .dev.vars from .dev.vars.example with a fresh API key and secret when it is missing. */
 export function ensureDevVars(path = join(ROOT, ".dev.vars")) {
   if (!existsSync(path)) {
@@ -33,6 +44,6 @@ export function applyMigrations(persistTo) {
   execFileSync(process.execPath, [WRANGLER, "d1", "migrations", "apply", "DB", "--local", "--persist-to", persistTo], {
     cwd: ROOT,
     stdio: ["ignore", "inherit", "inherit"],
-    env: { ...process.env, CI: "true", WRANGLER_SEND_METRICS: "false" },
+    env: { ...process.env, ...LOCAL_RUNTIME_ENV, CI: "true" },
   });
 }

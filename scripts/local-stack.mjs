@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { applyMigrations, ROOT, WRANGLER } from "./local-env.mjs";
+import { applyMigrations, LOCAL_RUNTIME_ENV, ROOT, WRANGLER } from "./local-env.mjs";
 
 /**
  * @param {{ port: number, persistTo?: string, vars?: Record<string,string>, log?: (line: string) => void }} options
@@ -20,7 +20,7 @@ export async function startStack(options) {
     cwd: ROOT,
     detached: true, // its own process group, so workerd goes down with it
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" },
+    env: { ...process.env, ...LOCAL_RUNTIME_ENV, CI: "true" },
   });
   const log = options.log ?? (() => {});
   child.stdout.on("data", (d) => log(String(d)));

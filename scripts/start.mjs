@@ -2,7 +2,7 @@
 // Objects, Queues and cron, state persisted under .wrangler/state.
 import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { applyMigrations, ensureDevVars, ROOT, WRANGLER } from "./local-env.mjs";
+import { applyMigrations, ensureDevVars, LOCAL_RUNTIME_ENV, ROOT, WRANGLER } from "./local-env.mjs";
 
 const port = process.env.PORT ?? "8787";
 const persistTo = join(ROOT, ".wrangler", "state");
@@ -16,7 +16,7 @@ console.log(`API key (tenant "local") is in .dev.vars, API_KEYS: export KEY=${ke
 const child = spawn(
   process.execPath,
   [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", port, "--persist-to", persistTo, "--test-scheduled", "--show-interactive-dev-session=false"],
-  { cwd: ROOT, stdio: "inherit", env: { ...process.env, WRANGLER_SEND_METRICS: "false" } },
+  { cwd: ROOT, stdio: "inherit", env: { ...process.env, ...LOCAL_RUNTIME_ENV } },
 );
 for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => child.kill(signal));
 child.on("exit", (code) => process.exit(code ?? 0));

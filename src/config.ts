@@ -29,7 +29,10 @@ const ConfigSchema = z.object({
   HISTORY_RETENTION_MS: int(30 * 86_400_000, 0),
   IDEMPOTENCY_WINDOW_MS: int(86_400_000, 0),
   ALLOW_LOOPBACK_TARGETS: z.enum(["true", "false"]).default("false").transform((v) => v === "true"),
+  /** signing secret of every tenant not in WEBHOOK_SECRETS */
   WEBHOOK_SECRET: z.string().default(""),
+  /** per-tenant secrets with rotation: "tenant:whsec_current whsec_next,tenant2:whsec_x" */
+  WEBHOOK_SECRETS: z.string().default(""),
   API_KEYS: z.string().default(""),
 });
 

@@ -8,6 +8,9 @@ export interface Env {
   [fireQueue: `FIRE_QUEUE_${number}`]: Queue<FireMessage>;
   API_KEYS?: string;
   WEBHOOK_SECRET?: string;
+  WEBHOOK_SECRETS?: string;
+  /** per-key API rate limit (the platform's rate limiting binding) */
+  API_RATE_LIMITER?: RateLimit;
   ALLOW_LOOPBACK_TARGETS?: string;
   BUCKETS?: string;
   LOOKAHEAD_MS?: string;

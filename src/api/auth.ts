@@ -25,27 +25,41 @@ const encoder = new TextEncoder();
 
 /** Compares every configured key so timing reveals neither which key nor how much matched. */
 export function tenantOfKey(keys: ApiKey[], presented: string): string | null {
+  return matchKey(keys, presented)?.tenant ?? null;
+}
+
+/** The matching key's tenant and its position in API_KEYS (which names it for rate limiting without the secret). */
+function matchKey(keys: ApiKey[], presented: string): { tenant: string; index: number } | null {
   const given = encoder.encode(presented);
-  let tenant: string | null = null;
-  for (const k of keys) {
+  let match: { tenant: string; index: number } | null = null;
+  keys.forEach((k, index) => {
     const expected = encoder.encode(k.key);
     const sameLength = expected.byteLength === given.byteLength;
     // timingSafeEqual needs equal lengths: compare the given key with itself when they differ
     const equal = crypto.subtle.timingSafeEqual(sameLength ? expected : given, given);
-    if (sameLength && equal && tenant === null) tenant = k.tenant;
-  }
-  return tenant;
+    if (sameLength && equal && match === null) match = { tenant: k.tenant, index };
+  });
+  return match;
 }
+
+/** The rate limiter's period (wrangler.toml [[ratelimits]] simple.period), for Retry-After. */
+const RATE_LIMIT_PERIOD_SECONDS = 10;
 
 export const requireApiKey: MiddlewareHandler<ApiEnv> = async (c, next) => {
   const header = c.req.header("authorization") ?? "";
   const match = /^Bearer\s+(\S+)$/i.exec(header);
-  const tenant = match ? tenantOfKey(parseApiKeys(configOf(c.env).API_KEYS), match[1]!) : null;
-  if (tenant === null) {
+  const key = match ? matchKey(parseApiKeys(configOf(c.env).API_KEYS), match[1]!) : null;
+  if (key === null) {
     throw new ApiError(401, "unauthorized", "a valid API key is required: Authorization: Bearer <key>", "authorization", {
       "www-authenticate": "Bearer",
     });
   }
-  c.set("tenant", tenant);
+  const limiter = c.env.API_RATE_LIMITER;
+  if (limiter && !(await limiter.limit({ key: `${key.tenant}#${key.index}` })).success) {
+    throw new ApiError(429, "rate_limited", "too many requests for this API key; retry later", "authorization", {
+      "retry-after": String(RATE_LIMIT_PERIOD_SECONDS),
+    });
+  }
+  c.set("tenant", key.tenant);
   await next();
 };

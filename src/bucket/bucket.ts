@@ -291,8 +291,8 @@ export class Bucket extends DurableObject<Env> {
       } else {
         // the dead row already left the bucket (retention): D1 is the record, start from it
         this.sql.exec(
-          `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at, attempt, budget_base, version, dirty)
-           VALUES (?, ?, ?, ?, 'scheduled', ?, ?, ?, 1, 1) ON CONFLICT DO NOTHING`,
+          `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at, attempt, budget_base, spawned, version, dirty)
+           VALUES (?, ?, ?, ?, 'scheduled', ?, ?, ?, 1, 1, 1) ON CONFLICT DO NOTHING`,
           request.executionId, request.jobId, request.tenant, request.occurrenceAt, now,
           request.attempts, request.attempts,
         );
@@ -787,10 +787,11 @@ export class Bucket extends DurableObject<Env> {
              version = version + 1, dirty = 1
            WHERE executions.status IN (${fromStatesSql("reopen")})`
         : "ON CONFLICT DO NOTHING";
+      // one-off jobs have no next occurrence: mark them spawned so firing skips the schedule
       this.sql.exec(
-        `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at, occurrence)
-         VALUES (?, ?, ?, ?, 'scheduled', ?, ?) ${onConflict}`,
-        item.executionId, item.jobId, item.tenant, item.dueAt, item.dueAt, item.occurrence,
+        `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at, occurrence, spawned)
+         VALUES (?, ?, ?, ?, 'scheduled', ?, ?, ?) ${onConflict}`,
+        item.executionId, item.jobId, item.tenant, item.dueAt, item.dueAt, item.occurrence, item.job.spec.schedule ? 0 : 1,
       );
       if (this.changes() > 0) inserted.push(item);
     }

@@ -5,17 +5,12 @@
  */
 import { configOf } from "../config";
 import { bucketName } from "../core/bucketing";
-import type { Env, FireMessage } from "../env";
-import { groupByBucket, parseFireMessage } from "./message";
+import type { Env } from "../env";
+import { acceptFireMessages, groupByBucket } from "./message";
 
 export async function handleDeadLetterBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   const config = configOf(env);
-  const valid: { message: Message<unknown>; body: FireMessage }[] = [];
-  for (const message of batch.messages) {
-    const body = parseFireMessage(message.body, config.BUCKETS);
-    if (body) valid.push({ message, body });
-    else message.ack();
-  }
+  const valid = await acceptFireMessages(batch, env, config.BUCKETS);
   await Promise.all(
     [...groupByBucket(valid)].map(async ([bucket, group]) => {
       try {

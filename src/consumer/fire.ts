@@ -8,36 +8,24 @@ import { configOf, type Config } from "../config";
 import { bucketName } from "../core/bucketing";
 import type { Env, FireMessage } from "../env";
 import type { ClaimResult, CompletionReport } from "../bucket/protocol";
-import { groupByBucket, parseFireMessage } from "./message";
-import { deliver, signingKey } from "./webhook";
+import { acceptFireMessages, groupByBucket } from "./message";
+import { SigningKeys } from "./signing";
+import { deliver } from "./webhook";
 
 /** Open connections per invocation are limited (6); a target's timeout starts when its request does. */
 const DELIVERY_CONCURRENCY = 6;
 
 export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   const config = configOf(env);
-  const valid: { message: Message<unknown>; body: FireMessage }[] = [];
-  let malformed = 0;
-  for (const message of batch.messages) {
-    const body = parseFireMessage(message.body, config.BUCKETS);
-    if (body) valid.push({ message, body });
-    else {
-      malformed += 1;
-      message.ack(); // retrying a malformed message can never help
-    }
-  }
-  if (malformed > 0) {
-    console.warn(`dropped ${malformed} malformed fire message(s)`);
-    await env.BUCKET.getByName(bucketName(0)).bump("malformed_messages_total", "", malformed).catch(() => undefined);
-  }
-  const key = await signingKey(config.WEBHOOK_SECRET);
-  await Promise.all([...groupByBucket(valid)].map(([bucket, group]) => processBucketGroup(env, config, key, bucket, group)));
+  const valid = await acceptFireMessages(batch, env, config.BUCKETS);
+  const keys = signingKeysOf(config);
+  await Promise.all([...groupByBucket(valid)].map(([bucket, group]) => processBucketGroup(env, config, keys, bucket, group)));
 }
 
 async function processBucketGroup(
   env: Env,
   config: Config,
-  key: CryptoKey,
+  keys: SigningKeys,
   bucket: number,
   group: { message: Message<unknown>; body: FireMessage }[],
 ): Promise<void> {
@@ -59,7 +47,7 @@ async function processBucketGroup(
     await forEachLimited(leases, DELIVERY_CONCURRENCY, async (lease) => {
       const outcome = await deliver(
         { executionId: lease.executionId, jobId: lease.jobId, attempt: lease.attempt, target: lease.target, timeoutMs: lease.timeoutMs },
-        key,
+        await keys.forTenant(lease.tenant),
         Date.now(),
       );
       running.delete(lease.executionId);
@@ -75,6 +63,17 @@ async function processBucketGroup(
     });
   }
   for (const g of group) g.message.ack();
+}
+
+const keysByConfig = new WeakMap<Config, SigningKeys>();
+
+function signingKeysOf(config: Config): SigningKeys {
+  let keys = keysByConfig.get(config);
+  if (!keys) {
+    keys = new SigningKeys(config);
+    keysByConfig.set(config, keys);
+  }
+  return keys;
 }
 
 /** Extends the leases still running every third of the lease, in one RPC per bucket. */

@@ -1,6 +1,7 @@
 /** The fire message as it crosses the queue: validated on the way in, never trusted. */
 import { z } from "zod";
-import type { FireMessage } from "../env";
+import { bucketName } from "../core/bucketing";
+import type { Env, FireMessage } from "../env";
 
 const FireMessageSchema = z.object({
   v: z.literal(1),
@@ -25,4 +26,30 @@ export function groupByBucket<M extends { body: FireMessage }>(messages: M[]): M
     else groups.set(m.body.bucket, [m]);
   }
   return groups;
+}
+
+/**
+ * Splits a batch into fire messages and the rest. Malformed messages are acked (retrying can
+ * never help), counted in malformed_messages_total, and never affect the other messages.
+ */
+export async function acceptFireMessages(
+  batch: MessageBatch<unknown>,
+  env: Env,
+  buckets: number,
+): Promise<{ message: Message<unknown>; body: FireMessage }[]> {
+  const valid: { message: Message<unknown>; body: FireMessage }[] = [];
+  let malformed = 0;
+  for (const message of batch.messages) {
+    const body = parseFireMessage(message.body, buckets);
+    if (body) valid.push({ message, body });
+    else {
+      malformed += 1;
+      message.ack();
+    }
+  }
+  if (malformed > 0) {
+    console.warn(`dropped ${malformed} malformed message(s) from queue ${batch.queue}`);
+    await env.BUCKET.getByName(bucketName(0)).bump("malformed_messages_total", "", malformed).catch(() => undefined);
+  }
+  return valid;
 }

@@ -13,13 +13,6 @@ export interface Delivery {
   timeoutMs: number;
 }
 
-/** Imports a `whsec_<base64>` secret as an HMAC-SHA256 key. */
-export async function signingKey(secret: string): Promise<CryptoKey> {
-  const raw = secret.startsWith("whsec_") ? secret.slice("whsec_".length) : secret;
-  const bytes = Uint8Array.from(atob(raw), (c) => c.charCodeAt(0));
-  return crypto.subtle.importKey("raw", bytes, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-}
-
 /** `v1,<base64 HMAC-SHA256 of "id.timestamp.body">` */
 export async function sign(key: CryptoKey, id: string, timestampSeconds: number, body: string): Promise<string> {
   const mac = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${id}.${timestampSeconds}.${body}`));
@@ -31,13 +24,15 @@ export async function sign(key: CryptoKey, id: string, timestampSeconds: number,
 /** Headers the scheduler sets; a user header of the same name is replaced. */
 export const RESERVED_HEADERS = ["webhook-id", "webhook-timestamp", "webhook-signature", "idempotency-key", "x-scheduler-attempt", "x-scheduler-job-id"];
 
-export async function deliver(delivery: Delivery, key: CryptoKey, now: number): Promise<DeliveryOutcome> {
+/** Calls the target once; `keys` are the tenant's active signing keys (two during a rotation). */
+export async function deliver(delivery: Delivery, keys: CryptoKey[], now: number): Promise<DeliveryOutcome> {
   const body = delivery.target.body ?? "";
   const timestamp = Math.floor(now / 1000);
   const headers = new Headers(delivery.target.headers);
   headers.set("webhook-id", delivery.executionId);
   headers.set("webhook-timestamp", String(timestamp));
-  headers.set("webhook-signature", await sign(key, delivery.executionId, timestamp, body));
+  const signatures = await Promise.all(keys.map((key) => sign(key, delivery.executionId, timestamp, body)));
+  headers.set("webhook-signature", signatures.join(" "));
   headers.set("idempotency-key", delivery.executionId);
   headers.set("x-scheduler-attempt", String(delivery.attempt));
   headers.set("x-scheduler-job-id", delivery.jobId);

@@ -1,0 +1,44 @@
+/**
+ * Signing secrets per tenant, with rotation: WEBHOOK_SECRETS="acme:whsec_current whsec_next,..."
+ * gives a tenant up to two active secrets (the webhook-signature header then carries one
+ * signature per secret, space-separated, so a receiver holding either verifies); every other
+ * tenant signs with WEBHOOK_SECRET.
+ */
+import type { Config } from "../config";
+
+export const MAX_ACTIVE_SECRETS = 2;
+
+export function secretsOf(config: Pick<Config, "WEBHOOK_SECRET" | "WEBHOOK_SECRETS">, tenant: string): string[] {
+  for (const entry of config.WEBHOOK_SECRETS.split(",")) {
+    const at = entry.indexOf(":");
+    if (at <= 0 || entry.slice(0, at).trim() !== tenant) continue;
+    return entry.slice(at + 1).trim().split(/\s+/).filter(Boolean).slice(0, MAX_ACTIVE_SECRETS);
+  }
+  return config.WEBHOOK_SECRET ? [config.WEBHOOK_SECRET] : [];
+}
+
+/** Imports a `whsec_<base64>` secret as an HMAC-SHA256 key. */
+export async function importSecret(secret: string): Promise<CryptoKey> {
+  const raw = secret.startsWith("whsec_") ? secret.slice("whsec_".length) : secret;
+  const bytes = Uint8Array.from(atob(raw), (c) => c.charCodeAt(0));
+  return crypto.subtle.importKey("raw", bytes, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+}
+
+/** Imported keys per tenant, kept for the isolate's life (secrets change only with a deploy). */
+export class SigningKeys {
+  private readonly keys = new Map<string, Promise<CryptoKey[]>>();
+
+  constructor(private readonly config: Pick<Config, "WEBHOOK_SECRET" | "WEBHOOK_SECRETS">) {}
+
+  forTenant(tenant: string): Promise<CryptoKey[]> {
+    let keys = this.keys.get(tenant);
+    if (!keys) {
+      const secrets = secretsOf(this.config, tenant);
+      keys = secrets.length === 0
+        ? Promise.reject(new Error(`no signing secret for tenant "${tenant}": set WEBHOOK_SECRET or WEBHOOK_SECRETS`))
+        : Promise.all(secrets.map(importSecret));
+      this.keys.set(tenant, keys);
+    }
+    return keys;
+  }
+}
