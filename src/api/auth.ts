@@ -16,8 +16,9 @@ export function parseApiKeys(value: string): ApiKey[] {
     .filter((pair) => pair.length > 0)
     .flatMap((pair) => {
       const at = pair.indexOf(":");
-      if (at <= 0 || at === pair.length - 1) return [];
-      return [{ tenant: pair.slice(0, at), key: pair.slice(at + 1) }];
+      const tenant = pair.slice(0, Math.max(0, at)).trim();
+      const key = pair.slice(at + 1).trim();
+      return at > 0 && tenant && key ? [{ tenant, key }] : [];
     });
 }
 

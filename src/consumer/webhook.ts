@@ -2,7 +2,7 @@
  * Delivery to an HTTP target, signed per Standard Webhooks: webhook-id is the execution id,
  * stable across attempts and duplicate deliveries (invariant 5), so receivers can dedupe on it.
  */
-import { classifyStatus, excerpt, parseRetryAfterMs, type DeliveryOutcome, EXCERPT_BYTES } from "../core/response";
+import { classifyStatus, excerpt, parseRetryAfterMs, type DeliveryOutcome, EXCERPT_LENGTH } from "../core/response";
 import type { Target } from "../core/job";
 
 export interface Delivery {
@@ -70,14 +70,14 @@ export async function deliver(delivery: Delivery, keys: CryptoKey[], now: number
   }
 }
 
-/** Reads at most EXCERPT_BYTES of a body and drops the rest unread. */
+/** Reads about EXCERPT_LENGTH bytes of a body and drops the rest unread. */
 async function readExcerpt(response: Response): Promise<string> {
   if (!response.body) return "";
   const reader = response.body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
   try {
-    while (size < EXCERPT_BYTES) {
+    while (size < EXCERPT_LENGTH) {
       const { done, value } = await reader.read();
       if (done) break;
       chunks.push(value);

@@ -15,7 +15,7 @@ export function checkTargetUrl(raw: string, allowLoopback: boolean): TargetVerdi
   if (url.username || url.password) return { ok: false, reason: "must not carry credentials in the URL" };
   if (allowLoopback) return { ok: true, url };
   if (url.protocol !== "https:") return { ok: false, reason: "must use https" };
-  const host = url.hostname.toLowerCase();
+  const host = url.hostname.toLowerCase().replace(/\.$/, ""); // "localhost." is localhost
   if (host === "localhost" || host.endsWith(".localhost") || host.endsWith(".internal")) {
     return { ok: false, reason: "must not point at a local host name" };
   }

@@ -11,14 +11,24 @@ export function parseDurationMs(input: string | number): number | undefined {
   return Number.isFinite(ms) ? Math.round(ms) : undefined;
 }
 
-const RFC3339 = /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/;
+const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
 
-/** RFC 3339 with an explicit offset, or epoch ms -> epoch ms; undefined when malformed. */
+/**
+ * RFC 3339 with an explicit offset, or epoch ms -> epoch ms; undefined when malformed.
+ * Calendar fields are range-checked: Date.parse would roll 30 February over into March.
+ */
 export function parseInstant(input: string | number): number | undefined {
   if (typeof input === "number") return Number.isSafeInteger(input) && input >= 0 ? input : undefined;
-  if (!RFC3339.test(input)) return undefined;
-  const ms = Date.parse(input);
-  return Number.isFinite(ms) ? ms : undefined;
+  const m = RFC3339.exec(input);
+  if (!m) return undefined;
+  const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
+  const daysInMonth = new Date(Date.UTC(year, month, 0)).getUTCDate();
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth || hour > 23 || minute > 59 || second > 59) return undefined;
+  const offsetMinutes = m[8] ? 0 : (m[9] === "-" ? -1 : 1) * (Number(m[10]) * 60 + Number(m[11]));
+  if (!m[8] && (Number(m[10]) > 23 || Number(m[11]) > 59)) return undefined;
+  const fraction = m[7] ? Math.floor(Number(`0${m[7]}`) * 1000) : 0;
+  const ms = Date.UTC(year, month - 1, day, hour, minute, second, fraction) - offsetMinutes * 60_000;
+  return ms >= 0 ? ms : undefined;
 }
 
 export function toRfc3339(at: number | null | undefined): string | null {

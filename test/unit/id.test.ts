@@ -1,0 +1,54 @@
+/** Type-prefixed, time-sortable ids (STYLE.md "Names"): job_..., exe_... */
+import { describe, expect, it } from "vitest";
+import { newId } from "../../src/core/id";
+
+const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
+const zeros = new Uint8Array(16);
+const bytes = (...values: number[]) => Uint8Array.from({ length: 16 }, (_, i) => values[i % values.length]!);
+
+describe("newId", () => {
+  it.each(["job", "exe"] as const)("%s ids: prefix, 26 chars of Crockford-style base32 after it", (prefix) => {
+    const id = newId(prefix, 1_767_366_245_123, bytes(1, 200, 37, 255));
+    expect(id.startsWith(`${prefix}_`)).toBe(true);
+    expect(id).toHaveLength(prefix.length + 1 + 26);
+    expect(id).toMatch(/^(job|exe)_[0-9a-hjkmnp-tv-z]{26}$/); // no i, l, o, u
+  });
+
+  it("encodes the time in the first 10 chars, big-endian base32", () => {
+    expect(newId("job", 0, zeros)).toBe("job_00000000000000000000000000");
+    expect(newId("job", 1, zeros).slice(4, 14)).toBe("0000000001");
+    expect(newId("job", 31, zeros).slice(4, 14)).toBe("000000000z");
+    expect(newId("job", 32, zeros).slice(4, 14)).toBe("0000000010");
+    expect(newId("job", 32 ** 2 * 5 + 32 * 17 + 31, zeros).slice(4, 14)).toBe("00000005hz");
+    expect(newId("job", 32 ** 10 - 1, zeros).slice(4, 14)).toBe("zzzzzzzzzz");
+  });
+
+  it("takes 16 chars of randomness from the given bytes (mod 32)", () => {
+    expect(newId("exe", 0, bytes(0)).slice(14)).toBe("0".repeat(16));
+    expect(newId("exe", 0, bytes(31)).slice(14)).toBe("z".repeat(16));
+    expect(newId("exe", 0, bytes(32)).slice(14)).toBe("0".repeat(16));
+    expect(newId("exe", 0, bytes(255)).slice(14)).toBe("z".repeat(16));
+    expect(newId("exe", 0, Uint8Array.from({ length: 16 }, (_, i) => i)).slice(14)).toBe(ALPHABET.slice(0, 16));
+  });
+
+  it("is pure: same inputs, same id; another random, another id", () => {
+    const r = bytes(9, 8, 7, 6, 5);
+    expect(newId("job", 1_767_366_245_123, r)).toBe(newId("job", 1_767_366_245_123, r));
+    expect(newId("job", 1_767_366_245_123, r)).not.toBe(newId("job", 1_767_366_245_123, bytes(9, 8, 7, 6, 4)));
+  });
+
+  it("sorts by creation time as plain strings (ms resolution), whatever the randomness", () => {
+    const times = [0, 1, 31, 32, 33, 1_023, 1_024, 999_999, 1_000_000, 1_767_366_245_122, 1_767_366_245_123, 1_767_366_246_000, 4_102_444_800_000];
+    const ids = times.map((t, i) => newId("exe", t, bytes(255 - i * 19, i * 7)));
+    expect([...ids].sort()).toEqual(ids);
+    for (let i = 1; i < ids.length; i++) expect(ids[i - 1]! < ids[i]!).toBe(true);
+  });
+
+  it("uses a 32-char alphabet in ASCII order, which is what makes ids sortable", () => {
+    const produced =
+      newId("exe", 0, Uint8Array.from({ length: 16 }, (_, i) => i)).slice(14) +
+      newId("exe", 0, Uint8Array.from({ length: 16 }, (_, i) => i + 16)).slice(14);
+    expect(produced).toBe(ALPHABET);
+    expect([...produced].sort().join("")).toBe(produced);
+  });
+});

@@ -1,0 +1,150 @@
+/**
+ * The execution lifecycle as one table (DESIGN.md "Execution lifecycle", STYLE.md habit 2): every
+ * state change and every SQL guard derives from TRANSITIONS, so the table itself is tested here.
+ */
+import { describe, expect, it } from "vitest";
+import {
+  canApply,
+  EXECUTION_STATES,
+  type ExecutionState,
+  fromStatesSql,
+  isTerminal,
+  statusCheckSql,
+  TERMINAL_STATES,
+  type Transition,
+  TRANSITIONS,
+} from "../../src/core/lifecycle";
+
+const transitions = Object.keys(TRANSITIONS) as Transition[];
+const edges = transitions.flatMap((t) => TRANSITIONS[t].from.map((from) => ({ t, from: from as ExecutionState, to: TRANSITIONS[t].to as ExecutionState })));
+
+describe("TRANSITIONS", () => {
+  it("names only known states", () => {
+    for (const { from, to } of edges) {
+      expect(EXECUTION_STATES).toContain(from);
+      expect(EXECUTION_STATES).toContain(to);
+    }
+    for (const s of TERMINAL_STATES) expect(EXECUTION_STATES).toContain(s);
+  });
+
+  it("has the states of DESIGN.md and no others", () => {
+    expect([...EXECUTION_STATES].sort()).toEqual(["canceled", "dead", "dispatched", "pending", "running", "scheduled", "succeeded"]);
+    expect([...TERMINAL_STATES].sort()).toEqual(["canceled", "dead", "succeeded"]);
+  });
+
+  it("lets a terminal state out only by redrive (dead -> scheduled) or reopen (canceled -> scheduled)", () => {
+    // DESIGN.md: terminal states are left only by redrive. reopen was added for pause/resume of
+    // recurring jobs (a canceled future occurrence is scheduled again); any further exit must be
+    // a deliberate change to this list.
+    const outOfTerminal = edges.filter((e) => isTerminal(e.from));
+    expect(outOfTerminal).toEqual([
+      { t: "redrive", from: "dead", to: "scheduled" },
+      { t: "reopen", from: "canceled", to: "scheduled" },
+    ]);
+  });
+
+  it("succeeded is final: nothing leaves it", () => {
+    expect(edges.filter((e) => e.from === "succeeded")).toEqual([]);
+  });
+
+  it("every transition has at least one from-state and no duplicates", () => {
+    for (const t of transitions) {
+      const from = TRANSITIONS[t].from as readonly string[];
+      expect(from.length).toBeGreaterThan(0);
+      expect(new Set(from).size).toBe(from.length);
+    }
+  });
+
+  it("reaches every state from pending (a created execution can end up anywhere the table says)", () => {
+    const seen = new Set<ExecutionState>(["pending"]);
+    for (let changed = true; changed; ) {
+      changed = false;
+      for (const e of edges) if (seen.has(e.from) && !seen.has(e.to)) (seen.add(e.to), (changed = true));
+    }
+    expect([...seen].sort()).toEqual([...EXECUTION_STATES].sort());
+  });
+
+  it("every non-terminal state can reach a terminal one (nothing is stuck, invariant 4)", () => {
+    for (const start of EXECUTION_STATES.filter((s) => !isTerminal(s))) {
+      const seen = new Set<ExecutionState>([start]);
+      for (let changed = true; changed; ) {
+        changed = false;
+        for (const e of edges) if (seen.has(e.from) && !seen.has(e.to)) (seen.add(e.to), (changed = true));
+      }
+      expect([...seen].some(isTerminal), start).toBe(true);
+    }
+  });
+});
+
+describe("isTerminal", () => {
+  it.each(EXECUTION_STATES.map((s) => [s, (TERMINAL_STATES as readonly string[]).includes(s)] as const))("%s -> %s", (state, terminal) => {
+    expect(isTerminal(state)).toBe(terminal);
+  });
+});
+
+describe("canApply", () => {
+  it.each<[Transition, ExecutionState, boolean]>([
+    ["handOff", "pending", true],
+    ["handOff", "scheduled", false], // a repeated hand-off is a no-op, not a reset
+    ["dispatch", "scheduled", true],
+    ["dispatch", "dispatched", false],
+    ["redispatch", "dispatched", true], // failure row "message lost"
+    ["redispatch", "running", false],
+    ["claim", "dispatched", true],
+    ["claim", "running", false], // invariant 2: at most one live lease; invariant 7: duplicate delivery
+    ["claim", "succeeded", false], // invariant 7: duplicate of a finished execution
+    ["claim", "scheduled", false],
+    ["succeed", "running", true],
+    ["succeed", "dispatched", false], // invariant 3: only a lease holder completes
+    ["succeed", "dead", false],
+    ["retry", "running", true],
+    ["retry", "dispatched", false],
+    ["kill", "running", true],
+    ["kill", "dispatched", true], // poison / undeliverable
+    ["kill", "scheduled", true],
+    ["kill", "succeeded", false],
+    ["kill", "dead", false],
+    ["cancel", "pending", true],
+    ["cancel", "scheduled", true],
+    ["cancel", "dispatched", true],
+    ["cancel", "running", false], // a running attempt finishes
+    ["cancel", "succeeded", false],
+    ["cancel", "canceled", false],
+    ["redrive", "dead", true],
+    ["redrive", "succeeded", false],
+    ["redrive", "canceled", false],
+    ["redrive", "running", false],
+    ["reopen", "canceled", true],
+    ["reopen", "succeeded", false],
+    ["reopen", "dead", false],
+  ])("%s from %s -> %s", (transition, from, expected) => {
+    expect(canApply(transition, from)).toBe(expected);
+  });
+
+  it("agrees with the table for every (transition, state) pair", () => {
+    for (const t of transitions) {
+      for (const s of EXECUTION_STATES) expect(canApply(t, s)).toBe((TRANSITIONS[t].from as readonly string[]).includes(s));
+    }
+  });
+});
+
+describe("SQL derived from the table", () => {
+  it.each(transitions)("fromStatesSql(%s) quotes exactly its from-states", (t) => {
+    const sql = fromStatesSql(t);
+    expect(sql).toBe(TRANSITIONS[t].from.map((s) => `'${s}'`).join(","));
+    expect(sql).toMatch(/^'[a-z]+'(,'[a-z]+')*$/);
+  });
+
+  it("fromStatesSql examples", () => {
+    expect(fromStatesSql("claim")).toBe("'dispatched'");
+    expect(fromStatesSql("kill")).toBe("'scheduled','dispatched','running'");
+    expect(fromStatesSql("cancel")).toBe("'pending','scheduled','dispatched'");
+  });
+
+  it("statusCheckSql lists every state, in table order", () => {
+    const all = EXECUTION_STATES.map((s) => `'${s}'`).join(",");
+    expect(statusCheckSql()).toBe(`CHECK (status IN (${all}))`);
+    expect(statusCheckSql("state")).toBe(`CHECK (state IN (${all}))`);
+    expect(statusCheckSql()).toBe("CHECK (status IN ('pending','scheduled','dispatched','running','succeeded','dead','canceled'))");
+  });
+});
