@@ -41,6 +41,6 @@ export function fromZodError(error: z.ZodError, prefix = ""): ApiError {
     const field = fieldPath([...issue.path, issue.keys[0]!], prefix);
     return new ApiError(400, "unknown_field", `unknown field "${field}"`, field);
   }
-  const field = fieldPath(issue.path, prefix) || null;
-  return new ApiError(400, "invalid_field", field ? `${field}: ${issue.message}` : issue.message, field);
+  const field = fieldPath(issue.path, prefix) || "body"; // an empty path is the request body itself
+  return new ApiError(400, "invalid_field", `${field}: ${issue.message}`, field);
 }

@@ -4,15 +4,36 @@ import { LIMITS } from "../core/job";
 
 const HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
 
-const JsonValue: z.ZodType<unknown> = z.lazy(() =>
-  z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(JsonValue), z.record(z.string(), JsonValue)]),
-);
+/** Most nesting a JSON body or metadata may have; checked without recursion (a deep value must not overflow the stack). */
+export const MAX_JSON_DEPTH = 32;
+
+function jsonDepth(value: unknown): number {
+  let deepest = 0;
+  const stack: [unknown, number][] = [[value, 1]];
+  while (stack.length > 0) {
+    const [item, depth] = stack.pop()!;
+    if (item === null || typeof item !== "object") continue;
+    deepest = Math.max(deepest, depth);
+    if (deepest > MAX_JSON_DEPTH) return deepest;
+    for (const child of Object.values(item as Record<string, unknown>)) stack.push([child, depth + 1]);
+  }
+  return deepest;
+}
+
+/** Any JSON value (it came from JSON.parse), nested at most MAX_JSON_DEPTH levels. */
+const JsonValue = z.unknown().refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`);
+
+/** Header values travel as bytes: printable ASCII or Latin-1, no control characters (CR LF would inject headers). */
+const HeaderValue = z
+  .string()
+  .max(LIMITS.headerValueBytes)
+  .regex(/^[\t\x20-\x7e\x80-\xff]*$/, "must not contain control characters or characters outside Latin-1");
 
 export const TargetInput = z.strictObject({
   url: z.string().max(2048),
   method: z.enum(HTTP_METHODS).default("POST"),
   headers: z
-    .record(z.string().min(1).max(256).regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "is not a valid header name"), z.string().max(LIMITS.headerValueBytes))
+    .record(z.string().min(1).max(256).regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "is not a valid header name"), HeaderValue)
     .refine((h) => Object.keys(h).length <= LIMITS.headerCount, `at most ${LIMITS.headerCount} headers`)
     .default({}),
   body: JsonValue.optional(),
@@ -46,7 +67,7 @@ export const CreateJobInput = z.strictObject({
   ...ScheduleFields,
   timeoutMs: z.number().int().min(LIMITS.timeoutMs.min).max(LIMITS.timeoutMs.max).optional(),
   retry: RetryInput.optional(),
-  metadata: z.record(z.string(), JsonValue).optional(),
+  metadata: z.record(z.string(), z.unknown()).refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`).optional(),
   idempotencyKey: z.string().min(1).max(LIMITS.idempotencyKeyLength).optional(),
 });
 export type CreateJobInput = z.infer<typeof CreateJobInput>;
@@ -67,7 +88,7 @@ export const PatchJobInput = z.strictObject({
   ...ScheduleFields,
   timeoutMs: z.number().int().min(LIMITS.timeoutMs.min).max(LIMITS.timeoutMs.max).optional(),
   retry: RetryInput.optional(),
-  metadata: z.record(z.string(), JsonValue).nullable().optional(),
+  metadata: z.record(z.string(), z.unknown()).refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`).nullable().optional(),
 });
 export type PatchJobInput = z.infer<typeof PatchJobInput>;
 

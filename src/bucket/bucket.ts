@@ -12,7 +12,7 @@ import { occurrenceId } from "../core/id";
 import { fireQueueOf, timeBucketOf } from "../core/bucketing";
 import type { JobSpec } from "../core/job";
 import { fromStatesSql, TERMINAL_STATES, type ExecutionState } from "../core/lifecycle";
-import type { BucketMetrics, CounterName } from "../core/metrics";
+import { SYSTEM_TENANT, type BucketMetrics, type CounterName } from "../core/metrics";
 import { excerpt } from "../core/response";
 import {
   dbOf,
@@ -487,7 +487,7 @@ export class Bucket extends DurableObject<Env> {
   private onSendFailed(chunk: FireMessage[], isFresh: boolean): void {
     const tally = new Tally();
     this.ctx.storage.transactionSync(() => {
-      tally.add("dispatch_errors_total", chunk[0]?.tenant ?? "");
+      for (const tenant of new Set(chunk.map((m) => m.tenant))) tally.add("dispatch_errors_total", tenant);
       if (isFresh) {
         for (const m of chunk) {
           this.sql.exec(
@@ -678,7 +678,6 @@ export class Bucket extends DurableObject<Env> {
         httpStatus: null,
         error: "the lease expired before the attempt completed (worker crashed or stalled)",
       });
-      tally.add("duplicates_suppressed_total", row.tenant);
       return { ok: false, executionId: id, code: next === "dead" ? "duplicate" : "not_due" };
     }
     if (row.status !== "dispatched") {
@@ -820,7 +819,7 @@ export class Bucket extends DurableObject<Env> {
   }
 
   private countStale(executionId: string, tally: Tally): void {
-    tally.add("stale_lease_rejects_total", this.row(executionId)?.tenant ?? "");
+    tally.add("stale_lease_rejects_total", this.row(executionId)?.tenant ?? SYSTEM_TENANT);
   }
 
   /** Rows changed by the last statement (rowsWritten also counts index writes). */

@@ -7,62 +7,82 @@
 import { configOf, type Config } from "../config";
 import { bucketName } from "../core/bucketing";
 import type { Env, FireMessage } from "../env";
-import type { ClaimResult, CompletionReport } from "../bucket/protocol";
+import type { Bucket } from "../bucket/bucket";
+import type { ClaimResult, CompletionReport, LeaseRef } from "../bucket/protocol";
 import { acceptFireMessages, groupByBucket } from "./message";
 import { SigningKeys } from "./signing";
 import { deliver } from "./webhook";
 
-/** Open connections per invocation are limited (6); a target's timeout starts when its request does. */
+/**
+ * An invocation may hold 6 connections open at once; more requests would queue inside the
+ * runtime while their timeout already runs. One limit for the whole batch keeps timeoutMs honest.
+ */
 const DELIVERY_CONCURRENCY = 6;
+
+type Lease = Extract<ClaimResult, { ok: true }>;
+type BucketStub = DurableObjectStub<Bucket>;
 
 export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   const config = configOf(env);
   const valid = await acceptFireMessages(batch, env, config.BUCKETS);
-  const keys = signingKeysOf(config);
-  await Promise.all([...groupByBucket(valid)].map(([bucket, group]) => processBucketGroup(env, config, keys, bucket, group)));
-}
+  const groups = [...groupByBucket(valid)].map(([bucket, messages]) => ({
+    bucket,
+    messages,
+    stub: env.BUCKET.getByName(bucketName(bucket)),
+  }));
 
-async function processBucketGroup(
-  env: Env,
-  config: Config,
-  keys: SigningKeys,
-  bucket: number,
-  group: { message: Message<unknown>; body: FireMessage }[],
-): Promise<void> {
-  const stub = env.BUCKET.getByName(bucketName(bucket));
-  let claims: ClaimResult[];
+  // 1. claim, one RPC per bucket
+  const claimed = await Promise.all(groups.map((group) => claimGroup(group)));
+  const leases = claimed.flatMap((c) => c.leases.map((lease) => ({ lease, stub: c.stub })));
+
+  // 2. deliver under one concurrency limit, heartbeating what still runs
+  const keys = signingKeysOf(config);
+  const running = new Map(leases.map((l) => [l.lease.executionId, l]));
+  const stopHeartbeat = startHeartbeat(running, config);
+  const reports = new Map<BucketStub, CompletionReport[]>();
   try {
-    claims = await stub.claim(group.map((g) => g.body.executionId));
-  } catch (error) {
-    // the bucket is unreachable: the queue redelivers; after max_retries the DLQ marks it dead
-    console.error(`claim on bucket ${bucket} failed`, error);
-    for (const g of group) g.message.retry();
-    return;
-  }
-  const leases = claims.filter((c): c is Extract<ClaimResult, { ok: true }> => c.ok);
-  const running = new Map(leases.map((l) => [l.executionId, l]));
-  const stopHeartbeat = startHeartbeat(stub, running, config.LEASE_MS);
-  const reports: CompletionReport[] = [];
-  try {
-    await forEachLimited(leases, DELIVERY_CONCURRENCY, async (lease) => {
+    await forEachLimited(leases, DELIVERY_CONCURRENCY, async ({ lease, stub }) => {
       const outcome = await deliver(
         { executionId: lease.executionId, jobId: lease.jobId, attempt: lease.attempt, target: lease.target, timeoutMs: lease.timeoutMs },
         await keys.forTenant(lease.tenant),
         Date.now(),
       );
       running.delete(lease.executionId);
-      reports.push({ executionId: lease.executionId, token: lease.token, outcome });
+      const list = reports.get(stub) ?? [];
+      list.push({ executionId: lease.executionId, token: lease.token, outcome });
+      reports.set(stub, list);
     });
   } finally {
     stopHeartbeat();
   }
-  if (reports.length > 0) {
-    await stub.complete(reports).catch((error: unknown) => {
-      // the leases expire and the bucket retries these attempts: at-least-once holds
-      console.error(`complete on bucket ${bucket} failed`, error);
-    });
+
+  // 3. complete, one RPC per bucket; then ack everything that was claimed or refused
+  await Promise.all(
+    [...reports].map(([stub, list]) =>
+      stub.complete(list).catch((error: unknown) => {
+        // the leases expire and the bucket retries these attempts: at-least-once holds
+        console.error("complete failed", error);
+      }),
+    ),
+  );
+  for (const c of claimed) if (c.ok) for (const m of c.messages) m.message.ack();
+}
+
+/** Claims a bucket's executions; an unreachable bucket retries its messages (max_retries, then the DLQ). */
+async function claimGroup(group: {
+  bucket: number;
+  messages: { message: Message<unknown>; body: FireMessage }[];
+  stub: BucketStub;
+}): Promise<{ ok: boolean; stub: BucketStub; leases: Lease[]; messages: typeof group.messages }> {
+  try {
+    const results = await group.stub.claim(group.messages.map((m) => m.body.executionId));
+    const leases = results.filter((c): c is Lease => c.ok);
+    return { ok: true, stub: group.stub, leases, messages: group.messages };
+  } catch (error) {
+    console.error(`claim on bucket ${group.bucket} failed`, error);
+    for (const m of group.messages) m.message.retry();
+    return { ok: false, stub: group.stub, leases: [], messages: group.messages };
   }
-  for (const g of group) g.message.ack();
 }
 
 const keysByConfig = new WeakMap<Config, SigningKeys>();
@@ -76,17 +96,17 @@ function signingKeysOf(config: Config): SigningKeys {
   return keys;
 }
 
-/** Extends the leases still running every third of the lease, in one RPC per bucket. */
-function startHeartbeat(
-  stub: DurableObjectStub<import("../bucket/bucket").Bucket>,
-  running: Map<string, { executionId: string; token: string }>,
-  leaseMs: number,
-): () => void {
+/** Every third of the lease, extends the leases still running: one heartbeat RPC per bucket. */
+function startHeartbeat(running: Map<string, { lease: Lease; stub: BucketStub }>, config: Config): () => void {
   const timer = setInterval(() => {
-    const leases = [...running.values()].map((l) => ({ executionId: l.executionId, token: l.token }));
-    if (leases.length === 0) return;
-    stub.heartbeat(leases).catch((error: unknown) => console.error("heartbeat failed", error));
-  }, Math.max(100, Math.floor(leaseMs / 3)));
+    const byStub = new Map<BucketStub, LeaseRef[]>();
+    for (const { lease, stub } of running.values()) {
+      const list = byStub.get(stub) ?? [];
+      list.push({ executionId: lease.executionId, token: lease.token });
+      byStub.set(stub, list);
+    }
+    for (const [stub, list] of byStub) stub.heartbeat(list).catch((error: unknown) => console.error("heartbeat failed", error));
+  }, Math.max(100, Math.floor(config.LEASE_MS / 3)));
   return () => clearInterval(timer);
 }
 

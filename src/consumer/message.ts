@@ -1,6 +1,7 @@
 /** The fire message as it crosses the queue: validated on the way in, never trusted. */
 import { z } from "zod";
 import { bucketName } from "../core/bucketing";
+import { SYSTEM_TENANT } from "../core/metrics";
 import type { Env, FireMessage } from "../env";
 
 const FireMessageSchema = z.object({
@@ -49,7 +50,7 @@ export async function acceptFireMessages(
   }
   if (malformed > 0) {
     console.warn(`dropped ${malformed} malformed message(s) from queue ${batch.queue}`);
-    await env.BUCKET.getByName(bucketName(0)).bump("malformed_messages_total", "", malformed).catch(() => undefined);
+    await env.BUCKET.getByName(bucketName(0)).bump("malformed_messages_total", SYSTEM_TENANT, malformed).catch(() => undefined);
   }
   return valid;
 }

@@ -26,26 +26,33 @@ export const RESERVED_HEADERS = ["webhook-id", "webhook-timestamp", "webhook-sig
 
 /** Calls the target once; `keys` are the tenant's active signing keys (two during a rotation). */
 export async function deliver(delivery: Delivery, keys: CryptoKey[], now: number): Promise<DeliveryOutcome> {
-  const body = delivery.target.body ?? "";
-  const timestamp = Math.floor(now / 1000);
-  const headers = new Headers(delivery.target.headers);
-  headers.set("webhook-id", delivery.executionId);
-  headers.set("webhook-timestamp", String(timestamp));
-  const signatures = await Promise.all(keys.map((key) => sign(key, delivery.executionId, timestamp, body)));
-  headers.set("webhook-signature", signatures.join(" "));
-  headers.set("idempotency-key", delivery.executionId);
-  headers.set("x-scheduler-attempt", String(delivery.attempt));
-  headers.set("x-scheduler-job-id", delivery.jobId);
-  if (!headers.has("user-agent")) headers.set("user-agent", "edge-scheduler/1");
   const method = delivery.target.method;
+  let request: Request;
   try {
-    const response = await fetch(delivery.target.url, {
+    const body = delivery.target.body ?? "";
+    const timestamp = Math.floor(now / 1000);
+    const headers = new Headers(delivery.target.headers);
+    const signatures = await Promise.all(keys.map((key) => sign(key, delivery.executionId, timestamp, body)));
+    headers.set("webhook-id", delivery.executionId);
+    headers.set("webhook-timestamp", String(timestamp));
+    headers.set("webhook-signature", signatures.join(" "));
+    headers.set("idempotency-key", delivery.executionId);
+    headers.set("x-scheduler-attempt", String(delivery.attempt));
+    headers.set("x-scheduler-job-id", delivery.jobId);
+    if (!headers.has("user-agent")) headers.set("user-agent", "edge-scheduler/1");
+    request = new Request(delivery.target.url, {
       method,
       headers,
       body: method === "GET" || delivery.target.body === null ? undefined : body,
       redirect: "manual", // a redirect is an answer, never followed (it could point anywhere)
-      signal: AbortSignal.timeout(delivery.timeoutMs),
     });
+  } catch (error) {
+    // validation at the door should make this impossible; if it happens, retrying cannot help
+    const message = error instanceof Error ? error.message : String(error);
+    return { kind: "failed", failure: "permanent", httpStatus: null, error: excerpt(`the request could not be built: ${message}`) };
+  }
+  try {
+    const response = await fetch(request, { signal: AbortSignal.timeout(delivery.timeoutMs) });
     const text = await readExcerpt(response);
     const verdict = classifyStatus(response.status);
     if (verdict === "succeeded") return { kind: "succeeded", httpStatus: response.status, excerpt: text };

@@ -36,6 +36,9 @@ export const COUNTER_HELP: Record<CounterName, string> = {
   malformed_messages_total: "queue messages that were not a fire message (acked and dropped)",
 };
 
+/** The tenant of events that belong to no tenant (a malformed message names none). */
+export const SYSTEM_TENANT = "";
+
 export interface CounterSample {
   name: CounterName;
   tenant: string;
@@ -60,14 +63,17 @@ export interface MetricsSummary {
   };
 }
 
-/** Sums bucket metrics, optionally for one tenant, into the JSON shape of GET /v1/metrics. */
+/**
+ * Sums bucket metrics, optionally for one tenant, into the JSON shape of GET /v1/metrics.
+ * Counters of no tenant (SYSTEM_TENANT: e.g. malformed queue messages) belong to every view.
+ */
 export function summarize(parts: BucketMetrics[], tenant: string | null): MetricsSummary {
   const counters: Record<string, number> = Object.fromEntries(COUNTERS.map((c) => [c, 0]));
   const deadByReason: Record<string, number> = {};
   const histogram: LagHistogram = new Map();
   for (const part of parts) {
     for (const c of part.counters) {
-      if (tenant !== null && c.tenant !== tenant) continue;
+      if (tenant !== null && c.tenant !== tenant && c.tenant !== SYSTEM_TENANT) continue;
       counters[c.name] = (counters[c.name] ?? 0) + c.value;
       if (c.name === "dead_total") deadByReason[c.reason] = (deadByReason[c.reason] ?? 0) + c.value;
     }
