@@ -89,6 +89,22 @@ export const BUCKET_MIGRATIONS: ReadonlyArray<{ id: number; sql: string }> = [
       );
     `,
   },
+  {
+    id: 3,
+    // partial indexes: a row is in an index only while it is in that state, so a state change
+    // writes at most two index entries instead of four; executions_job duplicated the unique index
+    sql: `
+      DROP INDEX executions_due;
+      DROP INDEX executions_lease;
+      DROP INDEX executions_dispatch;
+      DROP INDEX executions_finished;
+      DROP INDEX executions_job;
+      CREATE INDEX executions_due ON executions (due_at) WHERE status = 'scheduled';
+      CREATE INDEX executions_lease ON executions (lease_deadline_at) WHERE status = 'running';
+      CREATE INDEX executions_dispatch ON executions (dispatch_deadline_at) WHERE status = 'dispatched';
+      CREATE INDEX executions_finished ON executions (finished_at) WHERE status IN ('succeeded', 'dead', 'canceled');
+    `,
+  },
 ];
 
 export function migrateBucket(sql: SqlStorage): void {

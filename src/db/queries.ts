@@ -17,6 +17,28 @@ export function dbOf(d1: D1Database): Db {
 
 const dialect = new SQLiteSyncDialect();
 
+/** D1 binds a string of at most 2 MB: set-based statements take their rows in JSON chunks below that. */
+const JSON_CHUNK_BYTES = 1_000_000;
+
+/** JSON arrays of the items, each at most JSON_CHUNK_BYTES (an item larger than that gets a chunk of its own). */
+export function jsonChunks(items: readonly unknown[]): string[] {
+  const chunks: string[] = [];
+  let current: string[] = [];
+  let size = 2;
+  for (const item of items) {
+    const text = JSON.stringify(item);
+    if (current.length > 0 && size + text.length + 1 > JSON_CHUNK_BYTES) {
+      chunks.push(`[${current.join(",")}]`);
+      current = [];
+      size = 2;
+    }
+    current.push(text);
+    size += text.length + 1;
+  }
+  if (current.length > 0) chunks.push(`[${current.join(",")}]`);
+  return chunks;
+}
+
 /** A raw statement for D1's own batch(): drizzle's batch cannot bind parameters of sql`` queries. */
 function statement(db: Db, query: SQL): D1PreparedStatement {
   const { sql: text, params } = dialect.sqlToQuery(query);
@@ -61,7 +83,7 @@ export async function insertJobs(
   now: number,
   idempotencyWindowMs: number,
 ): Promise<IdempotencyWinner[]> {
-  const rows = JSON.stringify(
+  const rowChunks = jsonChunks(
     items.map((j) => ({
       id: j.id, e: j.executionId, n: j.name, b: j.bucket, s: j.spec, c: j.cron, z: j.timezone,
       d: j.dueAt, t: j.timeBucket, k: j.idempotencyKey, h: j.requestHash,
@@ -79,13 +101,13 @@ export async function insertJobs(
     ON CONFLICT (tenant, key) DO UPDATE SET
       job_id = excluded.job_id, request_hash = excluded.request_hash, created_at = excluded.created_at
     WHERE idempotency_keys.created_at <= ${now - idempotencyWindowMs}`);
-  const insertJobRows = statement(db, sql`
+  const insertJobRows = (rows: string) => statement(db, sql`
     INSERT INTO jobs (id, tenant, name, status, bucket, spec, cron, timezone, next_run_at, idempotency_key, created_at, updated_at)
     SELECT json_extract(i.value, '$.id'), ${tenant}, json_extract(i.value, '$.n'), 'active', json_extract(i.value, '$.b'),
       json_extract(i.value, '$.s'), json_extract(i.value, '$.c'), json_extract(i.value, '$.z'), json_extract(i.value, '$.d'),
       json_extract(i.value, '$.k'), ${now}, ${now}
     FROM json_each(${rows}) AS i WHERE ${ownsKey}`);
-  const insertExecutionRows = statement(db, sql`
+  const insertExecutionRows = (rows: string) => statement(db, sql`
     INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, occurrence, created_at, updated_at)
     SELECT json_extract(i.value, '$.e'), json_extract(i.value, '$.id'), ${tenant}, json_extract(i.value, '$.b'),
       json_extract(i.value, '$.t'), json_extract(i.value, '$.d'), 'pending', 0, 1, ${now}, ${now}
@@ -93,12 +115,13 @@ export async function insertJobs(
   const readKeys = statement(db, sql`
     SELECT key, job_id AS jobId, request_hash AS requestHash FROM idempotency_keys
     WHERE tenant = ${tenant} AND key IN (SELECT json_extract(value, '$.k') FROM json_each(${keyRows}))`);
+  const inserts = rowChunks.flatMap((rows) => [insertJobRows(rows), insertExecutionRows(rows)]);
   if (keys.length === 0) {
-    await db.$client.batch([insertJobRows, insertExecutionRows]);
+    await db.$client.batch(inserts);
     return [];
   }
-  const [, , , winners] = await db.$client.batch<IdempotencyWinner>([claimKeys, insertJobRows, insertExecutionRows, readKeys]);
-  return winners!.results;
+  const results = await db.$client.batch<IdempotencyWinner>([claimKeys, ...inserts, readKeys]);
+  return results[results.length - 1]!.results;
 }
 
 /** pending -> scheduled after a successful hand-off; the bucket may already be further along. */
@@ -195,18 +218,18 @@ export async function mirrorToD1(
   pending: PendingOccurrence[],
   now: number,
 ): Promise<void> {
-  const e = JSON.stringify(changed);
-  const a = JSON.stringify(changedAttempts);
-  const p = JSON.stringify(pending);
-  await db.$client.batch([
-    statement(db, sql`
+  const statements: D1PreparedStatement[] = [];
+  for (const p of jsonChunks(pending)) {
+    statements.push(statement(db, sql`
       INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, occurrence, created_at, updated_at)
       SELECT json_extract(value, '$.id'), json_extract(value, '$.jobId'), json_extract(value, '$.tenant'),
         json_extract(value, '$.bucket'), json_extract(value, '$.timeBucket'), json_extract(value, '$.occurrenceAt'),
         'pending', 0, json_extract(value, '$.occurrence'), ${now}, ${now}
       FROM json_each(${p}) WHERE true
-      ON CONFLICT DO NOTHING`),
-    statement(db, sql`
+      ON CONFLICT DO NOTHING`));
+  }
+  for (const e of jsonChunks(changed)) {
+    statements.push(statement(db, sql`
       INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, occurrence, last_http_status,
         last_error, dead_reason, finished_at, created_at, updated_at)
       SELECT json_extract(value, '$.id'), json_extract(value, '$.jobId'), json_extract(value, '$.tenant'),
@@ -218,27 +241,29 @@ export async function mirrorToD1(
       FROM json_each(${e}) WHERE true
       ON CONFLICT (id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts,
         last_http_status = excluded.last_http_status, last_error = excluded.last_error,
-        dead_reason = excluded.dead_reason, finished_at = excluded.finished_at, updated_at = excluded.updated_at`),
-    statement(db, sql`
+        dead_reason = excluded.dead_reason, finished_at = excluded.finished_at, updated_at = excluded.updated_at`));
+    // a job completes when its last (or only) execution is terminal; a redrive reactivates it.
+    // Only rows whose job status really changes are written.
+    statements.push(statement(db, sql`
+      UPDATE jobs SET status = m.job_status, updated_at = ${now}
+      FROM (SELECT json_extract(value, '$.jobId') AS job_id, json_extract(value, '$.last') AS last,
+              CASE WHEN json_extract(value, '$.status') IN ('succeeded', 'dead') THEN 'completed' ELSE 'active' END AS job_status
+            FROM json_each(${e}) WHERE json_extract(value, '$.status') != 'canceled') AS m
+      WHERE jobs.id = m.job_id AND (jobs.cron IS NULL OR m.last) AND jobs.status IN ('active', 'completed')
+        AND jobs.status != m.job_status`));
+  }
+  for (const a of jsonChunks(changedAttempts)) {
+    statements.push(statement(db, sql`
       INSERT INTO attempts (execution_id, attempt, due_at, started_at, finished_at, outcome, http_status, error)
       SELECT json_extract(value, '$.executionId'), json_extract(value, '$.attempt'), json_extract(value, '$.dueAt'),
         json_extract(value, '$.startedAt'), json_extract(value, '$.finishedAt'), json_extract(value, '$.outcome'),
         json_extract(value, '$.httpStatus'), json_extract(value, '$.error')
       FROM json_each(${a}) WHERE true
       ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at,
-        outcome = excluded.outcome, http_status = excluded.http_status, error = excluded.error`),
-    // a job completes when its last (or only) execution is terminal; a redrive reactivates it
-    statement(db, sql`
-      UPDATE jobs SET status = CASE WHEN m.status IN ('succeeded', 'dead') THEN 'completed' ELSE 'active' END,
-        updated_at = ${now}
-      FROM (SELECT json_extract(value, '$.jobId') AS job_id, json_extract(value, '$.status') AS status,
-              json_extract(value, '$.last') AS last
-            FROM json_each(${e})) AS m
-      WHERE jobs.id = m.job_id AND (jobs.cron IS NULL OR m.last) AND jobs.status IN ('active', 'completed')
-        AND m.status != 'canceled'`),
-  ]);
+        outcome = excluded.outcome, http_status = excluded.http_status, error = excluded.error`));
+  }
+  if (statements.length > 0) await db.$client.batch(statements);
 }
-
 // ---------------------------------------------------------------------------------------------
 // reads
 
@@ -402,7 +427,10 @@ export async function lastOccurrence(db: Db, jobId: string): Promise<number> {
 // ---------------------------------------------------------------------------------------------
 // retention
 
-/** Deletes terminal history and idempotency keys older than their cutoffs, at most `limit` executions a call. */
+/**
+ * Deletes one page of terminal history, finished jobs with no history left, and idempotency keys
+ * older than their cutoffs. Returns the number of executions deleted (a full page means more remain).
+ */
 export async function purgeHistory(
   db: Db,
   historyCutoffAt: number,
@@ -414,7 +442,11 @@ export async function purgeHistory(
   const [, deleted] = await db.$client.batch([
     statement(db, sql`DELETE FROM attempts WHERE execution_id IN (${old})`),
     statement(db, sql`DELETE FROM executions WHERE id IN (${old})`),
-    statement(db, sql`DELETE FROM idempotency_keys WHERE created_at < ${idempotencyCutoffAt}`),
+    statement(db, sql`DELETE FROM jobs WHERE id IN (
+      SELECT id FROM jobs WHERE status IN ('completed', 'canceled') AND updated_at < ${historyCutoffAt}
+        AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = jobs.id) LIMIT ${limit})`),
+    statement(db, sql`DELETE FROM idempotency_keys WHERE rowid IN (
+      SELECT rowid FROM idempotency_keys WHERE created_at < ${idempotencyCutoffAt} LIMIT ${limit})`),
   ]);
   return deleted?.meta.changes ?? 0;
 }

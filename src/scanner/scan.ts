@@ -9,7 +9,9 @@ import { dbOf, purgeHistory } from "../db/queries";
 import type { Env } from "../env";
 
 const CONCURRENT_BUCKETS = 6;
-const PURGE_ROWS = 5000;
+const PURGE_PAGE = 5000;
+/** the purge runs page by page until caught up or this much time has passed (the next scan goes on) */
+const PURGE_BUDGET_MS = 20_000;
 
 export interface ScanReport {
   pulled: number;
@@ -37,12 +39,13 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
   await Promise.all(Array.from({ length: Math.min(CONCURRENT_BUCKETS, config.BUCKETS) }, worker));
   let purged = 0;
   try {
-    purged = await purgeHistory(
-      dbOf(env.DB),
-      now - config.HISTORY_RETENTION_MS,
-      now - config.IDEMPOTENCY_WINDOW_MS,
-      PURGE_ROWS,
-    );
+    const db = dbOf(env.DB);
+    const started = Date.now();
+    for (;;) {
+      const page = await purgeHistory(db, now - config.HISTORY_RETENTION_MS, now - config.IDEMPOTENCY_WINDOW_MS, PURGE_PAGE);
+      purged += page;
+      if (page < PURGE_PAGE || Date.now() - started > PURGE_BUDGET_MS) break;
+    }
   } catch (error) {
     console.error("history purge failed", error);
   }
