@@ -7,3 +7,8 @@ CREATE INDEX executions_dead ON executions (tenant, updated_at DESC, id DESC) WH
 -- the purge of old idempotency keys and of finished jobs
 CREATE INDEX idempotency_keys_created ON idempotency_keys (created_at);
 CREATE INDEX jobs_finished ON jobs (status, updated_at) WHERE status IN ('completed', 'canceled');
+-- the scanner reads pending rows only; the purge reads terminal rows only
+DROP INDEX executions_scan;
+CREATE INDEX executions_scan ON executions (bucket, time_bucket, due_at) WHERE status = 'pending';
+DROP INDEX executions_finished;
+CREATE INDEX executions_finished ON executions (finished_at) WHERE status IN ('succeeded', 'dead', 'canceled');

@@ -208,7 +208,7 @@ export async function createJobs(
         status: 201,
         job: presentJob({
           id: p.job.id, tenant, name: p.job.name, status: "active", bucket: p.job.bucket, spec: p.job.spec,
-          cron: p.job.cron, timezone: p.job.timezone, nextRunAt: p.job.dueAt, idempotencyKey: p.job.idempotencyKey,
+          cron: p.job.cron, timezone: p.job.timezone, nextRunAt: p.job.dueAt, fired: 0, idempotencyKey: p.job.idempotencyKey,
           createdAt: now, updatedAt: now,
         }, now),
       };
@@ -235,7 +235,7 @@ async function handOff(env: Env, db: Db, config: Config, created: PreparedJob[],
       bucket: p.job.bucket,
       item: {
         executionId: p.job.executionId, jobId: p.job.id, tenant: p.job.tenant, dueAt: p.job.dueAt, occurrence: 1,
-        job: { spec: p.spec, status: "active" },
+        job: { specJson: p.job.spec, recurring: p.spec.schedule !== null, status: "active" },
       },
     })),
     now,

@@ -38,7 +38,8 @@ export function fieldPath(path: ReadonlyArray<PropertyKey>, prefix = ""): string
 export function fromZodError(error: z.ZodError, prefix = ""): ApiError {
   const issue = error.issues[0]!;
   if (issue.code === "unrecognized_keys") {
-    const field = fieldPath([...issue.path, issue.keys[0]!], prefix);
+    const key = issue.keys[0] || '""'; // an empty key still gets a visible name
+    const field = fieldPath([...issue.path, key], prefix);
     return new ApiError(400, "unknown_field", `unknown field "${field}"`, field);
   }
   const field = fieldPath(issue.path, prefix) || "body"; // an empty path is the request body itself

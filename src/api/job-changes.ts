@@ -13,7 +13,6 @@ import {
   type Db,
   getJob,
   insertExecution,
-  lastOccurrence,
   updateJob,
 } from "../db/queries";
 import type { JobRow } from "../db/schema";
@@ -50,7 +49,8 @@ export async function resumeJob(deps: Deps, job: JobRow): Promise<JobRow> {
   if (job.status === "active") return job;
   if (job.status !== "paused") throw new ApiError(409, "not_paused", `the job is ${job.status}`, "id");
   const spec = JSON.parse(job.spec) as JobSpec;
-  await scheduleNext(deps, job, spec, "active", null);
+  const { fired } = await deps.env.BUCKET.getByName(bucketName(job.bucket)).reviseJob({ jobId: job.id, tenant: deps.tenant, status: "paused", closeOpen: null });
+  await scheduleNext(deps, job, spec, "active", null, fired);
   return (await getJob(deps.db, deps.tenant, job.id))!;
 }
 
@@ -106,24 +106,37 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<J
     await deps.env.BUCKET.getByName(bucketName(job.bucket)).reviseJob({ jobId: job.id, tenant: deps.tenant, status: job.status, spec, closeOpen: null });
     return (await getJob(deps.db, deps.tenant, job.id))!;
   }
-  await closeJob(deps, job, null, "rescheduled");
-  await scheduleNext(deps, { ...job, name }, spec, "active", recurring ? null : dueAt);
+  const fired = await closeJob(deps, job, null, "rescheduled");
+  await scheduleNext(deps, { ...job, name }, spec, "active", recurring ? null : dueAt, fired);
   return (await getJob(deps.db, deps.tenant, job.id))!;
 }
 
-async function closeJob(deps: Deps, job: JobRow, status: "canceled" | "paused" | null, reason: string): Promise<void> {
+/** Closes what has not started; returns the bucket's count of fired occurrences. */
+async function closeJob(deps: Deps, job: JobRow, status: "canceled" | "paused" | null, reason: string): Promise<number> {
   const live = await closeJobExecutions(deps.db, deps.tenant, job.id, status, reason, deps.now);
-  await deps.env.BUCKET.getByName(bucketName(job.bucket)).reviseJob({
+  const revised = await deps.env.BUCKET.getByName(bucketName(job.bucket)).reviseJob({
     jobId: job.id,
     tenant: deps.tenant,
     status: status ?? "active",
     closeOpen: { reason, known: live.filter((l) => l.status !== "running") },
   });
+  return revised.fired;
 }
 
-/** Writes the job's settings and schedules its next execution: a one-off job's new run time, or the next occurrence. */
-async function scheduleNext(deps: Deps, job: JobRow, spec: JobSpec, status: JobStatus, oneOffDueAt: number | null): Promise<void> {
-  const fired = await lastOccurrence(deps.db, job.id);
+/**
+ * Writes the job's settings and schedules its next execution: a one-off job's new run time, or
+ * the next occurrence, numbered after the occurrences already fired (the bucket counts them;
+ * D1's copy covers a bucket that no longer holds the job).
+ */
+async function scheduleNext(
+  deps: Deps,
+  job: JobRow,
+  spec: JobSpec,
+  status: JobStatus,
+  oneOffDueAt: number | null,
+  bucketFired: number,
+): Promise<void> {
+  const fired = Math.max(job.fired, bucketFired);
   const schedule = spec.schedule;
   let dueAt: number | null;
   if (schedule) {
@@ -156,7 +169,7 @@ async function scheduleNext(deps: Deps, job: JobRow, spec: JobSpec, status: JobS
     deps.env,
     deps.db,
     deps.config,
-    [{ bucket: job.bucket, item: { executionId: execution.id, jobId: job.id, tenant: deps.tenant, dueAt, occurrence: execution.occurrence, reopen: true, job: { spec, status: "active" } } }],
+    [{ bucket: job.bucket, item: { executionId: execution.id, jobId: job.id, tenant: deps.tenant, dueAt, occurrence: execution.occurrence, reopen: true, job: { specJson: JSON.stringify(spec), recurring: spec.schedule !== null, status: "active" } } }],
     deps.now,
   );
 }

@@ -9,7 +9,7 @@ export function presentJob(row: JobRow, now: number, upcoming = 0) {
   const spec = JSON.parse(row.spec) as JobSpec;
   const schedule = spec.schedule;
   const active = row.status === "active";
-  const next = schedule && active ? occurrencesAfter(schedule, now - 1, Math.max(1, upcoming)) : [];
+  const next = schedule && active ? occurrencesAfter(schedule, now - 1, Math.max(1, upcoming), row.fired) : [];
   return {
     id: row.id,
     name: row.name,

@@ -62,7 +62,7 @@ app.post("/v1/jobs", limit(SINGLE_BODY_BYTES), async (c) => {
   const tenant = c.get("tenant");
   const now = Date.now();
   const headerKey = c.req.header("idempotency-key");
-  if (headerKey !== undefined && (headerKey.length === 0 || headerKey.length > 200)) {
+  if (headerKey !== undefined && (headerKey.length === 0 || headerKey.length > 200 || !headerKey.isWellFormed())) {
     throw new ApiError(400, "invalid_field", "Idempotency-Key must be 1 to 200 characters", "Idempotency-Key");
   }
   const prepared = await prepareJob(await readJson(c), { tenant, now, config, fieldPrefix: "", headerIdempotencyKey: headerKey });
@@ -208,7 +208,7 @@ app.post("/v1/executions/:id/redrive", async (c) => {
     occurrenceAt: execution.dueAt,
     attempts: execution.attempts,
     recordStatus: execution.status,
-    job: { spec: JSON.parse(job.spec) as JobSpec, status: "active" },
+    job: { specJson: job.spec, recurring: job.cron !== null, status: job.status === "paused" ? "paused" : "active" },
   });
   if (!result.ok) throw new ApiError(409, result.code, RESULT_MESSAGES[result.code]!, "id");
   return c.json({ ...presentExecution(execution, undefined, "scheduled"), redriven: true }, 202);

@@ -49,6 +49,10 @@ export const RetryInput = z.strictObject({
 
 const Instant = z.union([z.string().max(64), z.number()]);
 
+/** Text stored as is must be well-formed Unicode (a lone surrogate cannot be stored or compared reliably). */
+const WellFormed = (max: number) =>
+  z.string().min(1).max(max).refine((s) => s.isWellFormed(), "must be well-formed Unicode (no lone surrogates)");
+
 const ScheduleFields = {
   /** 5-field (minute) or 6-field (second) cron; excludes runAt/delay */
   cron: z.string().min(1).max(200).optional(),
@@ -60,7 +64,7 @@ const ScheduleFields = {
 };
 
 export const CreateJobInput = z.strictObject({
-  name: z.string().min(1).max(LIMITS.nameLength).optional(),
+  name: WellFormed(LIMITS.nameLength).optional(),
   target: TargetInput,
   runAt: Instant.optional(),
   delay: Instant.optional(),
@@ -68,13 +72,13 @@ export const CreateJobInput = z.strictObject({
   timeoutMs: z.number().int().min(LIMITS.timeoutMs.min).max(LIMITS.timeoutMs.max).optional(),
   retry: RetryInput.optional(),
   metadata: z.record(z.string(), z.unknown()).refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`).optional(),
-  idempotencyKey: z.string().min(1).max(LIMITS.idempotencyKeyLength).optional(),
+  idempotencyKey: WellFormed(LIMITS.idempotencyKeyLength).optional(),
 });
 export type CreateJobInput = z.infer<typeof CreateJobInput>;
 
 /** PATCH: any subset; target fields and retry fields merge into the job's current ones. */
 export const PatchJobInput = z.strictObject({
-  name: z.string().min(1).max(LIMITS.nameLength).nullable().optional(),
+  name: WellFormed(LIMITS.nameLength).nullable().optional(),
   target: z
     .strictObject({
       url: z.string().max(2048).optional(),

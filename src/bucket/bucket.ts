@@ -13,6 +13,7 @@ import { fireQueueOf, timeBucketOf } from "../core/bucketing";
 import type { JobSpec } from "../core/job";
 import { fromStatesSql, TERMINAL_STATES, type ExecutionState } from "../core/lifecycle";
 import { SYSTEM_TENANT, type BucketMetrics, type CounterName } from "../core/metrics";
+import { jobEffectOf } from "../core/job";
 import { excerpt } from "../core/response";
 import {
   dbOf,
@@ -30,6 +31,7 @@ import type {
   ClaimResult,
   CompletionReport,
   CompletionResult,
+  BucketJob,
   HandOff,
   HeartbeatResult,
   JobRevision,
@@ -119,7 +121,7 @@ export class Bucket extends DurableObject<Env> {
         tenant: r.tenant,
         dueAt: r.dueAt,
         occurrence: r.occurrence,
-        job: { spec: JSON.parse(r.spec) as JobSpec, status: r.jobStatus },
+        job: { specJson: r.spec, recurring: r.recurring === 1, status: r.jobStatus },
       }));
       const tally = new Tally();
       this.ctx.storage.transactionSync(() => {
@@ -230,7 +232,7 @@ export class Bucket extends DurableObject<Env> {
    * get a canceled tombstone, and a missing job row a tombstone too, so a racing hand-off stays
    * a no-op.
    */
-  async reviseJob(revision: JobRevision): Promise<CancelResult[]> {
+  async reviseJob(revision: JobRevision): Promise<{ executions: CancelResult[]; fired: number }> {
     const now = Date.now();
     const tally = new Tally();
     const { jobId, tenant } = revision;
@@ -262,9 +264,12 @@ export class Bucket extends DurableObject<Env> {
         this.sql.exec("DELETE FROM outbox_pending WHERE job_id = ?", jobId);
       }
       tally.write(this.sql);
-      return this.sql
-        .exec<{ executionId: string; status: string }>("SELECT id AS executionId, status FROM executions WHERE job_id = ?", jobId)
-        .toArray();
+      return {
+        executions: this.sql
+          .exec<{ executionId: string; status: string }>("SELECT id AS executionId, status FROM executions WHERE job_id = ?", jobId)
+          .toArray(),
+        fired: this.sql.exec<{ fired: number }>("SELECT fired FROM jobs WHERE id = ?", jobId).toArray()[0]?.fired ?? 0,
+      };
     });
     await this.rearm();
     return results;
@@ -276,7 +281,7 @@ export class Bucket extends DurableObject<Env> {
     const tally = new Tally();
     const result = this.ctx.storage.transactionSync((): RedriveResult => {
       this.rememberBucket(bucket);
-      this.upsertJob(request.jobId, request.tenant, request.job.spec, request.job.status);
+      this.putJob(request.jobId, request.tenant, request.job);
       const row = this.sql
         .exec<{ status: string }>("SELECT status FROM executions WHERE id = ?", request.executionId)
         .toArray()[0];
@@ -504,8 +509,9 @@ export class Bucket extends DurableObject<Env> {
   private async flushMirror(now: number): Promise<void> {
     if (now < this.lastMirrorAt + this.config.MIRROR_DELAY_MS) return;
     const rows = this.sql
-      .exec<ExecutionRecord & { version: number; last: number; last_http_status: number | null; last_error: string | null; dead_reason: string | null; finished_at: number | null }>(
-        "SELECT * FROM executions WHERE dirty = 1 LIMIT ?",
+      .exec<ExecutionRecord & { version: number; last: number; skipped: number; recurring: number; last_http_status: number | null; last_error: string | null; dead_reason: string | null; finished_at: number | null }>(
+        `SELECT e.*, json_extract(j.spec, '$.schedule') IS NOT NULL AS recurring
+         FROM executions e LEFT JOIN jobs j ON j.id = e.job_id WHERE e.dirty = 1 LIMIT ?`,
         MIRROR_ROWS,
       )
       .toArray();
@@ -532,7 +538,8 @@ export class Bucket extends DurableObject<Env> {
       timeBucket: timeBucketOf(r.occurrence_at, this.config.SCAN_WINDOW_MS),
       occurrenceAt: r.occurrence_at,
       occurrence: r.occurrence,
-      last: r.last === 1,
+      jobEffect: jobEffectOf({ recurring: r.recurring === 1, last: r.last === 1, skipped: r.skipped === 1, status: r.status }),
+      fired: r.recurring === 1 && r.spawned === 1 && r.skipped === 0 ? r.occurrence : 0,
       status: r.status,
       attempts: r.attempt,
       lastHttpStatus: r.last_http_status,
@@ -635,6 +642,7 @@ export class Bucket extends DurableObject<Env> {
       return true;
     }
     const plan = planOccurrence(schedule, row.occurrence_at, row.occurrence, now);
+    if (plan.run) this.sql.exec("UPDATE jobs SET fired = MAX(fired, ?) WHERE id = ?", row.occurrence, row.job_id);
     if (plan.next && job.status === "active") {
       const id = occurrenceId(row.job_id, plan.next.at);
       if (plan.next.at <= now + this.config.LOOKAHEAD_MS) {
@@ -658,7 +666,7 @@ export class Bucket extends DurableObject<Env> {
     if (plan.run) return true;
     this.sql.exec(
       `UPDATE executions SET status = 'canceled', finished_at = ?, last_error = 'skipped: missed occurrence (catchUp none)',
-         version = version + 1, dirty = 1
+         skipped = 1, version = version + 1, dirty = 1
        WHERE id = ? AND status IN (${fromStatesSql("cancel")})`,
       now, row.id,
     );
@@ -774,12 +782,11 @@ export class Bucket extends DurableObject<Env> {
     );
   }
 
-  /** Returns the items that were new to this bucket. */
+  /** Returns the items that were new to this bucket (one or two statements an item: the hot path of a create). */
   private insertScheduled(items: HandOff[]): HandOff[] {
     const inserted: HandOff[] = [];
     for (const item of items) {
-      this.upsertJob(item.jobId, item.tenant, item.job.spec, item.job.status);
-      if (this.jobStatus(item.jobId) !== "active") continue; // canceled or paused meanwhile
+      if (this.ensureJob(item.jobId, item.tenant, item.job) !== "active") continue; // canceled or paused meanwhile
       const onConflict = item.reopen
         ? `ON CONFLICT (id) DO UPDATE SET status = 'scheduled', due_at = excluded.due_at, occurrence = excluded.occurrence,
              finished_at = NULL, last_error = NULL, spawned = 0, last = 0, attempt = 0, budget_base = 0,
@@ -787,26 +794,38 @@ export class Bucket extends DurableObject<Env> {
            WHERE executions.status IN (${fromStatesSql("reopen")})`
         : "ON CONFLICT DO NOTHING";
       // one-off jobs have no next occurrence: mark them spawned so firing skips the schedule
-      this.sql.exec(
+      const written = this.sql.exec(
         `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at, occurrence, spawned)
-         VALUES (?, ?, ?, ?, 'scheduled', ?, ?, ?) ${onConflict}`,
-        item.executionId, item.jobId, item.tenant, item.dueAt, item.dueAt, item.occurrence, item.job.spec.schedule ? 0 : 1,
-      );
-      if (this.changes() > 0) inserted.push(item);
+         VALUES (?, ?, ?, ?, 'scheduled', ?, ?, ?) ${onConflict} RETURNING id`,
+        item.executionId, item.jobId, item.tenant, item.dueAt, item.dueAt, item.occurrence, item.job.recurring ? 0 : 1,
+      ).toArray();
+      if (written.length > 0) inserted.push(item);
     }
     return inserted;
   }
 
-  private upsertJob(jobId: string, tenant: string, spec: JobSpec, status: string): void {
+  /**
+   * The bucket's copy of a job for a hand-off: inserted when missing, otherwise left as it is
+   * (its status and spec change only through reviseJob, so a stale hand-off cannot undo a
+   * pause, cancel or PATCH). Returns the copy's status.
+   */
+  private ensureJob(jobId: string, tenant: string, job: BucketJob): string {
+    const created = this.sql
+      .exec<{ status: string }>(
+        "INSERT INTO jobs (id, tenant, spec, status) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING status",
+        jobId, tenant, job.specJson, job.status,
+      )
+      .toArray()[0];
+    return created?.status ?? this.sql.exec<{ status: string }>("SELECT status FROM jobs WHERE id = ?", jobId).one().status;
+  }
+
+  /** Writes the job's copy as D1 has it (redrive), except that a canceled job stays canceled. */
+  private putJob(jobId: string, tenant: string, job: BucketJob): void {
     this.sql.exec(
       `INSERT INTO jobs (id, tenant, spec, status) VALUES (?, ?, ?, ?)
        ON CONFLICT (id) DO UPDATE SET spec = excluded.spec, status = excluded.status WHERE jobs.status != 'canceled'`,
-      jobId, tenant, JSON.stringify(spec), status,
+      jobId, tenant, job.specJson, job.status,
     );
-  }
-
-  private jobStatus(jobId: string): string | undefined {
-    return this.sql.exec<{ status: string }>("SELECT status FROM jobs WHERE id = ?", jobId).toArray()[0]?.status;
   }
 
   private liveLease(lease: LeaseRef, now: number): ExecutionRecord | undefined {

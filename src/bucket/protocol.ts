@@ -5,6 +5,13 @@
 import type { DeliveryOutcome } from "../core/response";
 import type { JobSpec, JobStatus, Target } from "../core/job";
 
+/** The job as its bucket keeps it: the spec as JSON (serialized once, at the edge). */
+export interface BucketJob {
+  specJson: string;
+  recurring: boolean;
+  status: JobStatus;
+}
+
 /** One execution handed to its bucket, with the job spec it needs to run. */
 export interface HandOff {
   executionId: string;
@@ -15,7 +22,7 @@ export interface HandOff {
   occurrence: number;
   /** resume/PATCH only: an occurrence canceled by pause or reschedule may be scheduled again */
   reopen?: boolean;
-  job: { spec: JobSpec; status: JobStatus };
+  job: BucketJob;
 }
 
 export type ClaimResult =
@@ -74,7 +81,7 @@ export interface RedriveRequest {
   attempts: number;
   /** the status D1 holds, used when the row already left the bucket */
   recordStatus: string;
-  job: { spec: JobSpec; status: JobStatus };
+  job: BucketJob;
 }
 
 export type RedriveResult = { ok: true } | { ok: false; code: "not_dead" };

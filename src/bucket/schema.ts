@@ -105,6 +105,15 @@ export const BUCKET_MIGRATIONS: ReadonlyArray<{ id: number; sql: string }> = [
       CREATE INDEX executions_finished ON executions (finished_at) WHERE status IN ('succeeded', 'dead', 'canceled');
     `,
   },
+  {
+    id: 4,
+    sql: `
+      -- the highest occurrence number of the job that has fired (its maxOccurrences budget)
+      ALTER TABLE jobs ADD COLUMN fired INTEGER NOT NULL DEFAULT 0;
+      -- an occurrence skipped by catchUp "none" (canceled, yet it counts as the schedule's end)
+      ALTER TABLE executions ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
 ];
 
 export function migrateBucket(sql: SqlStorage): void {

@@ -55,7 +55,12 @@ export function cronProblem(cron: string, timezone: string): { field: "cron" | "
 /** The first occurrence strictly after `after` within the schedule's window, or null. */
 export function occurrenceAfter(schedule: Schedule, after: number): number | null {
   const from = schedule.startAt !== null && schedule.startAt - 1 > after ? schedule.startAt - 1 : after;
-  const next = patternOf(schedule.cron, schedule.timezone).nextRun(new Date(from));
+  let next: Date | null;
+  try {
+    next = patternOf(schedule.cron, schedule.timezone).nextRun(new Date(from));
+  } catch {
+    return null; // past the library's range: no occurrence
+  }
   if (!next) return null;
   const at = next.getTime();
   return schedule.endAt !== null && at > schedule.endAt ? null : at;

@@ -21,6 +21,22 @@ export interface JobSpec {
 
 export type JobStatus = "active" | "paused" | "canceled" | "completed";
 
+/**
+ * What an execution's state means for its job: the last (or only) execution ending completes
+ * it (an occurrence skipped by catchUp "none" ends a schedule too); a redriven one reactivates it.
+ */
+export function jobEffectOf(execution: {
+  recurring: boolean;
+  last: boolean;
+  skipped: boolean;
+  status: string;
+}): "complete" | "reactivate" | null {
+  if (execution.recurring && !execution.last) return null;
+  if (execution.status === "succeeded" || execution.status === "dead") return "complete";
+  if (execution.status === "canceled") return execution.skipped ? "complete" : null;
+  return "reactivate";
+}
+
 export const LIMITS = {
   bodyBytes: 64 * 1024,
   headerCount: 32,

@@ -13,12 +13,15 @@ export function parseDurationMs(input: string | number): number | undefined {
 
 const RFC3339 = /^(\d{4})-(\d{2})-(\d{2})[Tt ](\d{2}):(\d{2}):(\d{2})(\.\d+)?(?:([Zz])|([+-])(\d{2}):(\d{2}))$/;
 
+/** The last instant accepted anywhere: the end of year 9999 (dates past it do not format). */
+export const MAX_INSTANT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+
 /**
- * RFC 3339 with an explicit offset, or epoch ms -> epoch ms; undefined when malformed.
+ * RFC 3339 with an explicit offset, or epoch ms -> epoch ms; undefined when malformed or past MAX_INSTANT.
  * Calendar fields are range-checked: Date.parse would roll 30 February over into March.
  */
 export function parseInstant(input: string | number): number | undefined {
-  if (typeof input === "number") return Number.isSafeInteger(input) && input >= 0 ? input : undefined;
+  if (typeof input === "number") return Number.isSafeInteger(input) && input >= 0 && input <= MAX_INSTANT ? input : undefined;
   const m = RFC3339.exec(input);
   if (!m) return undefined;
   const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [number, number, number, number, number, number];
@@ -28,7 +31,7 @@ export function parseInstant(input: string | number): number | undefined {
   if (!m[8] && (Number(m[10]) > 23 || Number(m[11]) > 59)) return undefined;
   const fraction = m[7] ? Math.floor(Number(`0${m[7]}`) * 1000) : 0;
   const ms = Date.UTC(year, month - 1, day, hour, minute, second, fraction) - offsetMinutes * 60_000;
-  return ms >= 0 ? ms : undefined;
+  return ms >= 0 && ms <= MAX_INSTANT ? ms : undefined;
 }
 
 export function toRfc3339(at: number | null | undefined): string | null {

@@ -142,6 +142,8 @@ export interface PendingExecution {
   dueAt: number;
   occurrence: number;
   spec: string;
+  /** 1 for a recurring job */
+  recurring: number;
   jobStatus: JobStatus;
 }
 
@@ -155,7 +157,7 @@ export async function pendingWindow(
 ): Promise<PendingExecution[]> {
   return db.all<PendingExecution>(sql`
     SELECT e.id AS executionId, e.job_id AS jobId, e.tenant AS tenant, e.due_at AS dueAt, e.occurrence AS occurrence,
-      j.spec AS spec, j.status AS jobStatus
+      j.spec AS spec, j.cron IS NOT NULL AS recurring, j.status AS jobStatus
     FROM executions e JOIN jobs j ON j.id = e.job_id
     WHERE e.bucket = ${bucket} AND e.status = 'pending' AND e.time_bucket <= ${maxTimeBucket} AND e.due_at <= ${horizonAt}
       AND j.status = 'active'
@@ -174,8 +176,10 @@ export interface MirroredExecution {
   timeBucket: number;
   occurrenceAt: number;
   occurrence: number;
-  /** the schedule's final occurrence: its job completes when it is terminal */
-  last: boolean;
+  /** what this state means for the job (core/job.ts jobEffectOf) */
+  jobEffect: "complete" | "reactivate" | null;
+  /** the occurrence number if this occurrence has fired, for the job's budget; else 0 */
+  fired: number;
   status: string;
   attempts: number;
   lastHttpStatus: number | null;
@@ -242,15 +246,19 @@ export async function mirrorToD1(
       ON CONFLICT (id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts,
         last_http_status = excluded.last_http_status, last_error = excluded.last_error,
         dead_reason = excluded.dead_reason, finished_at = excluded.finished_at, updated_at = excluded.updated_at`));
-    // a job completes when its last (or only) execution is terminal; a redrive reactivates it.
-    // Only rows whose job status really changes are written.
+    // a job completes when its last (or only) execution ends; a redrive reactivates it.
+    // Only rows whose job really changes are written.
     statements.push(statement(db, sql`
       UPDATE jobs SET status = m.job_status, updated_at = ${now}
-      FROM (SELECT json_extract(value, '$.jobId') AS job_id, json_extract(value, '$.last') AS last,
-              CASE WHEN json_extract(value, '$.status') IN ('succeeded', 'dead') THEN 'completed' ELSE 'active' END AS job_status
-            FROM json_each(${e}) WHERE json_extract(value, '$.status') != 'canceled') AS m
-      WHERE jobs.id = m.job_id AND (jobs.cron IS NULL OR m.last) AND jobs.status IN ('active', 'completed')
-        AND jobs.status != m.job_status`));
+      FROM (SELECT json_extract(value, '$.jobId') AS job_id,
+              CASE json_extract(value, '$.jobEffect') WHEN 'complete' THEN 'completed' ELSE 'active' END AS job_status
+            FROM json_each(${e}) WHERE json_extract(value, '$.jobEffect') IS NOT NULL) AS m
+      WHERE jobs.id = m.job_id AND jobs.status IN ('active', 'completed') AND jobs.status != m.job_status`));
+    statements.push(statement(db, sql`
+      UPDATE jobs SET fired = m.fired
+      FROM (SELECT json_extract(value, '$.jobId') AS job_id, MAX(json_extract(value, '$.fired')) AS fired
+            FROM json_each(${e}) GROUP BY 1) AS m
+      WHERE jobs.id = m.job_id AND jobs.cron IS NOT NULL AND m.fired > jobs.fired`));
   }
   for (const a of jsonChunks(changedAttempts)) {
     statements.push(statement(db, sql`
@@ -415,13 +423,6 @@ export async function insertExecution(
       occurrence = excluded.occurrence, updated_at = excluded.updated_at
     WHERE executions.status = 'canceled'`);
   return (result.meta.changes ?? 0) > 0;
-}
-
-/** The highest occurrence number of a job that was not canceled, 0 when none. */
-export async function lastOccurrence(db: Db, jobId: string): Promise<number> {
-  const rows = await db.all<{ n: number | null }>(sql`
-    SELECT MAX(occurrence) AS n FROM executions WHERE job_id = ${jobId} AND status != 'canceled'`);
-  return rows[0]?.n ?? 0;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -12,6 +12,8 @@ export const jobs = sqliteTable("jobs", {
   timezone: text("timezone"),
   nextRunAt: integer("next_run_at"),
   idempotencyKey: text("idempotency_key"),
+  /** highest occurrence number fired (recurring jobs) */
+  fired: integer("fired").notNull().default(0),
   createdAt: integer("created_at").notNull(),
   updatedAt: integer("updated_at").notNull(),
 });

@@ -1,0 +1,185 @@
+/**
+ * Signing secrets per tenant with rotation (issue 6): WEBHOOK_SECRETS="tenant:whsec_current
+ * whsec_next" gives a tenant two active secrets, and webhook-signature then carries one "v1,<sig>"
+ * per secret, space-separated, so a receiver holding either secret verifies with the standard
+ * library (standardwebhooks); a receiver holding neither does not; a tenant without an entry
+ * signs with WEBHOOK_SECRET.
+ *
+ * The integration project has no WEBHOOK_SECRETS binding, so the rotation is driven with a
+ * config of its own: deliver() with SigningKeys of that config against the loopback receiver,
+ * and the real fire consumer run on an env carrying WEBHOOK_SECRETS (config is parsed per env
+ * object). Receivers verify what actually arrived over HTTP.
+ */
+import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { Webhook } from "standardwebhooks";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
+import type { Bucket } from "../../src/bucket/bucket";
+import { MAX_ACTIVE_SECRETS, secretsOf, SigningKeys } from "../../src/consumer/signing";
+import { deliver } from "../../src/consumer/webhook";
+import worker from "../../src/index";
+import { bucketRow, bucketSql, bucketStub, createJob, executionOf, fireMessage, KEYS, received, receiverUrl, uniquePath, type Received } from "./helpers";
+
+/** Fresh whsec_ secrets (32 random bytes, base64), one per role. */
+function secret(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(32));
+  return `whsec_${btoa(String.fromCharCode(...bytes))}`;
+}
+const current = secret();
+const next = secret();
+const stranger = secret();
+const fallback = env.WEBHOOK_SECRET!;
+
+/** Does a receiver holding `key` accept this request? (standardwebhooks, as a receiver would run it) */
+function verifies(key: string, request: Received): boolean {
+  try {
+    new Webhook(key).verify(request.body, request.headers);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function signaturesOf(request: Received): string[] {
+  return (request.headers["webhook-signature"] ?? "").split(" ");
+}
+
+/** Delivers once, signed with `tenant`'s keys under `config`, and returns what the receiver got. */
+async function deliverAs(config: { WEBHOOK_SECRET: string; WEBHOOK_SECRETS: string }, tenant: string): Promise<Received> {
+  const path = uniquePath();
+  const outcome = await deliver(
+    {
+      executionId: `exe_${crypto.randomUUID().replace(/-/g, "").slice(0, 26)}`,
+      jobId: "job_signing",
+      attempt: 1,
+      target: { url: `${receiverUrl()}${path}`, method: "POST", headers: { "content-type": "application/json" }, body: '{"hello":"world"}' },
+      timeoutMs: 5_000,
+    },
+    await new SigningKeys(config).forTenant(tenant),
+    Date.now(),
+  );
+  expect(outcome).toMatchObject({ kind: "succeeded", httpStatus: 200 });
+  const [request] = await received(path);
+  expect(request).toBeDefined();
+  return request!;
+}
+
+describe("secretsOf: WEBHOOK_SECRETS parsing", () => {
+  const config = (WEBHOOK_SECRETS: string, WEBHOOK_SECRET = "whsec_fallback") => ({ WEBHOOK_SECRET, WEBHOOK_SECRETS });
+
+  it.each([
+    ["one tenant, current and next", "acme:whsec_a whsec_b", "acme", ["whsec_a", "whsec_b"]],
+    ["one secret", "acme:whsec_a", "acme", ["whsec_a"]],
+    ["spaces around tenant, colon and secrets", " globex:whsec_g , acme :  whsec_a   whsec_b  ", "acme", ["whsec_a", "whsec_b"]],
+    ["tabs between secrets", "acme:whsec_a\twhsec_b", "acme", ["whsec_a", "whsec_b"]],
+    ["at most two active secrets: a third is ignored", "acme:whsec_a whsec_b whsec_c", "acme", ["whsec_a", "whsec_b"]],
+    ["the entry of the tenant asked for, not a neighbour", "globex:whsec_g,acme:whsec_a", "globex", ["whsec_g"]],
+    ["a tenant without an entry uses WEBHOOK_SECRET", "globex:whsec_g", "acme", ["whsec_fallback"]],
+    ["a tenant whose name is a prefix of another's does not match it", "acme-eu:whsec_x", "acme", ["whsec_fallback"]],
+    ["an empty WEBHOOK_SECRETS", "", "acme", ["whsec_fallback"]],
+    ["an entry without a tenant is ignored", ":whsec_x,acme:whsec_a", "acme", ["whsec_a"]],
+    ["the first entry of a tenant listed twice wins", "acme:whsec_a,acme:whsec_b", "acme", ["whsec_a"]],
+  ])("%s", (_label, secrets, tenant, expected) => {
+    expect(secretsOf(config(secrets), tenant)).toEqual(expected);
+  });
+
+  it(`never returns more than ${MAX_ACTIVE_SECRETS} secrets`, () => {
+    const many = Array.from({ length: 10 }, (_, i) => `whsec_${i}`).join(" ");
+    expect(secretsOf(config(`acme:${many}`), "acme")).toHaveLength(MAX_ACTIVE_SECRETS);
+  });
+
+  it("has no secret at all when neither WEBHOOK_SECRETS nor WEBHOOK_SECRET names one, and SigningKeys refuses", async () => {
+    expect(secretsOf(config("", ""), "acme")).toEqual([]);
+    await expect(new SigningKeys(config("", "")).forTenant("acme")).rejects.toThrow(/no signing secret/);
+  });
+});
+
+describe("rotation: two active secrets", () => {
+  const rotating = { WEBHOOK_SECRET: fallback, WEBHOOK_SECRETS: `acme:${current} ${next}` };
+
+  it("signs with both secrets: a receiver holding only the current or only the next one verifies; a third secret does not", async () => {
+    const request = await deliverAs(rotating, "acme");
+    const signatures = signaturesOf(request);
+    expect(signatures).toHaveLength(2);
+    for (const s of signatures) expect(s).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/);
+    expect(signatures[0]).not.toBe(signatures[1]);
+    expect(verifies(current, request)).toBe(true);
+    expect(verifies(next, request)).toBe(true);
+    expect(verifies(stranger, request)).toBe(false);
+    expect(verifies(fallback, request)).toBe(false);
+  });
+
+  it("ends the rotation cleanly: once only the next secret is configured, the old one no longer verifies", async () => {
+    const request = await deliverAs({ WEBHOOK_SECRET: fallback, WEBHOOK_SECRETS: `acme:${next}` }, "acme");
+    expect(signaturesOf(request)).toHaveLength(1);
+    expect(verifies(next, request)).toBe(true);
+    expect(verifies(current, request)).toBe(false);
+  });
+
+  it("signs a tenant without an entry with WEBHOOK_SECRET only", async () => {
+    const request = await deliverAs(rotating, "globex");
+    expect(signaturesOf(request)).toHaveLength(1);
+    expect(verifies(fallback, request)).toBe(true);
+    expect(verifies(current, request)).toBe(false);
+    expect(verifies(next, request)).toBe(false);
+  });
+
+  it("ignores a third configured secret: a receiver holding only it does not verify", async () => {
+    const request = await deliverAs({ WEBHOOK_SECRET: fallback, WEBHOOK_SECRETS: `acme:${current} ${next} ${stranger}` }, "acme");
+    expect(signaturesOf(request)).toHaveLength(2);
+    expect(verifies(current, request)).toBe(true);
+    expect(verifies(next, request)).toBe(true);
+    expect(verifies(stranger, request)).toBe(false);
+  });
+
+  it("a signature is bound to its body, id and timestamp: a tampered copy fails with either secret", async () => {
+    const request = await deliverAs(rotating, "acme");
+    const tampered = [
+      { ...request, body: `${request.body} ` },
+      { ...request, headers: { ...request.headers, "webhook-id": `${request.headers["webhook-id"]}x` } },
+      { ...request, headers: { ...request.headers, "webhook-timestamp": String(Number(request.headers["webhook-timestamp"]) - 1) } },
+    ];
+    for (const copy of tampered) {
+      expect(verifies(current, copy)).toBe(false);
+      expect(verifies(next, copy)).toBe(false);
+    }
+  });
+});
+
+describe("rotation through the fire consumer", () => {
+  const metadata = { metrics: { backlogCount: 0, backlogBytes: 0 } };
+  beforeAll(() => {
+    for (let i = 0; env[`FIRE_QUEUE_${i}`] !== undefined; i++) {
+      vi.spyOn(env[`FIRE_QUEUE_${i}`]!, "sendBatch").mockImplementation(async () => ({ metadata }));
+    }
+  });
+  afterAll(() => vi.restoreAllMocks());
+
+  it("delivers a real execution of a rotating tenant with both signatures, every attempt carrying the same webhook-id (invariant 5)", async () => {
+    const path = uniquePath("flaky/1"); // 503 once, then 200: two attempts
+    const job = await createJob({ target: { url: `${receiverUrl()}${path}`, body: { n: 1 } }, retry: { maxAttempts: 3, initialDelayMs: 0, jitter: 0 } }, KEYS.acme);
+    const exe = (await executionOf(job.id))!;
+    const stub = bucketStub(exe.bucket);
+    // the consumer's env carries WEBHOOK_SECRETS; the bucket keeps the test env
+    const rotatingEnv = { ...env, WEBHOOK_SECRETS: `acme:${current} ${next}` };
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      await bucketSql(stub, "UPDATE executions SET due_at = ? WHERE id = ?", Date.now() - 1, exe.id);
+      await runInDurableObject(stub, (instance: Bucket) => instance.alarm());
+      const batch = createMessageBatch("fire", [{ id: `m${attempt}`, timestamp: new Date(), attempts: 1, body: fireMessage(exe) }]);
+      const ctx = createExecutionContext();
+      await worker.queue(batch, rotatingEnv as never);
+      expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual([`m${attempt}`]);
+    }
+    expect((await bucketRow(stub, exe.id))!.status).toBe("succeeded");
+
+    const requests = await received(path);
+    expect(requests).toHaveLength(2);
+    for (const request of requests) {
+      expect(request.headers["webhook-id"]).toBe(exe.id);
+      expect(signaturesOf(request)).toHaveLength(2);
+      expect(verifies(current, request)).toBe(true);
+      expect(verifies(next, request)).toBe(true);
+      expect(verifies(fallback, request)).toBe(false);
+    }
+  });
+});
