@@ -393,14 +393,16 @@ export class Bucket extends DurableObject<Env> {
   }
 
   private expireLeases(now: number): void {
+    // read first: most alarms expire nothing, and a write transaction costs a commit
+    const expired = this.sql
+      .exec<ExecutionRecord>(
+        "SELECT * FROM executions WHERE status = 'running' AND lease_deadline_at <= ? LIMIT ?",
+        now, this.config.FIRE_BATCH_LIMIT,
+      )
+      .toArray();
+    if (expired.length === 0) return;
     const tally = new Tally();
     this.ctx.storage.transactionSync(() => {
-      const expired = this.sql
-        .exec<ExecutionRecord>(
-          "SELECT * FROM executions WHERE status = 'running' AND lease_deadline_at <= ? LIMIT ?",
-          now, this.config.FIRE_BATCH_LIMIT,
-        )
-        .toArray();
       for (const row of expired) {
         tally.add("lease_expired_total", row.tenant);
         this.failAttempt(row, now, tally, {
@@ -423,19 +425,25 @@ export class Bucket extends DurableObject<Env> {
     if (now < this.dispatchRetryAt) return;
     const queues = this.config.fireQueues;
     if (queues.length === 0) throw new Error("no FIRE_QUEUE_0 binding");
+    const limit = this.config.FIRE_BATCH_LIMIT;
+    // read first: an alarm with nothing to send writes nothing
+    const overdue = this.sql
+      .exec<ExecutionRecord>("SELECT * FROM executions WHERE status = 'dispatched' AND dispatch_deadline_at <= ? LIMIT ?", now, limit)
+      .toArray();
+    const due = this.sql
+      .exec<ExecutionRecord>(
+        "SELECT * FROM executions WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT ?",
+        now, Math.max(0, limit - overdue.length),
+      )
+      .toArray();
+    if (overdue.length === 0 && due.length === 0) return;
     const bucket = this.bucketIndex();
     const queue = queues[fireQueueOf(bucket, queues.length)]!;
     const deadline = now + this.config.DISPATCH_TIMEOUT_MS;
-    const limit = this.config.FIRE_BATCH_LIMIT;
     const tally = new Tally();
     const { fresh, again } = this.ctx.storage.transactionSync(() => {
       const again: FireMessage[] = [];
-      for (const row of this.sql
-        .exec<ExecutionRecord>(
-          "SELECT * FROM executions WHERE status = 'dispatched' AND dispatch_deadline_at <= ? LIMIT ?",
-          now, limit,
-        )
-        .toArray()) {
+      for (const row of overdue) {
         if (row.dispatch_count >= this.config.MAX_DISPATCHES) {
           this.kill(row, now, "undeliverable", `not claimed after ${row.dispatch_count} dispatches`, tally);
           continue;
@@ -449,12 +457,7 @@ export class Bucket extends DurableObject<Env> {
         again.push(this.message(row, bucket));
       }
       const fresh: FireMessage[] = [];
-      for (const row of this.sql
-        .exec<ExecutionRecord>(
-          "SELECT * FROM executions WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT ?",
-          now, Math.max(0, limit - again.length),
-        )
-        .toArray()) {
+      for (const row of due) {
         if (row.spawned === 0 && !this.spawnNextOccurrence(row, now, tally)) continue;
         this.sql.exec(
           `UPDATE executions SET status = 'dispatched', dispatch_deadline_at = ?, dispatch_count = 1,
@@ -462,6 +465,7 @@ export class Bucket extends DurableObject<Env> {
            WHERE id = ? AND status IN (${fromStatesSql("dispatch")})`,
           deadline, row.id,
         );
+        tally.add("fired_total", row.tenant); // taken back if the send fails
         fresh.push(this.message(row, bucket));
       }
       tally.write(this.sql);
@@ -474,9 +478,7 @@ export class Bucket extends DurableObject<Env> {
         const chunk = messages.slice(i, i + SEND_BATCH);
         sends.push(
           queue.sendBatch(chunk.map((body) => ({ body, contentType: "json" as const }))).then(
-            () => {
-              if (isFresh) this.count(chunk, "fired_total");
-            },
+            () => undefined,
             (error: unknown) => {
               console.error("fire queue send failed", error);
               this.dispatchRetryAt = Date.now() + DISPATCH_RETRY_MS;
@@ -489,6 +491,7 @@ export class Bucket extends DurableObject<Env> {
     await Promise.all(sends);
   }
 
+  /** A failed send: first dispatches go back to scheduled (and were not fired); re-dispatches wait for their deadline. */
   private onSendFailed(chunk: FireMessage[], isFresh: boolean): void {
     const tally = new Tally();
     this.ctx.storage.transactionSync(() => {
@@ -499,6 +502,7 @@ export class Bucket extends DurableObject<Env> {
             "UPDATE executions SET status = 'scheduled', dispatch_deadline_at = NULL, dispatch_count = 0 WHERE id = ? AND status = 'dispatched'",
             m.executionId,
           );
+          tally.add("fired_total", m.tenant, "", -1);
         }
       }
       tally.write(this.sql);
@@ -583,6 +587,10 @@ export class Bucket extends DurableObject<Env> {
   /** Terminal rows leave the bucket once mirrored and older than the retention (bounded storage). */
   private purgeTerminal(now: number): void {
     const cutoff = now - this.config.TERMINAL_RETENTION_MS;
+    const oldest = this.sql
+      .exec<{ at: number | null }>(`SELECT MIN(finished_at) AS at FROM executions WHERE status IN (${TERMINAL_SQL})`)
+      .one().at;
+    if (oldest === null || oldest >= cutoff) return;
     this.ctx.storage.transactionSync(() => {
       const old = `SELECT id FROM executions WHERE status IN (${TERMINAL_SQL}) AND finished_at < ? AND dirty = 0 LIMIT ${PURGE_ROWS}`;
       const jobIds = this.sql.exec<{ job_id: string }>(`SELECT DISTINCT job_id FROM executions WHERE id IN (${old})`, cutoff).toArray();
@@ -852,12 +860,6 @@ export class Bucket extends DurableObject<Env> {
 
   private message(row: ExecutionRecord, bucket: number): FireMessage {
     return { v: 1, executionId: row.id, bucket, tenant: row.tenant, dueAt: row.due_at };
-  }
-
-  private count(messages: FireMessage[], name: CounterName): void {
-    const tally = new Tally();
-    for (const m of messages) tally.add(name, m.tenant);
-    this.ctx.storage.transactionSync(() => tally.write(this.sql));
   }
 
   private rememberBucket(bucket: number): void {
