@@ -6,7 +6,7 @@
 import { DurableObject } from "cloudflare:workers";
 import { configOf, type Config } from "../config";
 import { nextAlarmAt } from "../core/alarm";
-import { decideAfterFailure, type FailureKind } from "../core/backoff";
+import { decideAfterFailure, dispatchWaitMs, type FailureKind } from "../core/backoff";
 import { planOccurrence } from "../core/cron";
 import { occurrenceId } from "../core/id";
 import { fireQueueOf, timeBucketOf } from "../core/bucketing";
@@ -439,7 +439,6 @@ export class Bucket extends DurableObject<Env> {
     if (overdue.length === 0 && due.length === 0) return;
     const bucket = this.bucketIndex();
     const queue = queues[fireQueueOf(bucket, queues.length)]!;
-    const deadline = now + this.config.DISPATCH_TIMEOUT_MS;
     const tally = new Tally();
     const { fresh, again } = this.ctx.storage.transactionSync(() => {
       const again: FireMessage[] = [];
@@ -451,7 +450,7 @@ export class Bucket extends DurableObject<Env> {
         this.sql.exec(
           `UPDATE executions SET dispatch_deadline_at = ?, dispatch_count = dispatch_count + 1
            WHERE id = ? AND status IN (${fromStatesSql("redispatch")})`,
-          deadline, row.id,
+          now + dispatchWaitMs(this.config.DISPATCH_TIMEOUT_MS, row.dispatch_count + 1), row.id,
         );
         tally.add("redispatch_total", row.tenant);
         again.push(this.message(row, bucket));
@@ -463,7 +462,7 @@ export class Bucket extends DurableObject<Env> {
           `UPDATE executions SET status = 'dispatched', dispatch_deadline_at = ?, dispatch_count = 1,
              version = version + 1, dirty = 1
            WHERE id = ? AND status IN (${fromStatesSql("dispatch")})`,
-          deadline, row.id,
+          now + dispatchWaitMs(this.config.DISPATCH_TIMEOUT_MS, 1), row.id,
         );
         tally.add("fired_total", row.tenant); // taken back if the send fails
         fresh.push(this.message(row, bucket));

@@ -49,3 +49,15 @@ export function decideAfterFailure(input: {
   }
   return { kind: "retry", dueAt: input.now + delayMs, delayMs };
 }
+
+/** The longest wait for a claim before an execution is dispatched again. */
+export const MAX_DISPATCH_WAIT_MS = 600_000;
+
+/**
+ * How long the n-th dispatch of an attempt waits for a claim: doubling from the dispatch timeout,
+ * so a backlogged queue (messages slow, not lost) is not flooded with copies, and an attempt is
+ * declared undeliverable only after a long time (10 dispatches from 10 s: about 50 minutes).
+ */
+export function dispatchWaitMs(timeoutMs: number, dispatchCount: number): number {
+  return Math.min(MAX_DISPATCH_WAIT_MS, timeoutMs * Math.pow(2, Math.max(0, dispatchCount - 1)));
+}
