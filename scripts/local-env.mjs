@@ -39,6 +39,16 @@ export function parseDevVars(text) {
   return vars;
 }
 
+/**
+ * The local profile: the non-secret settings of .dev.vars.example (e.g. BUCKETS), which end-to-end
+ * tests and benchmarks apply too, so they run the scheduler as `npm start` does.
+ */
+export function localProfile() {
+  const vars = parseDevVars(readFileSync(join(ROOT, ".dev.vars.example"), "utf8"));
+  for (const secret of ["API_KEYS", "WEBHOOK_SECRET", "WEBHOOK_SECRETS"]) delete vars[secret];
+  return vars;
+}
+
 /** Applies D1 migrations to the local database under `persistTo`. */
 export function applyMigrations(persistTo) {
   execFileSync(process.execPath, [WRANGLER, "d1", "migrations", "apply", "DB", "--local", "--persist-to", persistTo], {

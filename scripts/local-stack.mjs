@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { applyMigrations, LOCAL_RUNTIME_ENV, ROOT, WRANGLER } from "./local-env.mjs";
+import { applyMigrations, LOCAL_RUNTIME_ENV, localProfile, ROOT, WRANGLER } from "./local-env.mjs";
 
 /**
  * @param {{ port: number, persistTo?: string, vars?: Record<string,string>, log?: (line: string) => void }} options
@@ -15,7 +15,7 @@ export async function startStack(options) {
   applyMigrations(persistTo);
   const args = [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(options.port), "--persist-to", persistTo,
     "--show-interactive-dev-session=false", "--log-level", "warn", "--test-scheduled"];
-  for (const [k, v] of Object.entries(options.vars ?? {})) args.push("--var", `${k}:${v}`);
+  for (const [k, v] of Object.entries({ ...localProfile(), ...options.vars })) args.push("--var", `${k}:${v}`);
   const child = spawn(process.execPath, args, {
     cwd: ROOT,
     detached: true, // its own process group, so workerd goes down with it

@@ -35,11 +35,13 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env): P
   const claimed = await Promise.all(groups.map((group) => claimGroup(group)));
   const leases = claimed.flatMap((c) => c.leases.map((lease) => ({ lease, stub: c.stub })));
 
-  // 2. deliver under one concurrency limit, heartbeating what still runs
+  // 2. deliver under one concurrency limit; each outcome is reported as soon as it is known
+  //    (batched per bucket while a report is in flight), and a lease is heartbeated until its
+  //    report is in: an early finisher must not lose its lease while slower targets still run
   const keys = signingKeysOf(config);
-  const running = new Map(leases.map((l) => [l.lease.executionId, l]));
-  const stopHeartbeat = startHeartbeat(running, config);
-  const reports = new Map<BucketStub, CompletionReport[]>();
+  const unreported = new Map(leases.map((l) => [l.lease.executionId, l]));
+  const stopHeartbeat = startHeartbeat(unreported, config);
+  const reporters = new Map<BucketStub, CompletionReporter>();
   try {
     await forEachLimited(leases, DELIVERY_CONCURRENCY, async ({ lease, stub }) => {
       const outcome = await deliver(
@@ -47,25 +49,55 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env): P
         await keys.forTenant(lease.tenant),
         Date.now(),
       );
-      running.delete(lease.executionId);
-      const list = reports.get(stub) ?? [];
-      list.push({ executionId: lease.executionId, token: lease.token, outcome });
-      reports.set(stub, list);
+      let reporter = reporters.get(stub);
+      if (!reporter) reporters.set(stub, (reporter = new CompletionReporter(stub, (id) => unreported.delete(id))));
+      reporter.add({ executionId: lease.executionId, token: lease.token, outcome });
     });
+    await Promise.all([...reporters.values()].map((r) => r.drained()));
   } finally {
     stopHeartbeat();
   }
 
-  // 3. complete, one RPC per bucket; then ack everything that was claimed or refused
-  await Promise.all(
-    [...reports].map(([stub, list]) =>
-      stub.complete(list).catch((error: unknown) => {
+  // 3. ack everything that was claimed or refused as a duplicate
+  for (const c of claimed) if (c.ok) for (const m of c.messages) m.message.ack();
+}
+
+/**
+ * Sends a bucket's completion reports: at once when none is in flight, else together with the
+ * others that arrive meanwhile (one RPC per bucket per round trip, however many finish).
+ */
+class CompletionReporter {
+  private pending: CompletionReport[] = [];
+  private inFlight: Promise<void> | null = null;
+
+  constructor(
+    private readonly stub: BucketStub,
+    private readonly onReported: (executionId: string) => void,
+  ) {}
+
+  add(report: CompletionReport): void {
+    this.pending.push(report);
+    this.inFlight ??= this.flush();
+  }
+
+  async drained(): Promise<void> {
+    while (this.inFlight) await this.inFlight;
+  }
+
+  private async flush(): Promise<void> {
+    while (this.pending.length > 0) {
+      const reports = this.pending;
+      this.pending = [];
+      try {
+        await this.stub.complete(reports);
+      } catch (error) {
         // the leases expire and the bucket retries these attempts: at-least-once holds
         console.error("complete failed", error);
-      }),
-    ),
-  );
-  for (const c of claimed) if (c.ok) for (const m of c.messages) m.message.ack();
+      }
+      for (const r of reports) this.onReported(r.executionId);
+    }
+    this.inFlight = null;
+  }
 }
 
 /** Claims a bucket's executions; an unreachable bucket retries its messages (max_retries, then the DLQ). */

@@ -1,0 +1,72 @@
+// A minimal API client for the bench: bearer auth, JSON, a timeout on every request.
+export class Api {
+  constructor(baseUrl, apiKey) {
+    this.baseUrl = baseUrl;
+    this.apiKey = apiKey;
+  }
+
+  use(baseUrl) {
+    this.baseUrl = baseUrl;
+  }
+
+  async request(method, path, body, timeoutMs = 60_000) {
+    const res = await fetch(`${this.baseUrl}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${this.apiKey}`,
+        ...(body === undefined ? {} : { "content-type": "application/json" }),
+      },
+      body: body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body),
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    const text = await res.text();
+    let parsed = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch { /* not JSON */ }
+    return { status: res.status, body: parsed };
+  }
+
+  /**
+   * POST /v1/jobs/batch with `specs` (at most 1000). Returns the job ids in order (null for a
+   * refused item), the refusals, and the request's wall time.
+   */
+  async createBatch(specs) {
+    const sentAt = Date.now();
+    const res = await this.request("POST", "/v1/jobs/batch", { jobs: specs });
+    const doneAt = Date.now();
+    if (res.status !== 200) {
+      return { ids: specs.map(() => null), refused: specs.length, error: `HTTP ${res.status}: ${JSON.stringify(res.body).slice(0, 300)}`, sentAt, doneAt };
+    }
+    let refused = 0;
+    let error = null;
+    const ids = res.body.results.map((r) => {
+      if (r.status === 201 || r.status === 200) return r.job.id;
+      refused += 1;
+      error ??= JSON.stringify(r).slice(0, 300);
+      return null;
+    });
+    return { ids, refused, error, sentAt, doneAt };
+  }
+
+  metrics() {
+    return this.request("GET", "/v1/metrics", undefined, 30_000);
+  }
+
+  executions(jobId) {
+    return this.request("GET", `/v1/jobs/${jobId}/executions`, undefined, 30_000);
+  }
+}
+
+/** The figures of /v1/metrics the bench reports (counters and the scheduler's own claim lag). */
+export async function schedulerFigures(api) {
+  try {
+    const res = await api.metrics();
+    if (res.status !== 200) return { error: `HTTP ${res.status}` };
+    const m = res.body;
+    const counters = Object.fromEntries(Object.entries(m.counters).filter(([, v]) => v !== 0));
+    return { counters, deadByReason: m.dead_total_by_reason, claimLagMs: m.fire_lag_ms };
+  } catch (error) {
+    return { error: String(error) };
+  }
+}

@@ -1,0 +1,167 @@
+// Shared by the scenarios: job specs, sequential batch enqueue, and the delivery figures computed
+// from what the target recorded (first arrival per job index vs its due time).
+import { perSlot, round, sleep, summary } from "./stats.mjs";
+
+export const CHUNK = 1000; // POST /v1/jobs/batch takes at most 1000 jobs
+
+/** A one-off job to `url` due at `dueAt` (epoch ms) whose body carries its index. */
+export function jobSpec(url, i, dueAt) {
+  return { target: { url, body: { i } }, runAt: dueAt };
+}
+
+/**
+ * Creates jobs `order[k]` (indexes) with `specOf(i)` in chunks of `chunk`, one request at a time.
+ * Returns ids by index and per-request timings (the API's response time per batch).
+ */
+export async function enqueueSequential(api, order, specOf, n, chunk = CHUNK) {
+  const ids = new Array(n).fill(null);
+  const acceptedAt = new Float64Array(n);
+  const batchMs = [];
+  let refused = 0;
+  let firstError = null;
+  const startedAt = Date.now();
+  for (let k = 0; k < order.length; k += chunk) {
+    const slice = order.slice(k, k + chunk);
+    let result;
+    try {
+      result = await api.createBatch(slice.map(specOf));
+    } catch (error) {
+      result = { ids: slice.map(() => null), refused: slice.length, error: String(error), sentAt: Date.now(), doneAt: Date.now() };
+    }
+    batchMs.push(result.doneAt - result.sentAt);
+    refused += result.refused;
+    firstError ??= result.error;
+    slice.forEach((i, j) => {
+      ids[i] = result.ids[j];
+      acceptedAt[i] = result.doneAt;
+    });
+  }
+  const endedAt = Date.now();
+  return { ids, acceptedAt, batchMs, refused, firstError, startedAt, endedAt };
+}
+
+/**
+ * Delivery figures for jobs 0..n-1 with due times `due` (Float64Array): lag of the first arrival
+ * per job, missing, duplicates by webhook-id (the execution id, stable across deliveries).
+ */
+export function deliveryFigures(target, due, n) {
+  const first = new Float64Array(n).fill(Number.NaN);
+  const perId = new Map();
+  let foreign = 0;
+  for (const a of target.arrivals) {
+    perId.set(a.id, (perId.get(a.id) ?? 0) + 1);
+    if (Number.isInteger(a.i) && a.i >= 0 && a.i < n) {
+      if (Number.isNaN(first[a.i]) || a.at < first[a.i]) first[a.i] = a.at;
+    } else foreign += 1;
+  }
+  const lags = [];
+  let early = 0;
+  let over2s = 0;
+  let lastArrival = -Infinity;
+  let firstArrival = Infinity;
+  for (let i = 0; i < n; i++) {
+    if (Number.isNaN(first[i])) continue;
+    const lag = first[i] - due[i];
+    lags.push(lag);
+    if (lag < 0) early += 1;
+    if (lag > 2000) over2s += 1;
+    if (first[i] > lastArrival) lastArrival = first[i];
+    if (first[i] < firstArrival) firstArrival = first[i];
+  }
+  let duplicateIds = 0;
+  let extraDeliveries = 0;
+  for (const c of perId.values()) {
+    if (c > 1) {
+      duplicateIds += 1;
+      extraDeliveries += c - 1;
+    }
+  }
+  return {
+    first,
+    lags,
+    figures: {
+      delivered: lags.length,
+      missing: n - lags.length,
+      duplicates: duplicateIds,
+      extraDeliveries,
+      requests: target.arrivals.length,
+      unmatchedRequests: foreign,
+      lagMs: summary(lags),
+      over2s,
+      early,
+    },
+    firstArrival: Number.isFinite(firstArrival) ? firstArrival : null,
+    lastArrival: Number.isFinite(lastArrival) ? lastArrival : null,
+  };
+}
+
+/** Arrivals per second from `from` (the completions per second figure). */
+export function arrivalsPerSecond(target, from) {
+  return perSlot(target.arrivals.map((a) => a.at), from, 1000);
+}
+
+/** Jobs with a first arrival, counted fast while waiting. */
+export function deliveredCount(target, n) {
+  let count = 0;
+  const seen = new Uint8Array(n);
+  for (const a of target.arrivals) {
+    if (Number.isInteger(a.i) && a.i >= 0 && a.i < n && seen[a.i] === 0) {
+      seen[a.i] = 1;
+      count += 1;
+    }
+  }
+  return count;
+}
+
+/**
+ * Per-stage timing of a sample of jobs, from the scheduler's own record (GET /v1/jobs/:id/executions):
+ * claimLag = attempt startedAt (the claim in the bucket) - due; deliver = target arrival - startedAt.
+ * Read after the run (the bucket mirrors to D1 within MIRROR_DELAY_MS).
+ */
+export async function stageSample(api, ids, due, first, sampleSize) {
+  const candidates = [];
+  for (let i = 0; i < ids.length; i++) if (ids[i] && !Number.isNaN(first[i])) candidates.push(i);
+  if (candidates.length === 0 || sampleSize <= 0) return null;
+  const step = Math.max(1, Math.floor(candidates.length / sampleSize));
+  const picked = [];
+  for (let k = 0; k < candidates.length && picked.length < sampleSize; k += step) picked.push(candidates[k]);
+  await sleep(1500); // let the mirror reach D1
+  const claimLag = [];
+  const deliver = [];
+  const scheduledDueShift = [];
+  let errors = 0;
+  let next = 0;
+  const worker = async () => {
+    while (next < picked.length) {
+      const i = picked[next++];
+      try {
+        const res = await api.executions(ids[i]);
+        const attempt = res.body?.executions?.[0]?.attempts?.[0];
+        if (res.status !== 200 || !attempt?.startedAt) {
+          errors += 1;
+          continue;
+        }
+        const startedAt = Date.parse(attempt.startedAt);
+        const dueAt = Date.parse(attempt.dueAt);
+        claimLag.push(startedAt - due[i]);
+        deliver.push(first[i] - startedAt);
+        scheduledDueShift.push(dueAt - due[i]);
+      } catch {
+        errors += 1;
+      }
+    }
+  };
+  await Promise.all([worker(), worker(), worker(), worker()]);
+  return {
+    sampled: picked.length,
+    errors,
+    claimLagMs: summary(claimLag),
+    claimToArrivalMs: summary(deliver),
+    /** > 0 when a job was accepted after its requested runAt (the API moves dueAt to now) */
+    dueShiftMs: summary(scheduledDueShift),
+  };
+}
+
+export function rate(count, ms) {
+  return ms > 0 ? round((count * 1000) / ms, 0) : null;
+}

@@ -1,0 +1,90 @@
+// One scenario's world: a loopback target, a fresh stack on a fresh state directory, an API client
+// and a sampler of the runtime's processes. Everything is torn down in finally blocks.
+import { loadavg } from "node:os";
+import { join } from "node:path";
+import { Api, schedulerFigures } from "./api.mjs";
+import { clockTicks, GroupSampler, machineTicks } from "./procstat.mjs";
+import { sleep } from "./stats.mjs";
+import { credentials, launch, removeState } from "./stack.mjs";
+import { Target } from "./target.mjs";
+
+/**
+ * Runs `body({ target, stack, api, sampler, creds, restart })` and always stops the stack(s),
+ * closes the target and removes the temporary state.
+ */
+export async function withSession(name, options, body) {
+  const logDir = join(options.resultsDir, "logs");
+  const target = await new Target({ delayMs: options.targetDelayMs ?? 0 }).listen();
+  const creds = credentials();
+  const sampler = new GroupSampler(500);
+  const launched = [];
+  const quiet = await waitForQuiet(options.quietWaitMs ?? 0);
+  const loadAvgAtStart = loadavg().map((x) => Math.round(x * 100) / 100);
+  let persistTo;
+  try {
+    const first = await launch({ name, creds, logDir });
+    launched.push(first);
+    persistTo = first.stack.persistTo;
+    sampler.addGroup(first.stack.pid);
+    sampler.start();
+    const api = new Api(first.stack.url, creds.apiKey);
+    let current = first;
+    /** a restart on the same state directory (the crash scenario) */
+    const restart = async () => {
+      const next = await launch({ name: `${name}-restart`, creds, persistTo, logDir });
+      launched.push(next);
+      current = next;
+      sampler.addGroup(next.stack.pid);
+      api.use(next.stack.url);
+      return next;
+    };
+    /** false once the current stack's process group is gone (a wait then stops early) */
+    const alive = () => !current.stack.exited();
+    return await body({ quiet, loadAvgAtStart, target, first, api, sampler, creds, restart, alive, schedulerFigures: () => schedulerFigures(api) });
+  } finally {
+    sampler.stop();
+    for (const l of launched) {
+      try {
+        await l.close();
+      } catch (error) {
+        console.error(`stopping ${name} failed`, error);
+      }
+    }
+    await target.close();
+    removeState(persistTo);
+  }
+}
+
+/** Settings in effect: wrangler.toml [vars] defaults overlaid with BENCH_VAR_* overrides. */
+export function effectiveSettings(tomlText, overrides) {
+  const out = {};
+  const section = /\[vars\]([\s\S]*?)(?:\n\[|$)/.exec(tomlText);
+  if (section) {
+    for (const line of section[1].split("\n")) {
+      const m = /^\s*([A-Z0-9_]+)\s*=\s*"([^"]*)"/.exec(line);
+      if (m && m[1] !== "ALLOW_LOOPBACK_TARGETS") out[m[1]] = m[2];
+    }
+  }
+  return { ...out, ...overrides };
+}
+
+/**
+ * Other work on this 2-core machine (tests of other sessions) skews every figure, so a scenario
+ * waits, at most `maxWaitMs`, until the machine has been nearly idle for 2 s (busy < 0.3 core,
+ * this process excluded). Returns what it saw; the figures say whether it ran on a quiet machine.
+ */
+export async function waitForQuiet(maxWaitMs, thresholdCores = 0.3) {
+  const startedAt = Date.now();
+  let lastBusyCores = null;
+  if (maxWaitMs <= 0) return { waitedMs: 0, quiet: null, busyCores: null };
+  while (Date.now() - startedAt <= maxWaitMs) {
+    const a = machineTicks();
+    const u = process.cpuUsage();
+    await sleep(2000);
+    const b = machineTicks();
+    const own = (process.cpuUsage(u).user + process.cpuUsage(u).system) / 1e6;
+    lastBusyCores = Math.max(0, (b.busy - a.busy) / clockTicks - own) / 2; // cores busy over the 2 s window
+    if (lastBusyCores < thresholdCores) return { waitedMs: Date.now() - startedAt, quiet: true, busyCores: Math.round(lastBusyCores * 100) / 100 };
+  }
+  return { waitedMs: Date.now() - startedAt, quiet: false, busyCores: Math.round(lastBusyCores * 100) / 100 };
+}

@@ -1,0 +1,69 @@
+// burst: N jobs all due at the same instant, created before it: drain time (due -> last arrival).
+// The due time is T0 + max(5 s, expected enqueue time + 2 s); the expected enqueue time comes from
+// the delayed scenario of the same run when it ran, else from BENCH_BURST_ENQUEUE_RATE.
+import { arrivalsPerSecond, deliveredCount, deliveryFigures, enqueueSequential, jobSpec, rate, stageSample } from "../lib/jobs.mjs";
+import { benchCpuSeconds } from "../lib/procstat.mjs";
+import { withSession } from "../lib/session.mjs";
+import { round, shuffle, sleep, summary, waitUntil } from "../lib/stats.mjs";
+
+export async function burst(params, ctx) {
+  const { n, minLeadMs = 5000, expectedEnqueueRate, drainTimeoutMs, sample } = params;
+  return withSession("burst", ctx, async ({ quiet, loadAvgAtStart, target, first, api, sampler, alive, schedulerFigures }) => {
+    const url = `${target.url}/burst`;
+    const order = shuffle(Array.from({ length: n }, (_, i) => i), 7);
+    const expectedEnqueueMs = Math.ceil((n * 1000) / expectedEnqueueRate);
+    const leadMs = Math.max(minLeadMs, expectedEnqueueMs + 2000);
+    const benchCpu0 = process.cpuUsage();
+    sampler.mark("start");
+    const t0 = Date.now();
+    const dueAt = t0 + leadMs;
+    const due = new Float64Array(n).fill(dueAt);
+    const enq = await enqueueSequential(api, order, (i) => jobSpec(url, i, dueAt), n);
+    sampler.mark("enqueued");
+    const enqueueMs = enq.endedAt - t0;
+    const createdAfterDue = order.filter((i) => enq.acceptedAt[i] > dueAt).length;
+
+    const allIn = await waitUntil(() => !alive() || deliveredCount(target, n) >= n, dueAt + drainTimeoutMs, 100);
+    await sleep(1000);
+    sampler.mark("end");
+    const d = deliveryFigures(target, due, n);
+    const drainMs = d.lastArrival === null ? null : d.lastArrival - dueAt;
+    const stages = await stageSample(api, enq.ids, due, d.first, sample);
+    const scheduler = await schedulerFigures();
+    return {
+      scenario: "burst",
+      params: { n, chunk: 1000, leadMs, expectedEnqueueRate, drainTimeoutMs, settings: ctx.settings },
+      enqueue: {
+        ms: enqueueMs,
+        jobsPerSec: rate(n - enq.refused, enqueueMs),
+        refused: enq.refused,
+        firstError: enq.firstError,
+        batchMs: summary(enq.batchMs),
+        finishedBeforeDue: enq.endedAt <= dueAt,
+        createdAfterDue,
+      },
+      drainMs,
+      drainJobsPerSec: drainMs ? rate(d.figures.delivered, drainMs) : null,
+      firstArrivalAfterDueMs: d.firstArrival === null ? null : d.firstArrival - dueAt,
+      ...d.figures,
+      allDeliveredWithinDeadline: allIn,
+      completionsPerSec: arrivalsPerSecond(target, dueAt),
+      quietBeforeStart: quiet,
+      loadAvgAtStart,
+      runtime: {
+        cpuSeconds: sampler.cpu("start", "end"),
+        cpuSecondsFiringPhase: sampler.cpu("enqueued", "end"),
+        wallSeconds: round((Date.now() - t0) / 1000, 1),
+        peakRssMb: sampler.peakRssMb(),
+        processes: sampler.processCounts(),
+        stackAliveAtEnd: alive(),
+        machine: sampler.machine("start", "end"),
+        machineFiringPhase: sampler.machine("enqueued", "end"),
+        stackStartMs: first.startMs,
+      },
+      benchCpuSeconds: benchCpuSeconds(benchCpu0),
+      stages,
+      scheduler,
+    };
+  });
+}

@@ -1,0 +1,406 @@
+// `npm run soak` (not part of CI): the real local stack (wrangler dev) under a steady
+// create-and-fire load for SOAK_SECONDS (default 600) at SOAK_RATE jobs/s (default 20), against a
+// loopback target that randomly answers 200, 500, 429 (Retry-After: 1) or hangs past the job's
+// timeout. At the end it waits (bounded) until every accepted execution is terminal or still
+// legitimately scheduled, checks that the counts add up (invariant 4) per job and against
+// /v1/metrics, and prints one JSON line: accepted, succeeded, dead, lost, duplicates, p99 lag of
+// first attempts, peak memory and the RSS trend of the runtime (workerd). Exit code 1 when
+// something was lost or the counts do not add up.
+//
+// Settings (env): SOAK_SECONDS=600 SOAK_RATE=20 SOAK_SEED=<random> SOAK_SETTLE_SECONDS=180
+// SOAK_PORT=18970 (the stack; the target listens on SOAK_PORT + 1). Run heavy things one at a
+// time on a shared machine: flock /tmp/heavy.lock npm run soak.
+import { randomBytes, randomInt } from "node:crypto";
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { createServer } from "node:http";
+import { loadavg, tmpdir } from "node:os";
+import { Webhook } from "standardwebhooks";
+import { sleep, startStack } from "./local-stack.mjs";
+
+const setting = (name, fallback) => {
+  const raw = process.env[name];
+  const n = raw === undefined || raw === "" ? fallback : Number(raw);
+  if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got ${raw}`);
+  return n;
+};
+const SECONDS = setting("SOAK_SECONDS", 600);
+// 20 jobs/s is what a shared 2-core machine holds with this failure mix (about 1.7 deliveries per
+// job, 15% of them hanging 1 s); at 50 the local queue consumer falls behind, the dispatch
+// deadline re-sends what is still queued, and the first-attempt lag grows past a minute
+const RATE = setting("SOAK_RATE", 20);
+const SEED = setting("SOAK_SEED", randomInt(0, 2 ** 31 - 1));
+const SETTLE_SECONDS = setting("SOAK_SETTLE_SECONDS", 180);
+const PORT = setting("SOAK_PORT", 18970);
+const TIMEOUT_MS = 1000;
+const RETRY = { maxAttempts: 4, initialDelayMs: 500, factor: 2, jitter: 0.2 };
+/** what the target answers, by share of requests */
+const MIX = [
+  ["ok", 0.55],
+  ["fail500", 0.15],
+  ["throttle429", 0.15],
+  ["hang", 0.15],
+];
+const TICK_MS = 200;
+
+/** mulberry32: the target's answers are reproducible for a seed (request order still varies) */
+function prng(seed) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// --- the target -------------------------------------------------------------------------------
+
+function startTarget(secret, random) {
+  const webhook = new Webhook(secret);
+  const state = {
+    deliveries: 0,
+    byAnswer: Object.fromEntries(MIX.map(([k]) => [k, 0])),
+    signatureFailures: 0,
+    /** webhook-id -> 2xx answers actually written to a live connection */
+    answered2xx: new Map(),
+    /** webhook-id -> arrival time of attempt 1 */
+    firstArrival: new Map(),
+  };
+  const timers = new Set();
+  const sockets = new Set();
+  const pick = () => {
+    let r = random();
+    for (const [kind, share] of MIX) {
+      if (r < share) return kind;
+      r -= share;
+    }
+    return "ok";
+  };
+  const server = createServer(async (req, res) => {
+    const at = Date.now();
+    const chunks = [];
+    try {
+      for await (const c of req) chunks.push(c);
+    } catch {
+      return; // the caller went away mid-body
+    }
+    const body = Buffer.concat(chunks).toString("utf8");
+    const id = String(req.headers["webhook-id"] ?? "");
+    state.deliveries++;
+    try {
+      webhook.verify(body, req.headers);
+    } catch {
+      state.signatureFailures++;
+    }
+    if (req.headers["x-scheduler-attempt"] === "1" && !state.firstArrival.has(id)) state.firstArrival.set(id, at);
+    const answer = (status, text, headers = {}) => {
+      if (res.destroyed || res.writableEnded) return; // the scheduler gave up first: no answer was given
+      res.writeHead(status, headers);
+      res.end(text, () => {
+        if (status >= 200 && status < 300) state.answered2xx.set(id, (state.answered2xx.get(id) ?? 0) + 1);
+      });
+    };
+    const kind = pick();
+    state.byAnswer[kind]++;
+    if (kind === "ok") return answer(200, "ok");
+    if (kind === "fail500") return answer(500, "soak failure");
+    if (kind === "throttle429") return answer(429, "slow down", { "retry-after": "1" });
+    // hang past the job's timeout, then try to answer 200 (too late: the scheduler aborted)
+    const timer = setTimeout(() => {
+      timers.delete(timer);
+      answer(200, "late");
+    }, TIMEOUT_MS + 1000);
+    timers.add(timer);
+  });
+  server.on("connection", (s) => {
+    sockets.add(s);
+    s.on("close", () => sockets.delete(s));
+  });
+  return new Promise((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(PORT + 1, "127.0.0.1", () =>
+      resolve({
+        url: `http://127.0.0.1:${PORT + 1}`,
+        state,
+        close: () =>
+          new Promise((done) => {
+            for (const t of timers) clearTimeout(t);
+            for (const s of sockets) s.destroy();
+            server.close(() => done());
+          }),
+      }),
+    );
+  });
+}
+
+// --- the runtime's memory -----------------------------------------------------------------------
+
+/** VmRSS (kB) of the workerd processes in process group `pgrp` (wrangler's node process leads it). */
+function workerdRssKb(pgrp) {
+  let total = 0;
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const close = stat.lastIndexOf(")");
+      const comm = stat.slice(stat.indexOf("(") + 1, close);
+      const group = Number(stat.slice(close + 2).split(" ")[2]);
+      if (group !== pgrp || !comm.includes("workerd")) continue;
+      const rss = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${name}/status`, "utf8"));
+      total += rss ? Number(rss[1]) : 0;
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return total;
+}
+
+// --- the API --------------------------------------------------------------------------------------
+
+/** Several keys of one tenant: the per-key rate limit (1000 requests / 10 s) bounds one key, not the run. */
+function apiClient(baseUrl, keys) {
+  let turn = 0;
+  return async function request(method, path, body) {
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const key = keys[turn++ % keys.length];
+      const res = await fetch(`${baseUrl}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        signal: AbortSignal.timeout(30_000),
+      });
+      if (res.status === 429) {
+        await res.body?.cancel();
+        await sleep(Math.min(10, Number(res.headers.get("retry-after")) || 1) * 100);
+        continue;
+      }
+      const text = await res.text();
+      let json = null;
+      try {
+        json = JSON.parse(text);
+      } catch {
+        /* not JSON */
+      }
+      return { status: res.status, body: json ?? text };
+    }
+    return { status: 429, body: null };
+  };
+}
+
+async function forEachLimited(items, limit, run) {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) await run(items[next++]);
+    }),
+  );
+}
+
+function percentile(values, p) {
+  if (values.length === 0) return null;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1];
+}
+
+const mean = (xs) => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);
+const mb = (kb) => (kb === null ? null : Math.round(kb / 102.4) / 10);
+
+// --- the run ----------------------------------------------------------------------------------------
+
+async function main() {
+  const keys = Array.from({ length: 8 }, () => randomBytes(24).toString("base64url"));
+  const secret = `whsec_${randomBytes(32).toString("base64")}`;
+  const target = await startTarget(secret, prng(SEED));
+  let stack = null;
+  let sampler = null;
+  const cleanup = async () => {
+    if (sampler) clearInterval(sampler);
+    if (stack) {
+      await stack.stop();
+      if (stack.persistTo.startsWith(tmpdir()) && stack.persistTo.includes("scheduler-state-")) rmSync(stack.persistTo, { recursive: true, force: true });
+      stack = null;
+    }
+    await target.close();
+  };
+  const onSignal = () => {
+    cleanup().finally(() => process.exit(130));
+  };
+  process.once("SIGINT", onSignal);
+  process.once("SIGTERM", onSignal);
+
+  try {
+    let log = "";
+    console.error(`soak: seed ${SEED}, ${SECONDS} s at ${RATE} jobs/s; starting the stack on ${PORT}`);
+    stack = await startStack({
+      port: PORT,
+      vars: { API_KEYS: keys.map((k) => `soak:${k}`).join(","), WEBHOOK_SECRET: secret, ALLOW_LOOPBACK_TARGETS: "true" },
+      log: (line) => {
+        if (log.length < 100_000) log += line;
+      },
+    });
+    const api = apiClient(stack.url, keys);
+
+    const rss = []; // [msSinceStart, kB]
+    const t0 = Date.now();
+    const sample = () => rss.push([Date.now() - t0, workerdRssKb(stack.pid)]);
+    sample();
+    sampler = setInterval(sample, 5000);
+
+    // steady create-and-fire: every tick, the batch that keeps the total at elapsed × rate
+    const jobs = []; // { id, dueAt }
+    let requested = 0;
+    let createErrors = 0;
+    let inFlight = 0;
+    const loadEnd = t0 + SECONDS * 1000;
+    const creates = [];
+    while (Date.now() < loadEnd) {
+      const due = Math.floor(((Date.now() - t0) / 1000) * RATE);
+      const n = Math.min(1000, due - requested);
+      if (n > 0 && inFlight < 4) {
+        requested += n;
+        inFlight++;
+        const batch = Array.from({ length: n }, (_, i) => ({
+          name: `soak-${requested - n + i}`,
+          target: { url: `${target.url}/soak`, body: { i: requested - n + i } },
+          delay: 1000,
+          timeoutMs: TIMEOUT_MS,
+          retry: RETRY,
+        }));
+        creates.push(
+          api("POST", "/v1/jobs/batch", { jobs: batch })
+            .then((res) => {
+              if (res.status !== 200) {
+                createErrors += n;
+                return;
+              }
+              for (const r of res.body.results) {
+                if (r.status === 201) jobs.push({ id: r.job.id, dueAt: Date.parse(r.job.nextRunAt) });
+                else createErrors++;
+              }
+            })
+            .catch(() => {
+              createErrors += n;
+            })
+            .finally(() => {
+              inFlight--;
+            }),
+        );
+      }
+      await sleep(TICK_MS);
+    }
+    await Promise.all(creates);
+    const loadSeconds = (Date.now() - t0) / 1000;
+    console.error(`soak: load done: ${jobs.length} accepted, ${createErrors} refused or failed; settling (at most ${SETTLE_SECONDS} s)`);
+
+    // settle: until every accepted execution is terminal (metrics) or the bound passes
+    const settleEnd = Date.now() + SETTLE_SECONDS * 1000;
+    let metrics = null;
+    while (Date.now() < settleEnd) {
+      const res = await api("GET", "/v1/metrics");
+      if (res.status === 200) {
+        metrics = res.body;
+        const c = metrics.counters;
+        if (c.succeeded_total + c.dead_total >= jobs.length) break;
+      }
+      await sleep(2000);
+    }
+    await sleep(2500); // the mirror to D1 runs at most once per MIRROR_DELAY_MS
+    metrics = (await api("GET", "/v1/metrics")).body;
+    clearInterval(sampler);
+    sampler = null;
+    sample();
+
+    // per job: where its execution is, and its first attempt's lag
+    const counts = { succeeded: 0, dead: 0, scheduled: 0, inFlight: 0, missing: 0 };
+    const deadReasons = {};
+    const firstLags = [];
+    const arrivalLags = [];
+    await forEachLimited(jobs, 16, async (job) => {
+      const res = await api("GET", `/v1/jobs/${job.id}/executions`);
+      const execution = res.status === 200 ? res.body.executions?.[0] : undefined;
+      if (!execution) {
+        counts.missing++;
+        return;
+      }
+      const s = execution.status;
+      if (s === "succeeded") counts.succeeded++;
+      else if (s === "dead") {
+        counts.dead++;
+        deadReasons[execution.deadReason] = (deadReasons[execution.deadReason] ?? 0) + 1;
+      } else if (s === "scheduled" || s === "pending") counts.scheduled++;
+      else if (s === "dispatched" || s === "running") counts.inFlight++;
+      else counts.missing++;
+      const first = execution.attempts?.find?.((a) => a.attempt === 1);
+      if (first && typeof first.lagMs === "number") firstLags.push(first.lagMs);
+      // end to end: when attempt 1 reached the target, against the due time
+      const arrived = target.state.firstArrival.get(execution.id);
+      if (arrived !== undefined) arrivalLags.push(arrived - Date.parse(execution.dueAt));
+    });
+    const accepted = jobs.length;
+    const lost = accepted - counts.succeeded - counts.dead - counts.scheduled - counts.inFlight;
+    const duplicates = [...target.state.answered2xx.values()].filter((n) => n > 1).length;
+
+    const samples = rss.map(([, kb]) => kb).filter((kb) => kb > 0);
+    const quarter = Math.max(1, Math.floor(samples.length / 4));
+    const firstQ = mean(samples.slice(0, quarter));
+    const lastQ = mean(samples.slice(-quarter));
+    const c = metrics?.counters ?? {};
+    const result = {
+      soak: "steady",
+      seed: SEED,
+      seconds: SECONDS,
+      rate: RATE,
+      achievedRate: Math.round((accepted / loadSeconds) * 10) / 10,
+      accepted,
+      succeeded: counts.succeeded,
+      dead: counts.dead,
+      deadByReason: deadReasons,
+      stillScheduled: counts.scheduled,
+      inFlight: counts.inFlight,
+      lost,
+      duplicates,
+      createErrors,
+      invariant4: lost === 0 && accepted === counts.succeeded + counts.dead + counts.scheduled + counts.inFlight,
+      metricsAgree: c.succeeded_total === counts.succeeded && c.dead_total === counts.dead,
+      metrics: {
+        succeeded_total: c.succeeded_total,
+        dead_total: c.dead_total,
+        retries_total: c.retries_total,
+        failed_attempts_total: c.failed_attempts_total,
+        duplicates_suppressed_total: c.duplicates_suppressed_total,
+        lease_expired_total: c.lease_expired_total,
+        redispatch_total: c.redispatch_total,
+        stale_lease_rejects_total: c.stale_lease_rejects_total,
+      },
+      deliveries: target.state.deliveries,
+      answers: target.state.byAnswer,
+      signatureFailures: target.state.signatureFailures,
+      firstAttemptLagMs: { p50: percentile(firstLags, 50), p99: percentile(firstLags, 99), max: firstLags.length ? Math.max(...firstLags) : null, n: firstLags.length },
+      firstArrivalLagMs: { p50: percentile(arrivalLags, 50), p99: percentile(arrivalLags, 99), max: arrivalLags.length ? Math.max(...arrivalLags) : null, n: arrivalLags.length },
+      metricsLagP99Ms: metrics?.fire_lag_ms?.p99 ?? null,
+      peakRssMb: mb(samples.length ? Math.max(...samples) : null),
+      rssFirstQuarterMb: mb(firstQ),
+      rssLastQuarterMb: mb(lastQ),
+      rssTrend: firstQ && lastQ ? Math.round((lastQ / firstQ) * 100) / 100 : null,
+      // the shape: a plateau after warm-up, or growth to the end
+      rssQuartersMb: [0, 1, 2, 3].map((q) => mb(mean(samples.slice(Math.floor((q * samples.length) / 4), Math.floor(((q + 1) * samples.length) / 4))))),
+      rssSamples: samples.length,
+      loadAvg1m: Math.round(loadavg()[0] * 100) / 100,
+    };
+    console.log(JSON.stringify(result));
+    if (!result.invariant4) {
+      console.error("soak: the counts do not add up; stack log tail:\n" + log.slice(-4000));
+      process.exitCode = 1;
+    }
+  } finally {
+    process.off("SIGINT", onSignal);
+    process.off("SIGTERM", onSignal);
+    await cleanup();
+  }
+}
+
+main().catch((error) => {
+  console.error("soak failed:", error);
+  process.exit(1);
+});
