@@ -3,7 +3,7 @@
  * runAt or delay must be refused when the job is created, never misread as another time.
  */
 import { describe, expect, it } from "vitest";
-import { parseDurationMs, parseInstant, toRfc3339 } from "../../src/core/when";
+import { MAX_INSTANT, parseDurationMs, parseInstant, toRfc3339 } from "../../src/core/when";
 
 describe("parseDurationMs", () => {
   it.each<[string | number, number]>([
@@ -71,7 +71,8 @@ describe("parseInstant", () => {
     ["1970-01-01T00:00:00Z", 0],
     [0, 0],
     [1_767_366_245_000, 1_767_366_245_000],
-    [Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER],
+    [MAX_INSTANT, MAX_INSTANT], // the end of year 9999, the last instant accepted
+    ["9999-12-31T23:59:59.999Z", MAX_INSTANT],
   ])("%j -> %i", (input, expected) => {
     expect(parseInstant(input)).toBe(expected);
   });
@@ -92,6 +93,8 @@ describe("parseInstant", () => {
     ["now"],
     [""],
     ["1767366245000"], // epoch ms must be a JSON number, not a string
+    [MAX_INSTANT + 1], // past year 9999: dates stop formatting and cron libraries stop computing
+    [Number.MAX_SAFE_INTEGER],
     [-1],
     [1.5],
     [Number.NaN],
