@@ -19,6 +19,12 @@ const ConfigSchema = z.object({
   MAX_DISPATCHES: int(10, 1),
   /** an alarm fires at most once per quantum and sends everything due */
   ALARM_QUANTUM_MS: int(50, 1),
+  /**
+   * targets called at once per consumer batch. Production allows 6 open connections per
+   * invocation (more would queue while their timeout runs) and scales with consumer concurrency;
+   * the local runtime runs one consumer batch at a time and has no such limit.
+   */
+  DELIVERY_CONCURRENCY: int(6, 1),
   /** outcomes are mirrored to D1 this long after they happen, in one batch */
   MIRROR_DELAY_MS: int(1_000, 0),
   /** executions sent per alarm pass before re-arming (keeps one alarm short) */

@@ -18,6 +18,7 @@ export interface Env {
   LEASE_MS?: string;
   DISPATCH_TIMEOUT_MS?: string;
   MAX_DISPATCHES?: string;
+  DELIVERY_CONCURRENCY?: string;
   ALARM_QUANTUM_MS?: string;
   MIRROR_DELAY_MS?: string;
   FIRE_BATCH_LIMIT?: string;

@@ -9,15 +9,10 @@ import { bucketName } from "../core/bucketing";
 import type { Env, FireMessage } from "../env";
 import type { Bucket } from "../bucket/bucket";
 import type { ClaimResult, CompletionReport, LeaseRef } from "../bucket/protocol";
+import type { DeliveryOutcome } from "../core/response";
 import { acceptFireMessages, groupByBucket } from "./message";
 import { SigningKeys } from "./signing";
 import { deliver } from "./webhook";
-
-/**
- * An invocation may hold 6 connections open at once; more requests would queue inside the
- * runtime while their timeout already runs. One limit for the whole batch keeps timeoutMs honest.
- */
-const DELIVERY_CONCURRENCY = 6;
 
 type Lease = Extract<ClaimResult, { ok: true }>;
 type BucketStub = DurableObjectStub<Bucket>;
@@ -43,11 +38,23 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env): P
   const stopHeartbeat = startHeartbeat(unreported, config);
   const reporters = new Map<BucketStub, CompletionReporter>();
   try {
-    await forEachLimited(leases, DELIVERY_CONCURRENCY, async ({ lease, stub }) => {
-      const outcome = await deliver(
-        { executionId: lease.executionId, jobId: lease.jobId, attempt: lease.attempt, target: lease.target, timeoutMs: lease.timeoutMs },
-        await keys.forTenant(lease.tenant),
-        Date.now(),
+    // one limit for the whole batch: a request queued behind the connection limit would already
+    // be spending its timeout
+    await forEachLimited(leases, config.DELIVERY_CONCURRENCY, async ({ lease, stub }) => {
+      const outcome = await keys.forTenant(lease.tenant).then(
+        (tenantKeys) =>
+          deliver(
+            { executionId: lease.executionId, jobId: lease.jobId, attempt: lease.attempt, target: lease.target, timeoutMs: lease.timeoutMs },
+            tenantKeys,
+            Date.now(),
+          ),
+        // a misconfigured secret fails this attempt (retried, then dead), never the whole batch
+        (error: unknown): DeliveryOutcome => ({
+          kind: "failed",
+          failure: "retryable",
+          httpStatus: null,
+          error: `no usable signing secret: ${error instanceof Error ? error.message : String(error)}`,
+        }),
       );
       let reporter = reporters.get(stub);
       if (!reporter) reporters.set(stub, (reporter = new CompletionReporter(stub, (id) => unreported.delete(id))));

@@ -12,7 +12,8 @@ export function secretsOf(config: Pick<Config, "WEBHOOK_SECRET" | "WEBHOOK_SECRE
   for (const entry of config.WEBHOOK_SECRETS.split(",")) {
     const at = entry.indexOf(":");
     if (at <= 0 || entry.slice(0, at).trim() !== tenant) continue;
-    return entry.slice(at + 1).trim().split(/\s+/).filter(Boolean).slice(0, MAX_ACTIVE_SECRETS);
+    const secrets = entry.slice(at + 1).trim().split(/\s+/).filter(Boolean).slice(0, MAX_ACTIVE_SECRETS);
+    if (secrets.length > 0) return secrets; // an empty entry falls back to WEBHOOK_SECRET
   }
   return config.WEBHOOK_SECRET ? [config.WEBHOOK_SECRET] : [];
 }

@@ -168,7 +168,8 @@ export async function pendingWindow(
 // ---------------------------------------------------------------------------------------------
 // mirror (bucket -> D1)
 
-export interface MirroredExecution {
+/** A next occurrence due beyond the lookahead, created by its bucket, to wait in D1 as pending. */
+export interface PendingOccurrence {
   id: string;
   jobId: string;
   tenant: string;
@@ -176,6 +177,10 @@ export interface MirroredExecution {
   timeBucket: number;
   occurrenceAt: number;
   occurrence: number;
+}
+
+/** An execution's state as its bucket holds it. */
+export interface MirroredExecution extends PendingOccurrence {
   /** what this state means for the job (core/job.ts jobEffectOf) */
   jobEffect: "complete" | "reactivate" | null;
   /** the occurrence number if this occurrence has fired, for the job's budget; else 0 */
@@ -200,21 +205,11 @@ export interface MirroredAttempt {
 }
 
 /**
- * Writes a bucket's changed executions and attempts in one atomic batch of three statements.
- * The bucket is the single writer of a handed-off execution, so its latest state wins; an
- * execution D1 has not seen yet (a cron occurrence made by the bucket) is inserted.
+ * Writes a bucket's changes in one atomic batch: new pending occurrences, changed executions
+ * (inserted when D1 has not seen them, e.g. a near cron occurrence made by the bucket), their
+ * jobs' status and fired count, and attempts. The bucket is the single writer of a handed-off
+ * execution, so its latest state wins.
  */
-/** A next occurrence due beyond the lookahead, created by its bucket, to wait in D1 as pending. */
-export interface PendingOccurrence {
-  id: string;
-  jobId: string;
-  tenant: string;
-  bucket: number;
-  timeBucket: number;
-  occurrenceAt: number;
-  occurrence: number;
-}
-
 export async function mirrorToD1(
   db: Db,
   changed: MirroredExecution[],

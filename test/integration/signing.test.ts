@@ -77,6 +77,7 @@ describe("secretsOf: WEBHOOK_SECRETS parsing", () => {
     ["a tenant without an entry uses WEBHOOK_SECRET", "globex:whsec_g", "acme", ["whsec_fallback"]],
     ["a tenant whose name is a prefix of another's does not match it", "acme-eu:whsec_x", "acme", ["whsec_fallback"]],
     ["an empty WEBHOOK_SECRETS", "", "acme", ["whsec_fallback"]],
+    ["a tenant entry without secrets falls back to WEBHOOK_SECRET", "acme:", "acme", ["whsec_fallback"]],
     ["an entry without a tenant is ignored", ":whsec_x,acme:whsec_a", "acme", ["whsec_a"]],
     ["the first entry of a tenant listed twice wins", "acme:whsec_a,acme:whsec_b", "acme", ["whsec_a"]],
   ])("%s", (_label, secrets, tenant, expected) => {
@@ -181,5 +182,46 @@ describe("rotation through the fire consumer", () => {
       expect(verifies(next, request)).toBe(true);
       expect(verifies(fallback, request)).toBe(false);
     }
+  });
+});
+
+describe("a tenant whose signing secret is unusable", () => {
+  const metadata = { metrics: { backlogCount: 0, backlogBytes: 0 } };
+  beforeAll(() => {
+    for (let i = 0; env[`FIRE_QUEUE_${i}`] !== undefined; i++) {
+      vi.spyOn(env[`FIRE_QUEUE_${i}`]!, "sendBatch").mockImplementation(async () => ({ metadata }));
+    }
+  });
+  afterAll(() => vi.restoreAllMocks());
+
+  // STYLE.md habit 7: a consumer acks or retries each message and never throws for one; one
+  // tenant's broken configuration must not hold back another tenant's deliveries in the batch
+  it.each([
+    ["an empty secret", "acme:whsec_"],
+    ["a secret that is not base64", "acme:whsec_not*base64!"],
+  ])("does not fail the batch for the other tenants: %s", async (_label, secrets) => {
+    const brokenPath = uniquePath();
+    const healthyPath = uniquePath();
+    const broken = await createJob({ target: { url: `${receiverUrl()}${brokenPath}` } }, KEYS.acme);
+    const healthy = await createJob({ target: { url: `${receiverUrl()}${healthyPath}` } }, KEYS.globex);
+    const executions = [(await executionOf(broken.id))!, (await executionOf(healthy.id))!];
+    for (const exe of executions) {
+      const stub = bucketStub(exe.bucket);
+      await bucketSql(stub, "UPDATE executions SET due_at = ? WHERE id = ?", Date.now() - 1, exe.id);
+      await runInDurableObject(stub, (instance: Bucket) => instance.alarm());
+    }
+    const batch = createMessageBatch(
+      "fire",
+      executions.map((exe, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: fireMessage({ ...exe, tenant: exe.tenant }) })),
+    );
+    const ctx = createExecutionContext();
+    const misconfigured = { ...env, WEBHOOK_SECRETS: secrets };
+    await expect(worker.queue(batch, misconfigured as never)).resolves.toBeUndefined();
+    const result = await getQueueResult(batch, ctx);
+    expect(result.explicitAcks).toContain("m1");
+    expect((await bucketRow(bucketStub(executions[1]!.bucket), executions[1]!.id))!.status).toBe("succeeded");
+    expect(await received(healthyPath)).toHaveLength(1);
+    // the misconfigured tenant's target is never called unsigned
+    expect(await received(brokenPath)).toHaveLength(0);
   });
 });
