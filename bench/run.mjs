@@ -5,7 +5,7 @@ import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { codeIdentity, snapshot, sourceHash } from "./lib/snapshot.mjs";
 import { killAllStacks, useCodeRoot, varOverrides } from "./lib/stack.mjs";
 import { effectiveSettings } from "./lib/session.mjs";
@@ -76,7 +76,11 @@ async function main() {
   const codeRoot = frozen ? frozen.root : sourceRoot;
   useCodeRoot(codeRoot);
   const code = { ...codeIdentity(sourceRoot), sourceHash: sourceHash(codeRoot), snapshot: frozen !== null, ...(env.BENCH_CODE_ROOT ? { root: sourceRoot } : {}) };
-  const settings = effectiveSettings(readFileSync(join(codeRoot, "wrangler.toml"), "utf8"), varOverrides());
+  // the config in effect: wrangler.toml [vars], the local profile startStack applies (the
+  // non-secret settings of .dev.vars.example, when the scripts have one), then BENCH_VAR_*
+  const localEnv = await import(pathToFileURL(join(codeRoot, "scripts", "local-env.mjs")).href);
+  const profile = typeof localEnv.localProfile === "function" ? localEnv.localProfile() : {};
+  const settings = effectiveSettings(readFileSync(join(codeRoot, "wrangler.toml"), "utf8"), { ...profile, ...varOverrides() });
   const ctx = { resultsDir: RESULTS, settings, quietWaitMs: int("BENCH_QUIET_WAIT_S", 120) * 1000 };
 
   // Ctrl-C or a kill: take down every stack this bench started (their own process groups) first

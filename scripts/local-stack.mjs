@@ -8,13 +8,14 @@ import { join } from "node:path";
 import { applyMigrations, LOCAL_RUNTIME_ENV, localProfile, ROOT, WRANGLER } from "./local-env.mjs";
 
 /**
- * @param {{ port: number, persistTo?: string, vars?: Record<string,string>, log?: (line: string) => void }} options
+ * @param {{ port: number, persistTo?: string, vars?: Record<string,string>, log?: (line: string) => void, logLevel?: string }} options
+ *   logLevel: wrangler's log level (default "warn"; "info" logs every consumer batch, for profiling)
  */
 export async function startStack(options) {
   const persistTo = options.persistTo ?? mkdtempSync(join(tmpdir(), "scheduler-state-"));
   applyMigrations(persistTo);
   const args = [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(options.port), "--persist-to", persistTo,
-    "--show-interactive-dev-session=false", "--log-level", "warn", "--test-scheduled"];
+    "--show-interactive-dev-session=false", "--log-level", options.logLevel ?? "warn", "--test-scheduled"];
   for (const [k, v] of Object.entries({ ...localProfile(), ...options.vars })) args.push("--var", `${k}:${v}`);
   const child = spawn(process.execPath, args, {
     cwd: ROOT,

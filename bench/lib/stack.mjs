@@ -3,13 +3,11 @@
 // signing secret, loopback targets allowed, plus BENCH_VAR_<NAME>=value overrides (BUCKETS,
 // ALARM_QUANTUM_MS, FIRE_BATCH_LIMIT, ...). The scripts are imported from the code root in use
 // (the project, or the bench's frozen copy of it: see snapshot.mjs).
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { createWriteStream, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { createWriteStream, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
-import { sleep } from "./stats.mjs";
 
 export const PORT_MIN = 18900;
 export const PORT_MAX = 18950;
@@ -73,12 +71,9 @@ export async function launch({ name, creds, persistTo, logDir, logLimitBytes = 5
   const startedAt = Date.now();
   let stack;
   try {
-    const level = process.env.BENCH_LOG_LEVEL;
-    if (level) stack = await startStackLogging({ port, persistTo, vars: creds.vars, log, level });
-    else {
-      const { startStack } = await import(pathToFileURL(join(codeRoot, "scripts", "local-stack.mjs")).href);
-      stack = await startStack({ port, persistTo, vars: creds.vars, log });
-    }
+    // BENCH_LOG_LEVEL=info logs every consumer batch ("QUEUE fire n/m (ms)"), for profiling
+    const { startStack } = await import(pathToFileURL(join(codeRoot, "scripts", "local-stack.mjs")).href);
+    stack = await startStack({ port, persistTo, vars: creds.vars, log, logLevel: process.env.BENCH_LOG_LEVEL });
   } catch (error) {
     file.end();
     throw error;
@@ -100,54 +95,4 @@ export async function launch({ name, creds, persistTo, logDir, logLimitBytes = 5
 export function removeState(dir) {
   if (!dir || process.env.BENCH_KEEP_STATE === "1") return;
   if (dir.startsWith(tmpdir()) && dir.includes("scheduler-state-")) rmSync(dir, { recursive: true, force: true });
-}
-
-/**
- * For profiling only (BENCH_LOG_LEVEL=info|debug): scripts/local-stack.mjs's startStack with
- * another wrangler log level, so the log shows Miniflare's per-batch "QUEUE fire n/m (ms)" lines
- * (`npm start` runs at wrangler's default level, info). Same arguments and environment otherwise.
- */
-async function startStackLogging({ port, persistTo: given, vars, log, level }) {
-  const { applyMigrations, LOCAL_RUNTIME_ENV, ROOT, WRANGLER } = await import(pathToFileURL(join(codeRoot, "scripts", "local-env.mjs")).href);
-  const persistTo = given ?? mkdtempSync(join(tmpdir(), "scheduler-state-"));
-  applyMigrations(persistTo);
-  const args = [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persistTo,
-    "--show-interactive-dev-session=false", "--log-level", level, "--test-scheduled"];
-  for (const [k, v] of Object.entries(vars)) args.push("--var", `${k}:${v}`);
-  const child = spawn(process.execPath, args, {
-    cwd: ROOT,
-    detached: true,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, ...LOCAL_RUNTIME_ENV, CI: "true" },
-  });
-  child.stdout.on("data", (d) => log(String(d)));
-  child.stderr.on("data", (d) => log(String(d)));
-  let exited = false;
-  child.on("exit", () => { exited = true; });
-  const signalGroup = (signal) => {
-    if (exited) return;
-    try { process.kill(-child.pid, signal); } catch { /* gone */ }
-  };
-  const stack = {
-    url: `http://127.0.0.1:${port}`,
-    persistTo,
-    pid: child.pid,
-    async stop() {
-      signalGroup("SIGTERM");
-      for (let i = 0; i < 50 && !exited; i++) await sleep(100);
-      signalGroup("SIGKILL");
-    },
-    kill9() { signalGroup("SIGKILL"); },
-    exited: () => exited,
-  };
-  const deadline = Date.now() + 60_000;
-  while (Date.now() < deadline) {
-    if (exited) throw new Error("wrangler dev exited during start");
-    try {
-      if ((await fetch(`${stack.url}/healthz`)).ok) return stack;
-    } catch { /* not up yet */ }
-    await sleep(200);
-  }
-  await stack.stop();
-  throw new Error("wrangler dev did not become ready within 60 s");
 }
