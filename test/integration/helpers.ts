@@ -12,7 +12,8 @@ import {
   type QueueResult,
 } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
-import { inject, onTestFinished, vi } from "vitest";
+import { afterAll, beforeAll, inject, onTestFinished, vi } from "vitest";
+import type { Bucket } from "../../src/bucket/bucket";
 import worker from "../../src/index";
 import type { FireMessage } from "../../src/env";
 
@@ -247,4 +248,37 @@ export async function flushMirror(stub: Stub): Promise<void> {
     await withClockAhead(Math.max(0, (at ?? 0) - Date.now()), () => runDurableObjectAlarm(stub));
   }
   throw new Error("bucket rows still dirty after 5 alarm runs");
+}
+
+/**
+ * For a whole test file: every fire-queue sendBatch is captured instead of reaching the queue, so
+ * nothing is consumed in the background; tests feed messages to the consumer themselves.
+ */
+export function captureFiresForFile(): FireMessage[] {
+  const sent: FireMessage[] = [];
+  beforeAll(() => {
+    vi.spyOn(env.FIRE_QUEUE_0!, "sendBatch").mockImplementation(async (messages) => {
+      for (const m of messages) sent.push(m.body);
+      return { metadata: { metrics: { backlogCount: 0, backlogBytes: 0 } } };
+    });
+  });
+  afterAll(() => vi.restoreAllMocks());
+  return sent;
+}
+
+/** Creates a job (due now unless the body says otherwise) and locates its execution and bucket. */
+export async function newExecution(body: Record<string, unknown>) {
+  const job = await createJob(body);
+  const exe = (await executionOf(job.id))!;
+  const stub = bucketStub(exe.bucket);
+  const row = async () => (await bucketRow(stub, exe.id))!;
+  const set = (assignments: string, ...args: SqlStorageValue[]) =>
+    bucketSql(stub, `UPDATE executions SET ${assignments} WHERE id = ?`, ...args, exe.id);
+  return { job, exe, stub, row, set, message: fireMessage(exe) };
+}
+export type Execution = Awaited<ReturnType<typeof newExecution>>;
+
+/** Runs the bucket's alarm now, whether or not one is scheduled. */
+export function runAlarm(stub: ReturnType<typeof bucketStub>): Promise<void> {
+  return runInDurableObject(stub, (instance: Bucket) => instance.alarm());
 }

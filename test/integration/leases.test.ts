@@ -30,35 +30,18 @@ import {
   receiverUrl,
   uniquePath,
   withClockAhead,
+  captureFiresForFile,
+  newExecution,
+  runAlarm,
+  type Execution,
 } from "./helpers";
 
 const LEASE_MS = 10_000; // wrangler.toml LEASE_MS
 const WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"; // vitest.config.ts
 
-const sent: FireMessage[] = [];
-beforeAll(() => {
-  vi.spyOn(env.FIRE_QUEUE_0!, "sendBatch").mockImplementation(async (messages) => {
-    for (const m of messages) sent.push(m.body);
-    return { metadata: { metrics: { backlogCount: 0, backlogBytes: 0 } } };
-  });
-});
-afterAll(() => vi.restoreAllMocks());
+const sent = captureFiresForFile();
 
-/** Creates a job (due now unless the body says otherwise) and locates its execution and bucket. */
-async function newExecution(body: Record<string, unknown>) {
-  const job = await createJob(body);
-  const exe = (await executionOf(job.id))!;
-  const stub = bucketStub(exe.bucket);
-  const row = async () => (await bucketRow(stub, exe.id))!;
-  const set = (assignments: string, ...args: SqlStorageValue[]) =>
-    bucketSql(stub, `UPDATE executions SET ${assignments} WHERE id = ?`, ...args, exe.id);
-  return { job, exe, stub, row, set, message: fireMessage(exe) };
-}
 
-/** Runs the bucket's alarm now, whether or not one is scheduled. */
-function runAlarm(stub: ReturnType<typeof bucketStub>): Promise<void> {
-  return runInDurableObject(stub, (instance: Bucket) => instance.alarm());
-}
 
 /** Makes a scheduled execution due and lets the alarm dispatch it. */
 async function dispatchNow(e: Awaited<ReturnType<typeof newExecution>>): Promise<void> {

@@ -27,29 +27,15 @@ import {
   received,
   receiverUrl,
   uniquePath,
+  captureFiresForFile,
+  newExecution,
+  runAlarm,
+  type Execution,
 } from "./helpers";
 
-const sent: FireMessage[] = [];
-beforeAll(() => {
-  vi.spyOn(env.FIRE_QUEUE_0!, "sendBatch").mockImplementation(async (messages) => {
-    for (const m of messages) sent.push(m.body);
-    return { metadata: { metrics: { backlogCount: 0, backlogBytes: 0 } } };
-  });
-});
-afterAll(() => vi.restoreAllMocks());
+const sent = captureFiresForFile();
 
-async function newExecution(body: Record<string, unknown>) {
-  const job = await createJob(body);
-  const exe = (await executionOf(job.id))!;
-  const stub = bucketStub(exe.bucket);
-  const row = async () => (await bucketRow(stub, exe.id))!;
-  return { job, exe, stub, row, message: fireMessage(exe) };
-}
-type Execution = Awaited<ReturnType<typeof newExecution>>;
 
-function runAlarm(stub: ReturnType<typeof bucketStub>): Promise<void> {
-  return runInDurableObject(stub, (instance: Bucket) => instance.alarm());
-}
 
 /** One attempt: make the execution due, let the alarm dispatch it, consume the message. */
 async function attemptOnce(e: Execution): Promise<void> {
