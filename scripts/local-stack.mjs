@@ -8,20 +8,24 @@ import { join } from "node:path";
 import { applyMigrations, LOCAL_RUNTIME_ENV, localProfile, ROOT, WRANGLER } from "./local-env.mjs";
 
 /**
- * @param {{ port: number, persistTo?: string, vars?: Record<string,string>, log?: (line: string) => void, logLevel?: string }} options
+ * @param {{ port: number, persistTo?: string, vars?: Record<string,string>, log?: (line: string) => void, logLevel?: string, inspectorPort?: number, v8Flags?: string[] }} options
  *   logLevel: wrangler's log level (default "warn"; "info" logs every consumer batch, for profiling)
+ *   inspectorPort: where wrangler serves DevTools for the scheduler's worker (default: a free port)
+ *   v8Flags: V8 flags for the runtime, e.g. ["--expose-gc"] (miniflare's MINIFLARE_WORKERD_V8_FLAGS)
  */
 export async function startStack(options) {
   const persistTo = options.persistTo ?? mkdtempSync(join(tmpdir(), "scheduler-state-"));
   applyMigrations(persistTo);
   const args = [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(options.port), "--persist-to", persistTo,
     "--show-interactive-dev-session=false", "--log-level", options.logLevel ?? "warn", "--test-scheduled"];
+  if (options.inspectorPort !== undefined) args.push("--inspector-port", String(options.inspectorPort), "--inspector-ip", "127.0.0.1");
   for (const [k, v] of Object.entries({ ...localProfile(), ...options.vars })) args.push("--var", `${k}:${v}`);
+  const v8Env = options.v8Flags?.length ? { MINIFLARE_WORKERD_V8_FLAGS: options.v8Flags.join(" ") } : {};
   const child = spawn(process.execPath, args, {
     cwd: ROOT,
     detached: true, // its own process group, so workerd goes down with it
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, ...LOCAL_RUNTIME_ENV, CI: "true" },
+    env: { ...process.env, ...LOCAL_RUNTIME_ENV, ...v8Env, CI: "true" },
   });
   const log = options.log ?? (() => {});
   child.stdout.on("data", (d) => log(String(d)));

@@ -4,18 +4,26 @@
 // timeout. At the end it waits (bounded) until every accepted execution is terminal or still
 // legitimately scheduled, checks that the counts add up (invariant 4) per job and against
 // /v1/metrics, and prints one JSON line: accepted, succeeded, dead, lost, duplicates, p99 lag of
-// first attempts, peak memory and the RSS trend of the runtime (workerd). Exit code 1 when
-// something was lost or the counts do not add up.
+// first attempts, peak memory and whether the runtime's memory is flat. Exit code 1 when
+// something was lost, the counts do not add up or the memory grew.
+//
+// Memory: every SOAK_GC_SECONDS the soak collects garbage in every isolate of the runtime, then
+// reads the runtime's RSS and JS heaps (scripts/runtime-inspector.mjs says why local workerd
+// needs the nudge). Flat means: from the end of the warm-up (the first third of the load) to the
+// end of the load, the collected RSS grew by at most SOAK_FLAT_PERCENT (default 10).
+// SOAK_GC_SECONDS=0 never collects and samples the RSS every 30 s: local workerd's own growth.
 //
 // Settings (env): SOAK_SECONDS=600 SOAK_RATE=20 SOAK_SEED=<random> SOAK_SETTLE_SECONDS=180
-// SOAK_PORT=18970 (the stack; the target listens on SOAK_PORT + 1). Run heavy things one at a
-// time on a shared machine: flock /tmp/heavy.lock npm run soak.
+// SOAK_GC_SECONDS=30 SOAK_FLAT_PERCENT=10 SOAK_PORT=18970 (the stack; the target listens on
+// SOAK_PORT + 1, wrangler's inspector for the scheduler's worker on SOAK_PORT + 2). Run heavy
+// things one at a time on a shared machine: flock /tmp/heavy.lock npm run soak.
 import { randomBytes, randomInt } from "node:crypto";
-import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { createServer } from "node:http";
 import { loadavg, tmpdir } from "node:os";
 import { Webhook } from "standardwebhooks";
 import { sleep, startStack } from "./local-stack.mjs";
+import { connectRuntimeInspector, residentKb, stackProcesses } from "./runtime-inspector.mjs";
 
 const setting = (name, fallback) => {
   const raw = process.env[name];
@@ -31,6 +39,11 @@ const RATE = setting("SOAK_RATE", 20);
 const SEED = setting("SOAK_SEED", randomInt(0, 2 ** 31 - 1));
 const SETTLE_SECONDS = setting("SOAK_SETTLE_SECONDS", 180);
 const PORT = setting("SOAK_PORT", 18970);
+/** 0: never collect (the runtime's RSS is then sampled every 30 s, to see local workerd's own growth) */
+const GC_SECONDS = setting("SOAK_GC_SECONDS", 30);
+const SAMPLE_SECONDS = GC_SECONDS === 0 ? 30 : Math.max(5, GC_SECONDS);
+const FLAT_PERCENT = setting("SOAK_FLAT_PERCENT", 10);
+
 const TIMEOUT_MS = 1000;
 const RETRY = { maxAttempts: 4, initialDelayMs: 500, factor: 2, jitter: 0.2 };
 /** what the target answers, by share of requests */
@@ -134,28 +147,6 @@ function startTarget(secret, random) {
   });
 }
 
-// --- the runtime's memory -----------------------------------------------------------------------
-
-/** VmRSS (kB) of the workerd processes in process group `pgrp` (wrangler's node process leads it). */
-function workerdRssKb(pgrp) {
-  let total = 0;
-  for (const name of readdirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
-      const close = stat.lastIndexOf(")");
-      const comm = stat.slice(stat.indexOf("(") + 1, close);
-      const group = Number(stat.slice(close + 2).split(" ")[2]);
-      if (group !== pgrp || !comm.includes("workerd")) continue;
-      const rss = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${name}/status`, "utf8"));
-      total += rss ? Number(rss[1]) : 0;
-    } catch {
-      /* gone meanwhile */
-    }
-  }
-  return total;
-}
-
 // --- the API --------------------------------------------------------------------------------------
 
 /** Several keys of one tenant: the per-key rate limit (1000 requests / 10 s) bounds one key, not the run. */
@@ -203,7 +194,6 @@ function percentile(values, p) {
   return sorted[Math.min(sorted.length, Math.max(1, Math.ceil((p / 100) * sorted.length))) - 1];
 }
 
-const mean = (xs) => (xs.length === 0 ? null : xs.reduce((a, b) => a + b, 0) / xs.length);
 const mb = (kb) => (kb === null ? null : Math.round(kb / 102.4) / 10);
 
 // --- the run ----------------------------------------------------------------------------------------
@@ -234,6 +224,8 @@ async function main() {
     console.error(`soak: seed ${SEED}, ${SECONDS} s at ${RATE} jobs/s; starting the stack on ${PORT}`);
     stack = await startStack({
       port: PORT,
+      inspectorPort: PORT + 2,
+      v8Flags: ["--expose-gc"], // the soak's collections (scripts/runtime-inspector.mjs)
       vars: { API_KEYS: keys.map((k) => `soak:${k}`).join(","), WEBHOOK_SECRET: secret, ALLOW_LOOPBACK_TARGETS: "true" },
       log: (line) => {
         if (log.length < 100_000) log += line;
@@ -241,9 +233,36 @@ async function main() {
     });
     const api = apiClient(stack.url, keys);
 
-    const rss = []; // [msSinceStart, kB]
+    const { proxy } = stackProcesses(stack.pid);
+    const inspector = await connectRuntimeInspector({ pgrp: stack.pid, workerName: "edge-scheduler", workerInspectorPort: PORT + 2 });
     const t0 = Date.now();
-    const sample = () => rss.push([Date.now() - t0, workerdRssKb(stack.pid)]);
+    const peakKb = { runtime: 0, proxy: 0 };
+    const collected = []; // { at, runtimeKb, proxyKb, allHeapBytes, schedulerHeapBytes, unanswered }
+    let collecting = false;
+    const collectAndSample = async () => {
+      const heaps = GC_SECONDS === 0 ? { allBytes: null, workerBytes: null, unanswered: [] } : await inspector.collectAndMeasure();
+      collected.push({
+        at: Date.now() - t0,
+        runtimeKb: residentKb(inspector.pid)?.total ?? null,
+        proxyKb: proxy ? residentKb(proxy)?.total ?? null : null,
+        allHeapBytes: heaps.allBytes,
+        schedulerHeapBytes: heaps.workerBytes,
+        unanswered: heaps.unanswered,
+      });
+    };
+    let tick = 0;
+    const sample = () => {
+      // the peak as it happens, every 5 s; after a collection every SAMPLE_SECONDS
+      peakKb.runtime = Math.max(peakKb.runtime, residentKb(inspector.pid)?.total ?? 0);
+      if (proxy) peakKb.proxy = Math.max(peakKb.proxy, residentKb(proxy)?.total ?? 0);
+      if (tick++ % Math.round(SAMPLE_SECONDS / 5) !== 0 || collecting) return;
+      collecting = true;
+      collectAndSample()
+        .catch(() => {}) // a busy runtime may not answer: that sample is skipped
+        .finally(() => {
+          collecting = false;
+        });
+    };
     sample();
     sampler = setInterval(sample, 5000);
 
@@ -291,6 +310,7 @@ async function main() {
     }
     await Promise.all(creates);
     const loadSeconds = (Date.now() - t0) / 1000;
+    const loadEndAt = Date.now() - t0;
     console.error(`soak: load done: ${jobs.length} accepted, ${createErrors} refused or failed; settling (at most ${SETTLE_SECONDS} s)`);
 
     // settle: until every accepted execution is terminal (metrics) or the bound passes
@@ -309,7 +329,8 @@ async function main() {
     metrics = (await api("GET", "/v1/metrics")).body;
     clearInterval(sampler);
     sampler = null;
-    sample();
+    while (collecting) await sleep(100);
+    await collectAndSample().catch(() => {}); // after the settle: what the run left behind
 
     // per job: where its execution is, and its first attempt's lag
     const counts = { succeeded: 0, dead: 0, scheduled: 0, inFlight: 0, missing: 0 };
@@ -341,10 +362,12 @@ async function main() {
     const lost = accepted - counts.succeeded - counts.dead - counts.scheduled - counts.inFlight;
     const duplicates = [...target.state.answered2xx.values()].filter((n) => n > 1).length;
 
-    const samples = rss.map(([, kb]) => kb).filter((kb) => kb > 0);
-    const quarter = Math.max(1, Math.floor(samples.length / 4));
-    const firstQ = mean(samples.slice(0, quarter));
-    const lastQ = mean(samples.slice(-quarter));
+    // flat: the collected RSS at the end of the load against the end of the warm-up
+    const during = collected.filter((sample) => sample.at <= loadEndAt && sample.runtimeKb);
+    const warm = during.find((sample) => sample.at >= loadEndAt / 3) ?? null;
+    const last = during.at(-1) ?? null;
+    const growthPercent = warm && last && last !== warm ? Math.round(((last.runtimeKb - warm.runtimeKb) / warm.runtimeKb) * 1000) / 10 : null;
+    const toMb = (bytes) => (bytes === null ? null : Math.round(bytes / 104857.6) / 10);
     const c = metrics?.counters ?? {};
     const result = {
       soak: "steady",
@@ -379,18 +402,29 @@ async function main() {
       firstAttemptLagMs: { p50: percentile(firstLags, 50), p99: percentile(firstLags, 99), max: firstLags.length ? Math.max(...firstLags) : null, n: firstLags.length },
       firstArrivalLagMs: { p50: percentile(arrivalLags, 50), p99: percentile(arrivalLags, 99), max: arrivalLags.length ? Math.max(...arrivalLags) : null, n: arrivalLags.length },
       metricsLagP99Ms: metrics?.fire_lag_ms?.p99 ?? null,
-      peakRssMb: mb(samples.length ? Math.max(...samples) : null),
-      rssFirstQuarterMb: mb(firstQ),
-      rssLastQuarterMb: mb(lastQ),
-      rssTrend: firstQ && lastQ ? Math.round((lastQ / firstQ) * 100) / 100 : null,
-      // the shape: a plateau after warm-up, or growth to the end
-      rssQuartersMb: [0, 1, 2, 3].map((q) => mb(mean(samples.slice(Math.floor((q * samples.length) / 4), Math.floor(((q + 1) * samples.length) / 4))))),
-      rssSamples: samples.length,
+      peakRssMb: { runtime: mb(peakKb.runtime), devProxy: proxy ? mb(peakKb.proxy) : null },
+      memory: {
+        flat: growthPercent !== null && growthPercent <= FLAT_PERCENT,
+        growthAfterWarmupPercent: growthPercent,
+        limitPercent: FLAT_PERCENT,
+        collectEverySeconds: GC_SECONDS,
+        isolates: inspector.isolates.length,
+        unansweredIsolates: [...new Set(collected.flatMap((sample) => sample.unanswered))],
+        // after each collection: seconds since start, runtime RSS, JS heap of every isolate and of the scheduler's
+        samples: collected.map((sample) => [Math.round(sample.at / 1000), mb(sample.runtimeKb), toMb(sample.allHeapBytes), toMb(sample.schedulerHeapBytes)]),
+        sampleColumns: ["s", "runtimeRssMb", "allIsolatesHeapMb", "schedulerHeapMb"],
+        // wrangler's dev proxy (not deployed): it has no inspector, so it is not collected
+        devProxyRssMb: collected.map((sample) => mb(sample.proxyKb)),
+      },
       loadAvg1m: Math.round(loadavg()[0] * 100) / 100,
     };
     console.log(JSON.stringify(result));
     if (!result.invariant4) {
       console.error("soak: the counts do not add up; stack log tail:\n" + log.slice(-4000));
+      process.exitCode = 1;
+    }
+    if (!result.memory.flat) {
+      console.error(`soak: the runtime's memory grew ${growthPercent}% after warm-up (limit ${FLAT_PERCENT}%)`);
       process.exitCode = 1;
     }
   } finally {
