@@ -5,9 +5,8 @@
  * under 2 s; the README's curl example works as written.
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
-import { startStack } from "../../scripts/local-stack.mjs";
-import { Api, credentials, eventually, logSink, percentile, Receiver, removeStateDir, report, sleep } from "./harness.js";
+import { describe, expect, it, onTestFailed } from "vitest";
+import { credentials, eventually, logSink, percentile, Receiver, report, sleep, stackForFile } from "./harness.js";
 
 const PORT = 18810;
 const JOBS = 200;
@@ -17,20 +16,7 @@ const CLOCK_TOLERANCE_MS = 5;
 const creds = credentials();
 const sink = logSink();
 const receiver = new Receiver(creds.secret);
-let stack: Awaited<ReturnType<typeof startStack>>;
-let api: Api;
-
-beforeAll(async () => {
-  await receiver.listen();
-  stack = await startStack({ port: PORT, vars: creds.vars, log: sink.log });
-  api = new Api(stack.url, creds.apiKey);
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await receiver.close();
-  removeStateDir(stack?.persistTo);
-});
+const local = stackForFile({ port: PORT, receiver, creds, sink });
 
 describe("core path over the real local stack", () => {
   it("delivers 200 jobs exactly once each, signed, with their own body, never early, p99 lag < 2 s (issue 2, invariant 5)", async () => {
@@ -42,7 +28,7 @@ describe("core path over the real local stack", () => {
       const body = { seq: i, nonce: randomUUID() };
       return { dueAt, body, spec: { target: { url: `${receiver.url}/core`, body }, runAt: new Date(dueAt).toISOString() } };
     });
-    const jobs = await api.createJobs(planned.map((p) => p.spec));
+    const jobs = await local.api.createJobs(planned.map((p) => p.spec));
     const createdAt = Date.now();
     // precondition: every job was accepted before the first one fell due, so runAt was honoured as given
     expect(createdAt).toBeLessThan(firstDueAt);
@@ -65,7 +51,7 @@ describe("core path over the real local stack", () => {
     const metrics = await eventually(
       "the scheduler counts every job succeeded",
       async () => {
-        const m = (await api.metrics()).body;
+        const m = (await local.api.metrics()).body;
         return m.counters.succeeded_total >= JOBS ? m : undefined;
       },
       15_000,
@@ -127,7 +113,7 @@ describe("core path over the real local stack", () => {
     onTestFailed(() => console.error(sink.text().slice(-4000)));
     // curl -X POST $URL/v1/jobs -H "Authorization: Bearer $KEY" -H 'content-type: application/json' \
     //   -d '{"target":{"url":"https://example.com/hook","body":{"hello":"world"}},"delay":"5s"}'
-    const res = await api.createJob({ target: { url: `${receiver.url}/hook`, body: { hello: "world" } }, delay: "5s" });
+    const res = await local.api.createJob({ target: { url: `${receiver.url}/hook`, body: { hello: "world" } }, delay: "5s" });
     expect(res.status).toBe(201);
     const dueAt = Date.parse(res.body.nextRunAt);
 
@@ -137,7 +123,7 @@ describe("core path over the real local stack", () => {
     }, dueAt - Date.now() + 10_000);
     await eventually(
       "the execution is succeeded",
-      async () => (await api.job(res.body.id)).body.latestExecution?.status === "succeeded",
+      async () => (await local.api.job(res.body.id)).body.latestExecution?.status === "succeeded",
       10_000,
       200,
     );

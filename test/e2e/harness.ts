@@ -1,7 +1,8 @@
 /**
  * End-to-end harness: a loopback HTTP target that records every request (arrival time, headers,
  * body, Standard Webhooks verification, how the response ended), the stack's settings, a small
- * API client, a bounded eventually(), and percentiles. Every wait here has a deadline.
+ * API client, a bounded eventually(), percentiles, and the set-up most files share (one stack and
+ * one receiver for the file). Every wait here has a deadline.
  */
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
@@ -9,6 +10,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo, Socket } from "node:net";
 import { loadavg, tmpdir } from "node:os";
 import { Webhook } from "standardwebhooks";
+import { afterAll, beforeAll } from "vitest";
+import { startStack } from "../../scripts/local-stack.mjs";
 
 // ---------------------------------------------------------------------------------------------
 // the receiver
@@ -317,4 +320,28 @@ export function logSink(limitChars = 200_000): { log: (line: string) => void; te
     },
     text: () => text,
   };
+}
+
+export type LocalStack = Awaited<ReturnType<typeof startStack>>;
+
+/**
+ * One local stack and one receiver for a test file: the receiver listens and the stack starts
+ * before the file's tests, and both stop after them. The handle is filled in by beforeAll.
+ */
+export function stackForFile(options: { port: number; receiver: Receiver; creds: Credentials; sink: ReturnType<typeof logSink> }): {
+  stack: LocalStack;
+  api: Api;
+} {
+  const handle = {} as { stack: LocalStack; api: Api };
+  beforeAll(async () => {
+    await options.receiver.listen();
+    handle.stack = await startStack({ port: options.port, vars: options.creds.vars, log: options.sink.log });
+    handle.api = new Api(handle.stack.url, options.creds.apiKey);
+  });
+  afterAll(async () => {
+    await handle.stack?.stop();
+    await options.receiver.close();
+    removeStateDir(handle.stack?.persistTo);
+  });
+  return handle;
 }

@@ -5,9 +5,8 @@
  * exactly once under its own webhook-id (invariant 5), signed, never early and within 2 s of its
  * due second; the job completes after its last occurrence. Prints the lags as one JSON line.
  */
-import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
-import { startStack } from "../../scripts/local-stack.mjs";
-import { Api, credentials, eventually, logSink, percentile, Receiver, removeStateDir, report, sleep } from "./harness.js";
+import { describe, expect, it, onTestFailed } from "vitest";
+import { credentials, eventually, logSink, percentile, Receiver, report, sleep, stackForFile } from "./harness.js";
 
 const PORT = 18960;
 const WINDOW_MS = 20_000;
@@ -18,26 +17,13 @@ const CLOCK_TOLERANCE_MS = 5;
 const creds = credentials();
 const sink = logSink();
 const receiver = new Receiver(creds.secret);
-let stack: Awaited<ReturnType<typeof startStack>>;
-let api: Api;
-
-beforeAll(async () => {
-  await receiver.listen();
-  stack = await startStack({ port: PORT, vars: creds.vars, log: sink.log });
-  api = new Api(stack.url, creds.apiKey);
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await receiver.close();
-  removeStateDir(stack?.persistTo);
-});
+const local = stackForFile({ port: PORT, receiver, creds, sink });
 
 describe("a recurring job on the real local stack", () => {
   it("fires */2 s for 20 s: ~10 executions, each exactly once under its own webhook-id, signed, none early, each within 2 s of its due second (issue 4, invariant 5)", async () => {
     onTestFailed(() => console.error(sink.text().slice(-4000)));
     const endAt = Date.now() + WINDOW_MS;
-    const res = await api.createJob({
+    const res = await local.api.createJob({
       name: "every-2s",
       target: { url: `${receiver.url}/tick`, body: { every: "2s" } },
       cron: "*/2 * * * * *",
@@ -56,14 +42,14 @@ describe("a recurring job on the real local stack", () => {
     // the last occurrence is terminal and mirrored: the job is completed
     await eventually(
       "the job completes after its last occurrence",
-      async () => (await api.job(jobId)).body.status === "completed",
+      async () => (await local.api.job(jobId)).body.status === "completed",
       endAt - Date.now() + 20_000,
       250,
     );
     const executions = await eventually(
       "every execution is succeeded in the record",
       async () => {
-        const list = (await api.executions(jobId)).body.executions;
+        const list = (await local.api.executions(jobId)).body.executions;
         return list.length === expectedDues.length && list.every((e: { status: string }) => e.status === "succeeded") ? list : undefined;
       },
       10_000,
@@ -92,7 +78,7 @@ describe("a recurring job on the real local stack", () => {
     const byDue = arrivals.map((r, i) => ({ dueAt: dueOf.get(r.webhookId)!, lag: lags[i]! })).sort((a, b) => a.dueAt - b.dueAt);
     const duplicates = [...seen.values()].filter((n) => n > 1).length;
     const early = lags.filter((lag) => lag < -CLOCK_TOLERANCE_MS).length;
-    const metrics = (await api.metrics()).body;
+    const metrics = (await local.api.metrics()).body;
     report("recurring", {
       cron: "*/2 * * * * *",
       windowMs: WINDOW_MS,

@@ -4,9 +4,8 @@
  * (delay = initialDelay * factor^(attempt-1); dead after maxAttempts, kept for redrive) and the
  * failure row "target keeps failing" (dead, visible in GET /v1/dlq, redrivable).
  */
-import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
-import { startStack } from "../../scripts/local-stack.mjs";
-import { Api, credentials, eventually, logSink, Receiver, removeStateDir, report, type Received } from "./harness.js";
+import { describe, expect, it, onTestFailed } from "vitest";
+import { credentials, eventually, logSink, type Received, Receiver, report, stackForFile } from "./harness.js";
 
 const PORT = 18820;
 /**
@@ -25,20 +24,7 @@ const receiver = new Receiver(creds.secret)
   .on("/flaky", { kind: "failTimes", times: 2, status: 503 })
   .on("/hang", { kind: "hang", ms: 3_000 })
   .on("/down", { kind: "always", status: 500 });
-let stack: Awaited<ReturnType<typeof startStack>>;
-let api: Api;
-
-beforeAll(async () => {
-  await receiver.listen();
-  stack = await startStack({ port: PORT, vars: creds.vars, log: sink.log });
-  api = new Api(stack.url, creds.apiKey);
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await receiver.close();
-  removeStateDir(stack?.persistTo);
-});
+const local = stackForFile({ port: PORT, receiver, creds, sink });
 
 /**
  * The job's only execution once it is terminal with `attempts` attempts and D1 has caught up:
@@ -47,7 +33,7 @@ afterAll(async () => {
  */
 async function settledExecution(jobId: string, status: "succeeded" | "dead", attempts: number, deadlineMs: number): Promise<any> {
   return eventually(`execution of ${jobId} is ${status} after ${attempts} attempts`, async () => {
-    const [e] = (await api.executions(jobId)).body.executions;
+    const [e] = (await local.api.executions(jobId)).body.executions;
     const settled = e && e.status === status && e.finishedAt !== null && e.attempts.length === attempts &&
       e.attempts.every((a: any) => a.outcome !== null);
     return settled ? e : undefined;
@@ -67,7 +53,7 @@ function expectSameExecution(requests: Received[]): void {
 describe("retries over the real local stack", () => {
   it("retries a 503 twice with the same webhook-id, attempts 1..3, gaps ~1 s and ~2 s (invariants 5 and 6)", async () => {
     onTestFailed(() => console.error(sink.text().slice(-4000)));
-    const res = await api.createJob({
+    const res = await local.api.createJob({
       target: { url: `${receiver.url}/flaky`, body: { case: "flaky" } },
       delay: "500ms",
       retry: { initialDelayMs: 1_000, factor: 2, jitter: 0 },
@@ -99,7 +85,7 @@ describe("retries over the real local stack", () => {
 
   it("retries a target that hangs past timeoutMs; the attempt is recorded as a retryable timeout (invariant 6)", async () => {
     onTestFailed(() => console.error(sink.text().slice(-4000)));
-    const res = await api.createJob({
+    const res = await local.api.createJob({
       target: { url: `${receiver.url}/hang`, body: { case: "hang" } },
       delay: "500ms",
       timeoutMs: 1_000,
@@ -126,7 +112,7 @@ describe("retries over the real local stack", () => {
 
   it("ends a target that always fails dead after maxAttempts, lists it in the DLQ, and redrives it with the same webhook-id (failure row: target keeps failing)", async () => {
     onTestFailed(() => console.error(sink.text().slice(-4000)));
-    const res = await api.createJob({
+    const res = await local.api.createJob({
       target: { url: `${receiver.url}/down`, body: { case: "down" } },
       delay: "500ms",
       retry: { maxAttempts: 3, initialDelayMs: 300, factor: 2, jitter: 0 },
@@ -139,14 +125,14 @@ describe("retries over the real local stack", () => {
     expect(receiver.to("/down").map((r) => r.attempt)).toEqual([1, 2, 3]);
 
     const dead = await eventually("the execution is in the DLQ", async () => {
-      const list = (await api.request("GET", "/v1/dlq")).body.executions as any[];
+      const list = (await local.api.request("GET", "/v1/dlq")).body.executions as any[];
       return list.find((x) => x.id === e.id);
     }, 10_000, 200);
     expect(dead.status).toBe("dead");
     expect(dead.deadReason).toBe("attempts_exhausted");
 
     const redrivenAt = Date.now();
-    const redrive = await api.request("POST", `/v1/executions/${e.id}/redrive`);
+    const redrive = await local.api.request("POST", `/v1/executions/${e.id}/redrive`);
     expect(redrive.status).toBe(202);
     const fourth = await eventually("the redriven execution reaches the target", () => receiver.to("/down")[3], 10_000);
     expect(fourth.at).toBeGreaterThanOrEqual(redrivenAt - CLOCK_TOLERANCE_MS);

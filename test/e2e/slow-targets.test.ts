@@ -6,9 +6,8 @@
  * answered 2xx.
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
-import { startStack } from "../../scripts/local-stack.mjs";
-import { Api, credentials, eventually, logSink, percentile, Receiver, removeStateDir, report, sleep } from "./harness.js";
+import { describe, expect, it, onTestFailed } from "vitest";
+import { credentials, eventually, logSink, percentile, Receiver, report, sleep, stackForFile } from "./harness.js";
 
 const PORT = 18850;
 const JOBS = 60;
@@ -19,20 +18,7 @@ const SETTLE_MS = 12_000;
 const creds = credentials();
 const sink = logSink();
 const receiver = new Receiver(creds.secret).on("/slow", { kind: "slow", ms: SLOW_HANDLER_MS });
-let stack: Awaited<ReturnType<typeof startStack>>;
-let api: Api;
-
-beforeAll(async () => {
-  await receiver.listen();
-  stack = await startStack({ port: PORT, vars: creds.vars, log: sink.log });
-  api = new Api(stack.url, creds.apiKey);
-});
-
-afterAll(async () => {
-  await stack?.stop();
-  await receiver.close();
-  removeStateDir(stack?.persistTo);
-});
+const local = stackForFile({ port: PORT, receiver, creds, sink });
 
 describe("slow targets", () => {
   it("delivers 60 two-second targets once each: no lease expiry, no stale completion, no second call after a 2xx (invariants 3 and 7)", async () => {
@@ -42,7 +28,7 @@ describe("slow targets", () => {
       target: { url: `${receiver.url}/slow`, body: { i, nonce: randomUUID() } },
       runAt: firstDueAt + Math.round((i * 3_000) / JOBS),
     }));
-    const jobs = await api.createJobs(planned);
+    const jobs = await local.api.createJobs(planned);
     const dueOf = new Map<string, number>(jobs.map((j, i) => [j.id as string, planned[i]!.runAt]));
 
     await eventually(
@@ -53,7 +39,7 @@ describe("slow targets", () => {
     );
     const allAnsweredAt = Date.now();
     await sleep(SETTLE_MS);
-    const metrics = (await api.metrics()).body;
+    const metrics = (await local.api.metrics()).body;
 
     const calls = new Map<string, number>();
     for (const r of receiver.requests) calls.set(r.webhookId, (calls.get(r.webhookId) ?? 0) + 1);
