@@ -33,12 +33,10 @@ export function stackProcesses(pgrp) {
   return found;
 }
 
-/** Resident memory of a process in kB: total, anonymous (heaps) and file-backed. */
+/** Resident memory (VmRSS) of a process in kB, or null once it is gone. */
 export function residentKb(pid) {
   try {
-    const status = readFileSync(`/proc/${pid}/status`, "utf8");
-    const field = (name) => Number(new RegExp(`${name}:\\s+(\\d+)`).exec(status)?.[1] ?? 0);
-    return { total: field("VmRSS"), anon: field("RssAnon"), file: field("RssFile") };
+    return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0);
   } catch {
     return null;
   }

@@ -243,8 +243,8 @@ async function main() {
       const heaps = GC_SECONDS === 0 ? { allBytes: null, workerBytes: null, unanswered: [] } : await inspector.collectAndMeasure();
       collected.push({
         at: Date.now() - t0,
-        runtimeKb: residentKb(inspector.pid)?.total ?? null,
-        proxyKb: proxy ? residentKb(proxy)?.total ?? null : null,
+        runtimeKb: residentKb(inspector.pid),
+        proxyKb: proxy ? residentKb(proxy) : null,
         allHeapBytes: heaps.allBytes,
         schedulerHeapBytes: heaps.workerBytes,
         unanswered: heaps.unanswered,
@@ -253,8 +253,8 @@ async function main() {
     let tick = 0;
     const sample = () => {
       // the peak as it happens, every 5 s; after a collection every SAMPLE_SECONDS
-      peakKb.runtime = Math.max(peakKb.runtime, residentKb(inspector.pid)?.total ?? 0);
-      if (proxy) peakKb.proxy = Math.max(peakKb.proxy, residentKb(proxy)?.total ?? 0);
+      peakKb.runtime = Math.max(peakKb.runtime, residentKb(inspector.pid) ?? 0);
+      if (proxy) peakKb.proxy = Math.max(peakKb.proxy, residentKb(proxy) ?? 0);
       if (tick++ % Math.round(SAMPLE_SECONDS / 5) !== 0 || collecting) return;
       collecting = true;
       collectAndSample()
