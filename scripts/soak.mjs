@@ -17,6 +17,8 @@
 // SOAK_GC_SECONDS=30 SOAK_FLAT_PERCENT=10 SOAK_PORT=18970 (the stack; the target listens on
 // SOAK_PORT + 1, wrangler's inspector for the scheduler's worker on SOAK_PORT + 2). Run heavy
 // things one at a time on a shared machine: flock /tmp/heavy.lock npm run soak.
+// SOAK_VAR_<NAME>=<value> sets the scheduler's setting <NAME> for the run (e.g.
+// SOAK_VAR_TERMINAL_RETENTION_MS=60000 to see memory once finished rows age out of the buckets).
 import { randomBytes, randomInt } from "node:crypto";
 import { rmSync } from "node:fs";
 import { createServer } from "node:http";
@@ -43,6 +45,11 @@ const PORT = setting("SOAK_PORT", 18970);
 const GC_SECONDS = setting("SOAK_GC_SECONDS", 30);
 const SAMPLE_SECONDS = GC_SECONDS === 0 ? 30 : Math.max(5, GC_SECONDS);
 const FLAT_PERCENT = setting("SOAK_FLAT_PERCENT", 10);
+const SETTINGS = Object.fromEntries(
+  Object.entries(process.env)
+    .filter(([name]) => name.startsWith("SOAK_VAR_"))
+    .map(([name, value]) => [name.slice("SOAK_VAR_".length), value ?? ""]),
+);
 
 const TIMEOUT_MS = 1000;
 const RETRY = { maxAttempts: 4, initialDelayMs: 500, factor: 2, jitter: 0.2 };
@@ -226,7 +233,7 @@ async function main() {
       port: PORT,
       inspectorPort: PORT + 2,
       v8Flags: ["--expose-gc"], // the soak's collections (scripts/runtime-inspector.mjs)
-      vars: { API_KEYS: keys.map((k) => `soak:${k}`).join(","), WEBHOOK_SECRET: secret, ALLOW_LOOPBACK_TARGETS: "true" },
+      vars: { ...SETTINGS, API_KEYS: keys.map((k) => `soak:${k}`).join(","), WEBHOOK_SECRET: secret, ALLOW_LOOPBACK_TARGETS: "true" },
       log: (line) => {
         if (log.length < 100_000) log += line;
       },
@@ -374,6 +381,7 @@ async function main() {
       seed: SEED,
       seconds: SECONDS,
       rate: RATE,
+      settings: SETTINGS,
       achievedRate: Math.round((accepted / loadSeconds) * 10) / 10,
       accepted,
       succeeded: counts.succeeded,
