@@ -12,7 +12,7 @@ import {
   type QueueResult,
 } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
-import { afterAll, beforeAll, inject, onTestFinished, vi } from "vitest";
+import { afterAll, beforeAll, inject, onTestFinished, vi, type MockInstance } from "vitest";
 import type { Bucket } from "../../src/bucket/bucket";
 import worker from "../../src/index";
 import type { FireMessage } from "../../src/env";
@@ -201,6 +201,33 @@ export async function withClockAhead<T>(ms: number, fn: () => Promise<T>): Promi
   } finally {
     spy.mockRestore();
   }
+}
+
+/**
+ * A file-wide virtual clock: from the file's beforeAll, Date.now() reads `at`, which starts
+ * `headStartMs` ahead of the real clock and moves only when a test travels, and only forward
+ * (alarms and the mirror delay assume time only grows). The Worker and its Durable Objects run
+ * in the test isolate, so they read it too.
+ */
+export function fileClock(headStartMs: number): { readonly at: number; travelTo(at: number): void; advance(ms: number): void } {
+  let at = 0;
+  let spy: MockInstance<() => number>;
+  beforeAll(() => {
+    at = Date.now() + headStartMs;
+    spy = vi.spyOn(Date, "now").mockImplementation(() => at);
+  });
+  afterAll(() => spy.mockRestore());
+  const travelTo = (to: number): void => {
+    if (to < at) throw new Error(`the clock only moves forward (asked ${to - at} ms)`);
+    at = to;
+  };
+  return {
+    get at() {
+      return at;
+    },
+    travelTo,
+    advance: (ms) => travelTo(at + ms),
+  };
 }
 
 /**

@@ -25,7 +25,7 @@
 import { createExecutionContext, createScheduledController, runDurableObjectAlarm, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
-import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi, type MockInstance } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { occurrenceId } from "../../src/core/id";
 import type { JobSpec } from "../../src/core/job";
 import type { FireMessage } from "../../src/env";
@@ -38,6 +38,7 @@ import {
   captureFires,
   counters,
   createJob,
+  fileClock,
   fire,
   type JobJson,
   received,
@@ -59,25 +60,8 @@ const quantized = (at: number) => Math.ceil(at / QUANTUM_MS) * QUANTUM_MS;
 // ---------------------------------------------------------------------------------------------
 // the file's clock
 
-const clock = { at: 0 };
-let clockSpy: MockInstance<() => number>;
-
-beforeAll(() => {
-  clock.at = Date.now() + HEAD_START_MS;
-  clockSpy = vi.spyOn(Date, "now").mockImplementation(() => clock.at);
-});
-
-afterAll(() => clockSpy.mockRestore());
-
-/** Moves the clock forward to `at` (never back: alarms and the mirror delay assume it only grows). */
-function travelTo(at: number): void {
-  if (at < clock.at) throw new Error(`the clock only moves forward (asked ${at - clock.at} ms)`);
-  clock.at = at;
-}
-
-function advance(ms: number): void {
-  travelTo(clock.at + ms);
-}
+const clock = fileClock(HEAD_START_MS);
+const { travelTo, advance } = clock;
 
 /** The first whole minute at or after `at` (a "* * * * *" schedule's first occurrence). */
 const minuteAtOrAfter = (at: number) => Math.ceil(at / MINUTE) * MINUTE;

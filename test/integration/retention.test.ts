@@ -17,7 +17,7 @@
  */
 import { createExecutionContext, createScheduledController, runDurableObjectAlarm, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi, type MockInstance } from "vitest";
+import { describe, expect, it, onTestFinished } from "vitest";
 import { bucketOf, timeBucketOf } from "../../src/core/bucketing";
 import { newId, occurrenceId } from "../../src/core/id";
 import type { FireMessage } from "../../src/env";
@@ -28,6 +28,7 @@ import {
   bucketStub,
   captureFires,
   createJob,
+  fileClock,
   fire,
   fireMessage,
   type JobJson,
@@ -49,24 +50,8 @@ const IDEMPOTENCY_WINDOW_MS = Number(env.IDEMPOTENCY_WINDOW_MS ?? DAY);
 // ---------------------------------------------------------------------------------------------
 // the file's clock
 
-const clock = { at: 0 };
-let clockSpy: MockInstance<() => number>;
-
-beforeAll(() => {
-  clock.at = Date.now() + HEAD_START_MS;
-  clockSpy = vi.spyOn(Date, "now").mockImplementation(() => clock.at);
-});
-
-afterAll(() => clockSpy.mockRestore());
-
-function travelTo(at: number): void {
-  if (at < clock.at) throw new Error(`the clock only moves forward (asked ${at - clock.at} ms)`);
-  clock.at = at;
-}
-
-function advance(ms: number): void {
-  travelTo(clock.at + ms);
-}
+const clock = fileClock(HEAD_START_MS);
+const { travelTo, advance } = clock;
 
 // ---------------------------------------------------------------------------------------------
 // helpers of this file
