@@ -6,10 +6,12 @@
 import {
   createExecutionContext,
   createMessageBatch,
+  createScheduledController,
   getQueueResult,
   runDurableObjectAlarm,
   runInDurableObject,
   type QueueResult,
+  waitOnExecutionContext,
 } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { afterAll, beforeAll, inject, onTestFinished, vi, type MockInstance } from "vitest";
@@ -209,7 +211,12 @@ export async function withClockAhead<T>(ms: number, fn: () => Promise<T>): Promi
  * (alarms and the mirror delay assume time only grows). The Worker and its Durable Objects run
  * in the test isolate, so they read it too.
  */
-export function fileClock(headStartMs: number): { readonly at: number; travelTo(at: number): void; advance(ms: number): void } {
+export function fileClock(headStartMs: number): {
+  readonly at: number;
+  travelTo(at: number): void;
+  advance(ms: number): void;
+  flush(stub: Stub): Promise<void>;
+} {
   let at = 0;
   let spy: MockInstance<() => number>;
   beforeAll(() => {
@@ -221,13 +228,39 @@ export function fileClock(headStartMs: number): { readonly at: number; travelTo(
     if (to < at) throw new Error(`the clock only moves forward (asked ${to - at} ms)`);
     at = to;
   };
+  const advance = (ms: number): void => travelTo(at + ms);
   return {
     get at() {
       return at;
     },
     travelTo,
-    advance: (ms) => travelTo(at + ms),
+    advance,
+    /**
+     * Mirrors a bucket's changes (dirty rows and the outbox of far occurrences) to D1 on this
+     * clock: moves it past the mirror delay and runs the alarm, until nothing is left to write.
+     */
+    async flush(stub) {
+      for (let round = 0; round < 5; round++) {
+        const [{ n }] = (await bucketSql<{ n: number }>(
+          stub,
+          `SELECT (SELECT count(*) FROM executions WHERE dirty = 1) + (SELECT count(*) FROM attempts WHERE dirty = 1)
+             + (SELECT count(*) FROM outbox_pending) AS n`,
+        )) as [{ n: number }];
+        if (n === 0) return;
+        advance(Number(env.MIRROR_DELAY_MS ?? 1_000));
+        // dirty rows always arm the alarm
+        if (!(await runDurableObjectAlarm(stub))) throw new Error("dirty bucket rows did not arm the alarm");
+      }
+      throw new Error("bucket rows still dirty after 5 alarm runs");
+    },
   };
+}
+
+/** Runs the Worker's cron handler as the trigger would, and waits for its waitUntil work. */
+export async function runScan(): Promise<void> {
+  const ctx = createExecutionContext();
+  await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env, ctx);
+  await waitOnExecutionContext(ctx);
 }
 
 /**

@@ -22,14 +22,13 @@
  * Storage is shared by the tests of this file: each test uses its own jobs and cancels them when
  * done; the clock only moves forward, so the long travels (a day, 30 days) come last.
  */
-import { createExecutionContext, createScheduledController, runDurableObjectAlarm, waitOnExecutionContext } from "cloudflare:test";
+import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { occurrenceId } from "../../src/core/id";
 import type { JobSpec } from "../../src/core/job";
 import type { FireMessage } from "../../src/env";
-import worker from "../../src/index";
 import {
   alarmOf,
   api,
@@ -43,6 +42,7 @@ import {
   type JobJson,
   received,
   receiverUrl,
+  runScan,
   uniquePath,
 } from "./helpers";
 
@@ -61,7 +61,7 @@ const quantized = (at: number) => Math.ceil(at / QUANTUM_MS) * QUANTUM_MS;
 // the file's clock
 
 const clock = fileClock(HEAD_START_MS);
-const { travelTo, advance } = clock;
+const { travelTo, advance, flush } = clock;
 
 /** The first whole minute at or after `at` (a "* * * * *" schedule's first occurrence). */
 const minuteAtOrAfter = (at: number) => Math.ceil(at / MINUTE) * MINUTE;
@@ -150,31 +150,6 @@ async function deliver(messages: FireMessage[]): Promise<void> {
   const result = await fire(messages);
   expect(result.explicitAcks).toEqual(messages.map((_, i) => `m${i}`));
   expect(result.retryMessages).toEqual([]);
-}
-
-/**
- * Mirrors a bucket's changes (dirty rows and the outbox of far occurrences) to D1: moves the
- * clock past the mirror delay and runs the alarm, until nothing is left to write.
- */
-async function flush(stub: Stub): Promise<void> {
-  for (let round = 0; round < 5; round++) {
-    const [{ n }] = (await bucketSql<{ n: number }>(
-      stub,
-      `SELECT (SELECT count(*) FROM executions WHERE dirty = 1) + (SELECT count(*) FROM attempts WHERE dirty = 1)
-         + (SELECT count(*) FROM outbox_pending) AS n`,
-    )) as [{ n: number }];
-    if (n === 0) return;
-    advance(MIRROR_DELAY_MS);
-    expect(await runDurableObjectAlarm(stub)).toBe(true); // dirty rows always arm the alarm
-  }
-  throw new Error("bucket rows still dirty after 5 alarm runs");
-}
-
-/** Runs the Worker's cron handler as the trigger would, and waits for its waitUntil work. */
-async function runScan(): Promise<void> {
-  const ctx = createExecutionContext();
-  await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env, ctx);
-  await waitOnExecutionContext(ctx);
 }
 
 async function changeJob(jobId: string, action: "pause" | "resume"): Promise<Response> {

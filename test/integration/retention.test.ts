@@ -15,13 +15,12 @@
  * Worker and its Durable Objects read the same clock, and no bucket alarm fires on its own while
  * the file runs. helpers.withClockAhead / flushMirror must not be used here (they spy on Date.now).
  */
-import { createExecutionContext, createScheduledController, runDurableObjectAlarm, waitOnExecutionContext } from "cloudflare:test";
+import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished } from "vitest";
 import { bucketOf, timeBucketOf } from "../../src/core/bucketing";
 import { newId, occurrenceId } from "../../src/core/id";
 import type { FireMessage } from "../../src/env";
-import worker from "../../src/index";
 import {
   api,
   bucketSql,
@@ -34,6 +33,7 @@ import {
   type JobJson,
   received,
   receiverUrl,
+  runScan,
   uniquePath,
 } from "./helpers";
 
@@ -51,33 +51,12 @@ const IDEMPOTENCY_WINDOW_MS = Number(env.IDEMPOTENCY_WINDOW_MS ?? DAY);
 // the file's clock
 
 const clock = fileClock(HEAD_START_MS);
-const { travelTo, advance } = clock;
+const { travelTo, advance, flush } = clock;
 
 // ---------------------------------------------------------------------------------------------
 // helpers of this file
 
 type Stub = ReturnType<typeof bucketStub>;
-
-async function runScan(): Promise<void> {
-  const ctx = createExecutionContext();
-  await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env, ctx);
-  await waitOnExecutionContext(ctx);
-}
-
-/** Mirrors a bucket's changes to D1: past the mirror delay, run the alarm, until nothing is dirty. */
-async function flush(stub: Stub): Promise<void> {
-  for (let round = 0; round < 5; round++) {
-    const [{ n }] = (await bucketSql<{ n: number }>(
-      stub,
-      `SELECT (SELECT count(*) FROM executions WHERE dirty = 1) + (SELECT count(*) FROM attempts WHERE dirty = 1)
-         + (SELECT count(*) FROM outbox_pending) AS n`,
-    )) as [{ n: number }];
-    if (n === 0) return;
-    advance(MIRROR_DELAY_MS);
-    expect(await runDurableObjectAlarm(stub)).toBe(true);
-  }
-  throw new Error("bucket rows still dirty after 5 alarm runs");
-}
 
 async function deliver(messages: FireMessage[]): Promise<void> {
   const result = await fire(messages);

@@ -7,13 +7,24 @@
  * more ahead (overdue only under a shifted clock), so no alarm fires while a test asserts;
  * captureFires() keeps any background alarm from sending to the real queue all the same.
  */
-import { createExecutionContext, createScheduledController, runInDurableObject, waitOnExecutionContext } from "cloudflare:test";
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { bucketOf, timeBucketOf } from "../../src/core/bucketing";
 import { newId } from "../../src/core/id";
-import worker from "../../src/index";
-import { alarmOf, bucketRow, bucketSql, bucketStub, captureFires, counters, executionOf, receiverUrl, uniquePath, withClockAhead } from "./helpers";
+import {
+  alarmOf,
+  bucketRow,
+  bucketSql,
+  bucketStub,
+  captureFires,
+  counters,
+  executionOf,
+  receiverUrl,
+  runScan,
+  uniquePath,
+  withClockAhead,
+} from "./helpers";
 
 const BUCKETS = Number(env.BUCKETS); // 4 in vitest.config.ts
 const LOOKAHEAD_MS = Number(env.LOOKAHEAD_MS ?? 180_000);
@@ -45,13 +56,6 @@ async function insertPending(dueAt: number, jobStatus: "active" | "paused" | "ca
     ).bind(executionId, jobId, bucket, timeBucketOf(dueAt, SCAN_WINDOW_MS), dueAt, now, now),
   ]);
   return { jobId, executionId, bucket, dueAt, stub: bucketStub(bucket) };
-}
-
-/** Runs the Worker's cron handler as the trigger would, and waits for its waitUntil work. */
-async function runScan(): Promise<void> {
-  const ctx = createExecutionContext();
-  await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env, ctx);
-  await waitOnExecutionContext(ctx);
 }
 
 describe("the scanner", () => {
