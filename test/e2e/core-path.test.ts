@@ -6,17 +6,13 @@
  */
 import { randomUUID } from "node:crypto";
 import { describe, expect, it, onTestFailed } from "vitest";
-import { credentials, eventually, logSink, percentile, Receiver, report, sleep, stackForFile } from "./harness.js";
+import { CLOCK_TOLERANCE_MS, eventually, percentile, report, sleep, stackForFile } from "./harness.js";
 
 const PORT = 18810;
 const JOBS = 200;
-/** the receiver and the stack read the same clock; this absorbs millisecond rounding only */
-const CLOCK_TOLERANCE_MS = 5;
 
-const creds = credentials();
-const sink = logSink();
-const receiver = new Receiver(creds.secret);
-const local = stackForFile({ port: PORT, receiver, creds, sink });
+const local = stackForFile({ port: PORT });
+const { receiver, sink } = local;
 
 describe("core path over the real local stack", () => {
   it("delivers 200 jobs exactly once each, signed, with their own body, never early, p99 lag < 2 s (issue 2, invariant 5)", async () => {

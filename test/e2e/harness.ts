@@ -324,23 +324,33 @@ export function logSink(limitChars = 200_000): { log: (line: string) => void; te
 
 export type LocalStack = Awaited<ReturnType<typeof startStack>>;
 
+/** the receiver and the stack read the same clock; this absorbs millisecond rounding only */
+export const CLOCK_TOLERANCE_MS = 5;
+
 /**
- * One local stack and one receiver for a test file: the receiver listens and the stack starts
- * before the file's tests, and both stop after them. The handle is filled in by beforeAll.
+ * One local stack and one signing receiver for a test file, with fresh credentials and a log
+ * sink: the receiver listens and the stack starts before the file's tests, and both stop after
+ * them. `routes` says how the receiver answers paths (default: 200). `stack` and `api` are set
+ * by beforeAll.
  */
-export function stackForFile(options: { port: number; receiver: Receiver; creds: Credentials; sink: ReturnType<typeof logSink> }): {
+export function stackForFile(options: { port: number; routes?: Record<string, Behaviour> }): {
+  receiver: Receiver;
+  sink: ReturnType<typeof logSink>;
   stack: LocalStack;
   api: Api;
 } {
-  const handle = {} as { stack: LocalStack; api: Api };
+  const creds = credentials();
+  const receiver = new Receiver(creds.secret);
+  for (const [path, behaviour] of Object.entries(options.routes ?? {})) receiver.on(path, behaviour);
+  const handle = { receiver, sink: logSink() } as { receiver: Receiver; sink: ReturnType<typeof logSink>; stack: LocalStack; api: Api };
   beforeAll(async () => {
-    await options.receiver.listen();
-    handle.stack = await startStack({ port: options.port, vars: options.creds.vars, log: options.sink.log });
-    handle.api = new Api(handle.stack.url, options.creds.apiKey);
+    await receiver.listen();
+    handle.stack = await startStack({ port: options.port, vars: creds.vars, log: handle.sink.log });
+    handle.api = new Api(handle.stack.url, creds.apiKey);
   });
   afterAll(async () => {
     await handle.stack?.stop();
-    await options.receiver.close();
+    await receiver.close();
     removeStateDir(handle.stack?.persistTo);
   });
   return handle;

@@ -6,18 +6,14 @@
  * due second; the job completes after its last occurrence. Prints the lags as one JSON line.
  */
 import { describe, expect, it, onTestFailed } from "vitest";
-import { credentials, eventually, logSink, percentile, Receiver, report, sleep, stackForFile } from "./harness.js";
+import { CLOCK_TOLERANCE_MS, eventually, percentile, report, sleep, stackForFile } from "./harness.js";
 
 const PORT = 18960;
 const WINDOW_MS = 20_000;
 const EVERY_MS = 2_000;
-/** the receiver and the stack read the same clock; this absorbs millisecond rounding only */
-const CLOCK_TOLERANCE_MS = 5;
 
-const creds = credentials();
-const sink = logSink();
-const receiver = new Receiver(creds.secret);
-const local = stackForFile({ port: PORT, receiver, creds, sink });
+const local = stackForFile({ port: PORT });
+const { receiver, sink } = local;
 
 describe("a recurring job on the real local stack", () => {
   it("fires */2 s for 20 s: ~10 executions, each exactly once under its own webhook-id, signed, none early, each within 2 s of its due second (issue 4, invariant 5)", async () => {

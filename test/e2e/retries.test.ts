@@ -5,7 +5,7 @@
  * failure row "target keeps failing" (dead, visible in GET /v1/dlq, redrivable).
  */
 import { describe, expect, it, onTestFailed } from "vitest";
-import { credentials, eventually, logSink, type Received, Receiver, report, stackForFile } from "./harness.js";
+import { CLOCK_TOLERANCE_MS, eventually, type Received, report, stackForFile } from "./harness.js";
 
 const PORT = 18820;
 /**
@@ -15,16 +15,16 @@ const PORT = 18820;
  * covers that on a loaded 2-core machine; the backoff itself is checked exactly through the API.
  */
 const GAP_TOLERANCE_MS = 400;
-/** both ends read the same clock; this absorbs millisecond rounding only */
-const CLOCK_TOLERANCE_MS = 5;
 
-const creds = credentials();
-const sink = logSink();
-const receiver = new Receiver(creds.secret)
-  .on("/flaky", { kind: "failTimes", times: 2, status: 503 })
-  .on("/hang", { kind: "hang", ms: 3_000 })
-  .on("/down", { kind: "always", status: 500 });
-const local = stackForFile({ port: PORT, receiver, creds, sink });
+const local = stackForFile({
+  port: PORT,
+  routes: {
+    "/flaky": { kind: "failTimes", times: 2, status: 503 },
+    "/hang": { kind: "hang", ms: 3_000 },
+    "/down": { kind: "always", status: 500 },
+  },
+});
+const { receiver, sink } = local;
 
 /**
  * The job's only execution once it is terminal with `attempts` attempts and D1 has caught up:

@@ -7,7 +7,7 @@
  */
 import { randomUUID } from "node:crypto";
 import { describe, expect, it, onTestFailed } from "vitest";
-import { credentials, eventually, logSink, percentile, Receiver, report, sleep, stackForFile } from "./harness.js";
+import { eventually, percentile, report, sleep, stackForFile } from "./harness.js";
 
 const PORT = 18850;
 const JOBS = 60;
@@ -15,10 +15,8 @@ const SLOW_HANDLER_MS = 2_000;
 /** LEASE_MS (10 s) plus a backoff: a lease that expired wrongly has shown its retry by then */
 const SETTLE_MS = 12_000;
 
-const creds = credentials();
-const sink = logSink();
-const receiver = new Receiver(creds.secret).on("/slow", { kind: "slow", ms: SLOW_HANDLER_MS });
-const local = stackForFile({ port: PORT, receiver, creds, sink });
+const local = stackForFile({ port: PORT, routes: { "/slow": { kind: "slow", ms: SLOW_HANDLER_MS } } });
+const { receiver, sink } = local;
 
 describe("slow targets", () => {
   it("delivers 60 two-second targets once each: no lease expiry, no stale completion, no second call after a 2xx (invariants 3 and 7)", async () => {
