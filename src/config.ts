@@ -9,14 +9,10 @@ const ConfigSchema = z.object({
   BUCKETS: int(32, 1),
   /** executions due within this window go to their bucket; later ones wait in D1 */
   LOOKAHEAD_MS: int(180_000, 1),
-  /** D1 time-bucket width for the scan index */
-  SCAN_WINDOW_MS: int(60_000, 1),
   /** lease length; heartbeats extend it */
   LEASE_MS: int(10_000, 100),
-  /** a dispatched execution not claimed by then is dispatched again */
+  /** a dispatch overtaken by later ones and unclaimed this long after its send was lost: it is sent again */
   DISPATCH_TIMEOUT_MS: int(10_000, 100),
-  /** dispatches of one attempt without a claim before it is dead ("undeliverable") */
-  MAX_DISPATCHES: int(10, 1),
   /** an alarm fires at most once per quantum and sends everything due */
   ALARM_QUANTUM_MS: int(50, 1),
   /**
@@ -25,12 +21,10 @@ const ConfigSchema = z.object({
    * the local runtime runs one consumer batch at a time and has no such limit.
    */
   DELIVERY_CONCURRENCY: int(6, 1),
-  /** outcomes are mirrored to D1 this long after they happen, in one batch */
-  MIRROR_DELAY_MS: int(1_000, 0),
+  /** finished outcomes are written to D1 at most this often, in one batch per bucket */
+  FLUSH_DELAY_MS: int(1_000, 0),
   /** executions sent per alarm pass before re-arming (keeps one alarm short) */
   FIRE_BATCH_LIMIT: int(2_000, 100),
-  /** terminal rows stay in the bucket this long for duplicate suppression, then leave */
-  TERMINAL_RETENTION_MS: int(3_600_000, 0),
   /** D1 keeps terminal execution history this long */
   HISTORY_RETENTION_MS: int(30 * 86_400_000, 0),
   IDEMPOTENCY_WINDOW_MS: int(86_400_000, 0),

@@ -14,15 +14,12 @@ export interface Env {
   ALLOW_LOOPBACK_TARGETS?: string;
   BUCKETS?: string;
   LOOKAHEAD_MS?: string;
-  SCAN_WINDOW_MS?: string;
   LEASE_MS?: string;
   DISPATCH_TIMEOUT_MS?: string;
-  MAX_DISPATCHES?: string;
   DELIVERY_CONCURRENCY?: string;
   ALARM_QUANTUM_MS?: string;
-  MIRROR_DELAY_MS?: string;
+  FLUSH_DELAY_MS?: string;
   FIRE_BATCH_LIMIT?: string;
-  TERMINAL_RETENTION_MS?: string;
   HISTORY_RETENTION_MS?: string;
   IDEMPOTENCY_WINDOW_MS?: string;
 }

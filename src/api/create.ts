@@ -1,21 +1,21 @@
 /**
- * Job creation, shared by POST /v1/jobs and /v1/jobs/batch: validate at the door, write jobs and
- * first executions to D1 in one atomic batch (durable before the 2xx, invariant 1), then hand
- * near-term executions to their buckets, one RPC per bucket. A failed hand-off leaves the row
- * pending in D1, where the scanner finds it.
+ * Job creation, shared by POST /v1/jobs and /v1/jobs/batch: validate at the door, write the jobs
+ * to D1 in one atomic batch (durable before the 2xx, invariant 1), then hand each bucket its
+ * near-term one-off jobs and its recurring jobs, one RPC per bucket. A failed hand-off leaves the
+ * job pending in D1, where the scanner's sync pass finds it by its due time.
  */
 import type { Config } from "../config";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from "../core/backoff";
-import { bucketName, bucketOf, timeBucketOf } from "../core/bucketing";
+import { bucketName, bucketOfJob } from "../core/bucketing";
 import { cronProblem, occurrenceAfter, type Schedule } from "../core/cron";
-import { newId, occurrenceId } from "../core/id";
-import { LIMITS, type JobSpec, type Target } from "../core/job";
+import { newId } from "../core/id";
+import { isNear, LIMITS, type JobSpec, type Target } from "../core/job";
 import { checkTargetUrl } from "../core/target-policy";
 import { parseDurationMs, parseInstant } from "../core/when";
 import { RESERVED_HEADERS } from "../consumer/webhook";
-import { type Db, getJobsByIds, insertJobs, markScheduled, type NewJob } from "../db/queries";
+import { type Db, getJobsByIds, insertJobs, type NewJob } from "../db/queries";
 import type { Env } from "../env";
-import type { HandOff } from "../bucket/protocol";
+import type { JobDefinition } from "../bucket/protocol";
 import { ApiError, fromZodError } from "./errors";
 import { presentJob } from "./present";
 import { CreateJobInput } from "./schemas";
@@ -47,15 +47,13 @@ export async function prepareJob(
     spec,
     job: {
       id,
-      executionId: occurrenceId(id, dueAt),
       tenant: ctx.tenant,
       name: input.name ?? null,
-      bucket: bucketOf(id, ctx.config.BUCKETS),
+      bucket: bucketOfJob(id, ctx.config.BUCKETS),
       spec: JSON.stringify(spec),
       cron: spec.schedule?.cron ?? null,
       timezone: spec.schedule?.timezone ?? null,
-      dueAt,
-      timeBucket: timeBucketOf(dueAt, ctx.config.SCAN_WINDOW_MS),
+      nextRunAt: dueAt,
       idempotencyKey,
       requestHash: idempotencyKey === null ? null : await requestHash(input),
     },
@@ -196,7 +194,18 @@ export async function createJobs(
   const winners = await insertJobs(db, tenant, prepared.map((p) => p.job), now, config.IDEMPOTENCY_WINDOW_MS);
   const ownerOfKey = new Map(winners.map((w) => [w.key, w]));
   const created = prepared.filter((p) => p.job.idempotencyKey === null || ownerOfKey.get(p.job.idempotencyKey)?.jobId === p.job.id);
-  await handOff(env, db, config, created, now);
+  await handOff(
+    env,
+    config,
+    created.map((p) => ({
+      bucket: p.job.bucket,
+      definition: {
+        jobId: p.job.id, tenant, version: 1, status: "active", specJson: p.job.spec, recurring: p.spec.schedule !== null,
+        nextRunAt: p.job.nextRunAt, fired: 0, attempts: 0,
+      },
+    })),
+    now,
+  );
 
   const replayIds = prepared
     .filter((p) => !created.includes(p))
@@ -208,8 +217,9 @@ export async function createJobs(
         status: 201,
         job: presentJob({
           id: p.job.id, tenant, name: p.job.name, status: "active", bucket: p.job.bucket, spec: p.job.spec,
-          cron: p.job.cron, timezone: p.job.timezone, nextRunAt: p.job.dueAt, fired: 0, idempotencyKey: p.job.idempotencyKey,
-          createdAt: now, updatedAt: now,
+          cron: p.job.cron, timezone: p.job.timezone, nextRunAt: p.job.nextRunAt, fired: 0, idempotencyKey: p.job.idempotencyKey,
+          createdAt: now, updatedAt: now, version: 1, synced: 1, runStatus: null, attempts: 0, lastHttpStatus: null,
+          lastError: null, deadReason: null, finishedAt: null, attemptLog: null,
         }, now),
       };
     }
@@ -225,56 +235,34 @@ export async function createJobs(
   });
 }
 
-/** One schedule RPC per bucket for executions due within the lookahead; then D1 says "scheduled". */
-async function handOff(env: Env, db: Db, config: Config, created: PreparedJob[], now: number): Promise<void> {
-  await handOffExecutions(
-    env,
-    db,
-    config,
-    created.map((p) => ({
-      bucket: p.job.bucket,
-      item: {
-        executionId: p.job.executionId, jobId: p.job.id, tenant: p.job.tenant, dueAt: p.job.dueAt, occurrence: 1,
-        job: { specJson: p.job.spec, recurring: p.spec.schedule !== null, status: "active" },
-      },
-    })),
-    now,
-  );
-}
-
 /**
- * Hands executions due within the lookahead to their buckets (one RPC per bucket), then marks
- * them scheduled in D1. A failed hand-off leaves the row pending: the scanner picks it up.
+ * Hands job definitions to their buckets, one RPC per bucket: recurring jobs (the bucket keeps
+ * the schedule) and one-off jobs due within the lookahead. Returns the versions each bucket
+ * acknowledged; a failed RPC acknowledges nothing, and the sync pass converges it.
  */
-export async function handOffExecutions(
+export async function handOff(
   env: Env,
-  db: Db,
   config: Config,
-  executions: { bucket: number; item: HandOff }[],
+  items: { bucket: number; definition: JobDefinition }[],
   now: number,
-): Promise<void> {
-  const byBucket = new Map<number, HandOff[]>();
-  for (const { bucket, item } of executions) {
-    if (item.dueAt > now + config.LOOKAHEAD_MS) continue; // waits in D1 for the scanner
-    const items = byBucket.get(bucket) ?? [];
-    items.push(item);
-    byBucket.set(bucket, items);
+): Promise<Map<string, number>> {
+  const byBucket = new Map<number, JobDefinition[]>();
+  for (const { bucket, definition } of items) {
+    const held = definition.recurring || definition.status !== "active" || isNear(definition.nextRunAt ?? now, now, config.LOOKAHEAD_MS);
+    if (!held) continue;
+    const list = byBucket.get(bucket) ?? [];
+    list.push(definition);
+    byBucket.set(bucket, list);
   }
-  const handedOff: string[] = [];
+  const acknowledged = new Map<string, number>();
   await Promise.all(
-    [...byBucket].map(async ([bucket, items]) => {
+    [...byBucket].map(async ([bucket, definitions]) => {
       try {
-        await env.BUCKET.getByName(bucketName(bucket)).schedule(bucket, items);
-        for (const i of items) handedOff.push(i.executionId);
+        for (const a of await env.BUCKET.getByName(bucketName(bucket)).applyJobs(bucket, definitions)) acknowledged.set(a.jobId, a.version);
       } catch (error) {
-        console.error(`hand-off to bucket ${bucket} failed; the scanner will pick it up`, error);
+        console.error(`hand-off to bucket ${bucket} failed; the sync pass will converge it`, error);
       }
     }),
   );
-  try {
-    await markScheduled(db, handedOff, now);
-  } catch (error) {
-    // harmless: the scanner's next pull finds them pending and the bucket ignores the repeat
-    console.error("marking executions scheduled failed", error);
-  }
+  return acknowledged;
 }

@@ -1,27 +1,23 @@
 /**
- * Changes to an existing job: cancel, pause, resume, PATCH. D1 changes first (the record), then
- * the job's bucket applies them to what it holds; a new occurrence goes through the same
- * hand-off as a create.
+ * Changes to an existing job: cancel, pause, resume, PATCH, and redrive of a dead one-off job.
+ * Each is one guarded D1 write that raises the job's version and leaves it unsynced (durable,
+ * and found by the sync pass if nothing else happens), then the job's bucket applies that
+ * version. Answered 200 once the bucket holds it, 202 when it is durable and converging
+ * (a retried request re-sends an unsynced change instead of answering "done" without it).
  */
 import type { Config } from "../config";
-import { bucketName, timeBucketOf } from "../core/bucketing";
+import { bucketName } from "../core/bucketing";
 import { occurrenceAfter } from "../core/cron";
-import { occurrenceId } from "../core/id";
-import type { JobSpec, JobStatus } from "../core/job";
-import {
-  closeJobExecutions,
-  type Db,
-  getJob,
-  insertExecution,
-  updateJob,
-} from "../db/queries";
+import type { JobSpec } from "../core/job";
+import { jobTransition, type JobTransition } from "../core/lifecycle";
+import { changeJob, type Db, definitionOf, type JobChange, markSynced, redriveOneOff } from "../db/queries";
 import type { JobRow } from "../db/schema";
 import type { Env } from "../env";
-import { buildSpec, handOffExecutions, type JobInput } from "./create";
+import { buildSpec, type JobInput } from "./create";
 import { ApiError, fromZodError } from "./errors";
 import { PatchJobInput } from "./schemas";
 
-interface Deps {
+export interface Deps {
   env: Env;
   db: Db;
   config: Config;
@@ -29,40 +25,40 @@ interface Deps {
   now: number;
 }
 
-export async function cancelJob(deps: Deps, job: JobRow): Promise<JobRow> {
-  if (job.status === "completed") throw new ApiError(409, "not_cancelable", "the job has already completed", "id");
-  if (job.status !== "canceled") await closeJob(deps, job, "canceled", "canceled");
-  return (await getJob(deps.db, deps.tenant, job.id))!;
+/** The job after a change, and whether its bucket already holds that version. */
+export interface ChangeResult {
+  job: JobRow;
+  applied: boolean;
 }
 
-/** Pause stops new executions (scheduled ones are canceled, a running one finishes). */
-export async function pauseJob(deps: Deps, job: JobRow): Promise<JobRow> {
+export async function cancelJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
+  if (job.status === "canceled") return sync(deps, job);
+  return commit(deps, job, "cancel", { status: "canceled" }, "not_cancelable");
+}
+
+/** Pause stops new executions (what has not started is canceled, a running attempt finishes). */
+export async function pauseJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
   if (job.cron === null) throw new ApiError(409, "not_recurring", "only recurring jobs can be paused; cancel a one-off job instead", "id");
-  if (job.status === "paused") return job;
-  if (job.status !== "active") throw new ApiError(409, "not_active", `the job is ${job.status}`, "id");
-  await closeJob(deps, job, "paused", "paused");
-  return (await getJob(deps.db, deps.tenant, job.id))!;
+  if (job.status === "paused") return sync(deps, job);
+  return commit(deps, job, "pause", { status: "paused" }, "not_active");
 }
 
-/** Resume continues from the next future occurrence; missed ones while paused do not fire. */
-export async function resumeJob(deps: Deps, job: JobRow): Promise<JobRow> {
-  if (job.status === "active") return job;
-  if (job.status !== "paused") throw new ApiError(409, "not_paused", `the job is ${job.status}`, "id");
+/** Resume continues from the next future occurrence; occurrences missed while paused do not fire. */
+export async function resumeJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
+  if (job.status === "active") return sync(deps, job);
   const spec = JSON.parse(job.spec) as JobSpec;
-  const { fired } = await deps.env.BUCKET.getByName(bucketName(job.bucket)).reviseJob({ jobId: job.id, tenant: deps.tenant, status: "paused", closeOpen: null });
-  await scheduleNext(deps, job, spec, "active", null, fired);
-  return (await getJob(deps.db, deps.tenant, job.id))!;
+  const next = spec.schedule ? occurrenceAfter(spec.schedule, deps.now - 1) : null;
+  return commit(deps, job, "resume", { status: "active", nextRunAt: next ?? job.nextRunAt }, "not_paused");
 }
 
 /**
  * PATCH: merges the change into the job's settings and validates the result like a create.
- * What already ran keeps its history; when the schedule changes, what was scheduled is
- * canceled and the next occurrence of the new schedule is scheduled.
+ * A new schedule starts from its next occurrence (what was scheduled under the old one is
+ * canceled); a one-off job's new run time applies to its execution (a running attempt finishes
+ * first, then it runs again at the new time).
  */
-export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<JobRow> {
-  if (job.status === "canceled" || job.status === "completed") {
-    throw new ApiError(409, "not_changeable", `the job is ${job.status}`, "id");
-  }
+export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<ChangeResult> {
+  if (jobTransition(job.status, "patch") === null) throw new ApiError(409, "not_changeable", `the job is ${job.status}`, "id");
   const parsed = PatchJobInput.safeParse(raw);
   if (!parsed.success) throw fromZodError(parsed.error);
   const patch = parsed.data;
@@ -97,79 +93,49 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<J
       : { runAt: patch.runAt ?? (patch.delay === undefined ? (job.nextRunAt ?? undefined) : undefined), delay: patch.delay }),
   };
   const { spec, dueAt } = buildSpec(input, deps.now, deps.config);
-  const name = patch.name === undefined ? job.name : patch.name;
-  const reschedule = recurring
+  const rescheduled = recurring
     ? JSON.stringify(spec.schedule) !== JSON.stringify(current.schedule)
-    : dueAt !== job.nextRunAt && (patch.runAt !== undefined || patch.delay !== undefined);
-  if (!reschedule || job.status === "paused") {
-    await updateJob(deps.db, deps.tenant, job.id, { name, spec: JSON.stringify(spec), cron: job.cron, timezone: job.timezone, nextRunAt: job.nextRunAt, status: job.status }, deps.now);
-    await deps.env.BUCKET.getByName(bucketName(job.bucket)).reviseJob({ jobId: job.id, tenant: deps.tenant, status: job.status, spec, closeOpen: null });
-    return (await getJob(deps.db, deps.tenant, job.id))!;
-  }
-  const fired = await closeJob(deps, job, null, "rescheduled");
-  await scheduleNext(deps, { ...job, name }, spec, "active", recurring ? null : dueAt, fired);
-  return (await getJob(deps.db, deps.tenant, job.id))!;
+    : (patch.runAt !== undefined || patch.delay !== undefined) && dueAt !== job.nextRunAt;
+  return commit(deps, job, "patch", {
+    name: patch.name === undefined ? job.name : patch.name,
+    spec: JSON.stringify(spec),
+    cron: spec.schedule?.cron ?? null,
+    timezone: spec.schedule?.timezone ?? null,
+    nextRunAt: rescheduled ? dueAt : job.nextRunAt,
+  }, "not_changeable");
 }
 
-/** Closes what has not started; returns the bucket's count of fired occurrences. */
-async function closeJob(deps: Deps, job: JobRow, status: "canceled" | "paused" | null, reason: string): Promise<number> {
-  const live = await closeJobExecutions(deps.db, deps.tenant, job.id, status, reason, deps.now);
-  const revised = await deps.env.BUCKET.getByName(bucketName(job.bucket)).reviseJob({
-    jobId: job.id,
-    tenant: deps.tenant,
-    status: status ?? "active",
-    closeOpen: { reason, known: live.filter((l) => l.status !== "running") },
-  });
-  return revised.fired;
+/** Redrive of a dead one-off job: active again, due now, with a fresh attempt budget. */
+export async function redriveOneOffJob(deps: Deps, job: JobRow, executionId: string): Promise<ChangeResult> {
+  if (jobTransition(job.status, "redrive") === null) throw new ApiError(409, "job_canceled", `the job is ${job.status}`, "id");
+  const updated = await redriveOneOff(deps.db, deps.tenant, job, executionId, deps.now);
+  if (!updated) throw conflict();
+  return sync(deps, updated);
 }
 
-/**
- * Writes the job's settings and schedules its next execution: a one-off job's new run time, or
- * the next occurrence, numbered after the occurrences already fired (the bucket counts them;
- * D1's copy covers a bucket that no longer holds the job).
- */
-async function scheduleNext(
-  deps: Deps,
-  job: JobRow,
-  spec: JobSpec,
-  status: JobStatus,
-  oneOffDueAt: number | null,
-  bucketFired: number,
-): Promise<void> {
-  const fired = Math.max(job.fired, bucketFired);
-  const schedule = spec.schedule;
-  let dueAt: number | null;
-  if (schedule) {
-    const exhausted = schedule.maxOccurrences !== null && fired >= schedule.maxOccurrences;
-    dueAt = exhausted ? null : occurrenceAfter(schedule, deps.now - 1);
-  } else {
-    dueAt = oneOffDueAt ?? Math.max(job.nextRunAt ?? deps.now, deps.now);
+/** Writes a change at the job's version (a concurrent change makes this one a 409), then syncs it. */
+async function commit(deps: Deps, job: JobRow, event: JobTransition, change: JobChange, refusal: string): Promise<ChangeResult> {
+  const to = jobTransition(job.status, event);
+  if (to === null) throw new ApiError(409, refusal, `the job is ${job.status}`, "id");
+  const updated = await changeJob(deps.db, deps.tenant, job.id, job.version, { ...change, status: to }, deps.now);
+  if (!updated) throw conflict();
+  return sync(deps, updated);
+}
+
+/** The bucket applies the job's version; acknowledged, the job is synced. A failure is left to the sync pass. */
+async function sync(deps: Deps, job: JobRow): Promise<ChangeResult> {
+  if (job.synced === 1) return { job, applied: true };
+  try {
+    const applied = await deps.env.BUCKET.getByName(bucketName(job.bucket)).applyJobs(job.bucket, [definitionOf(job)]);
+    if (!applied.some((a) => a.jobId === job.id && a.version >= job.version)) return { job, applied: false };
+    await markSynced(deps.db, [{ tenant: job.tenant, jobId: job.id, version: job.version }]);
+    return { job: { ...job, synced: 1 }, applied: true };
+  } catch (error) {
+    console.error(`applying job ${job.id} v${job.version} in its bucket failed; the sync pass converges it`, error);
+    return { job, applied: false };
   }
-  const finalStatus: JobStatus = dueAt === null ? "completed" : status;
-  await updateJob(
-    deps.db,
-    deps.tenant,
-    job.id,
-    { name: job.name, spec: JSON.stringify(spec), cron: schedule?.cron ?? null, timezone: schedule?.timezone ?? null, nextRunAt: dueAt, status: finalStatus },
-    deps.now,
-  );
-  await deps.env.BUCKET.getByName(bucketName(job.bucket)).reviseJob({ jobId: job.id, tenant: deps.tenant, status: finalStatus, spec, closeOpen: null });
-  if (dueAt === null) return;
-  const execution = {
-    id: occurrenceId(job.id, dueAt),
-    jobId: job.id,
-    tenant: deps.tenant,
-    bucket: job.bucket,
-    timeBucket: timeBucketOf(dueAt, deps.config.SCAN_WINDOW_MS),
-    dueAt,
-    occurrence: fired + 1,
-  };
-  await insertExecution(deps.db, execution, deps.now);
-  await handOffExecutions(
-    deps.env,
-    deps.db,
-    deps.config,
-    [{ bucket: job.bucket, item: { executionId: execution.id, jobId: job.id, tenant: deps.tenant, dueAt, occurrence: execution.occurrence, reopen: true, job: { specJson: JSON.stringify(spec), recurring: spec.schedule !== null, status: "active" } } }],
-    deps.now,
-  );
+}
+
+function conflict(): ApiError {
+  return new ApiError(409, "conflict", "the job changed meanwhile; read it and try again", "id");
 }

@@ -1,8 +1,10 @@
 /** Rows as the API shows them: RFC 3339 at the edge, camelCase, effective settings. */
+import type { AttemptRecord, LiveExecution } from "../bucket/protocol";
 import { occurrencesAfter } from "../core/cron";
+import { oneOffExecutionId } from "../core/id";
 import type { JobSpec } from "../core/job";
 import { toRfc3339 } from "../core/when";
-import type { AttemptRow, ExecutionRow, JobRow } from "../db/schema";
+import type { DeadLetterRow, JobRow, OccurrenceRow } from "../db/schema";
 
 /** A job as the API shows it; `upcoming` > 0 lists that many next occurrences of a recurring job. */
 export function presentJob(row: JobRow, now: number, upcoming = 0) {
@@ -38,7 +40,7 @@ export function presentJob(row: JobRow, now: number, upcoming = 0) {
   };
 }
 
-export function presentAttempt(a: AttemptRow) {
+export function presentAttempt(a: AttemptRecord) {
   return {
     attempt: a.attempt,
     dueAt: toRfc3339(a.dueAt),
@@ -51,17 +53,65 @@ export function presentAttempt(a: AttemptRow) {
   };
 }
 
-export function presentExecution(e: ExecutionRow, attempts?: AttemptRow[], liveStatus?: string) {
+/** One shape for every source of an execution: the bucket (live), a one-off job row, history, the DLQ. */
+export interface ExecutionView {
+  id: string;
+  jobId: string;
+  dueAt: number;
+  status: string;
+  attempts: number;
+  attemptLog: AttemptRecord[];
+  lastHttpStatus: number | null;
+  lastError: string | null;
+  deadReason: string | null;
+  finishedAt: number | null;
+}
+
+/** `withAttempts` lists the attempts; otherwise `attempts` is their count. */
+export function presentExecution(e: ExecutionView, withAttempts = false) {
   return {
     id: e.id,
     jobId: e.jobId,
     dueAt: toRfc3339(e.dueAt),
-    status: liveStatus ?? e.status,
-    attempts: attempts ? attempts.map(presentAttempt) : e.attempts,
+    status: e.status,
+    attempts: withAttempts ? e.attemptLog.map(presentAttempt) : e.attempts,
     lastHttpStatus: e.lastHttpStatus,
     lastError: e.lastError,
     deadReason: e.deadReason,
     finishedAt: toRfc3339(e.finishedAt),
+  };
+}
+
+export function viewOfLive(e: LiveExecution): ExecutionView {
+  return {
+    id: e.executionId, jobId: e.jobId, dueAt: e.occurrenceAt, status: e.status, attempts: e.attempts, attemptLog: e.attemptLog,
+    lastHttpStatus: e.lastHttpStatus, lastError: e.lastError, deadReason: null, finishedAt: null,
+  };
+}
+
+/** A one-off job's execution as D1 has it: its outcome once terminal, else pending (not held) or canceled with the job. */
+export function viewOfOneOff(job: JobRow): ExecutionView {
+  const terminal = job.runStatus === "succeeded" || job.runStatus === "dead" || job.runStatus === "canceled";
+  const status = terminal ? job.runStatus! : job.status === "canceled" ? "canceled" : "pending";
+  return {
+    id: oneOffExecutionId(job.id), jobId: job.id, dueAt: job.nextRunAt ?? job.createdAt, status, attempts: job.attempts,
+    attemptLog: job.attemptLog ? (JSON.parse(job.attemptLog) as AttemptRecord[]) : [], lastHttpStatus: job.lastHttpStatus,
+    lastError: job.lastError, deadReason: job.deadReason, finishedAt: job.finishedAt ?? (status === "canceled" ? job.updatedAt : null),
+  };
+}
+
+export function viewOfOccurrence(o: OccurrenceRow): ExecutionView {
+  return {
+    id: o.id, jobId: o.jobId, dueAt: o.dueAt, status: o.status, attempts: o.attempts,
+    attemptLog: o.attemptLog ? (JSON.parse(o.attemptLog) as AttemptRecord[]) : [], lastHttpStatus: o.lastHttpStatus,
+    lastError: o.lastError, deadReason: o.deadReason, finishedAt: o.finishedAt,
+  };
+}
+
+export function viewOfDeadLetter(d: DeadLetterRow): ExecutionView {
+  return {
+    id: d.executionId, jobId: d.jobId, dueAt: d.dueAt, status: "dead", attempts: d.attempts, attemptLog: [],
+    lastHttpStatus: d.lastHttpStatus, lastError: d.lastError, deadReason: d.deadReason, finishedAt: d.deadAt,
   };
 }
 

@@ -2,23 +2,37 @@
 import { Hono, type Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { configOf } from "../config";
-import { bucketName } from "../core/bucketing";
-import type { JobSpec } from "../core/job";
 import { summarize, toPrometheus, type BucketMetrics } from "../core/metrics";
+import { bucketName, bucketOfExecution } from "../core/bucketing";
+import { jobIdOfOneOff } from "../core/id";
 import {
+  clearRedrives,
   dbOf,
-  getExecution,
+  getDeadLetter,
   getJob,
+  getOccurrence,
   listDead,
-  listExecutionsOfJob,
   listJobs,
+  listOccurrences,
+  markRedrive,
 } from "../db/queries";
+import type { JobRow } from "../db/schema";
 import { requireApiKey } from "./auth";
 import type { ApiEnv } from "./context";
 import { createJobs, prepareJob, type PreparedJob } from "./create";
-import { cancelJob, patchJob, pauseJob, resumeJob } from "./job-changes";
+import { cancelJob, type ChangeResult, type Deps, patchJob, pauseJob, redriveOneOffJob, resumeJob } from "./job-changes";
 import { ApiError, errorBody, fromZodError, respondError } from "./errors";
-import { decodeCursor, encodeCursor, presentExecution, presentJob } from "./present";
+import {
+  decodeCursor,
+  encodeCursor,
+  type ExecutionView,
+  presentExecution,
+  presentJob,
+  viewOfDeadLetter,
+  viewOfLive,
+  viewOfOccurrence,
+  viewOfOneOff,
+} from "./present";
 import { CreateJobBatchInput, ListDeadQuery, ListJobsQuery } from "./schemas";
 import { RESULT_MESSAGES } from "../bucket/protocol";
 
@@ -105,13 +119,7 @@ app.get("/v1/jobs", async (c) => {
   if (!query.success) throw fromZodError(query.error);
   const cursor = query.data.cursor === undefined ? undefined : decodeCursor(query.data.cursor);
   if (cursor === null) throw new ApiError(400, "invalid_field", "cursor is not one this API returned", "cursor");
-  const rows = await listJobs(
-    dbOf(c.env.DB),
-    c.get("tenant"),
-    query.data.status,
-    cursor ? { createdAt: cursor.at, id: cursor.id } : undefined,
-    query.data.limit + 1,
-  );
+  const rows = await listJobs(dbOf(c.env.DB), c.get("tenant"), query.data.status, cursor?.id, query.data.limit + 1);
   const page = rows.slice(0, query.data.limit);
   const last = page[page.length - 1];
   const now = Date.now();
@@ -122,27 +130,20 @@ app.get("/v1/jobs", async (c) => {
 });
 
 app.get("/v1/jobs/:id", async (c) => {
-  const db = dbOf(c.env.DB);
-  const job = await getJob(db, c.get("tenant"), c.req.param("id"));
+  const job = await getJob(dbOf(c.env.DB), c.get("tenant"), c.req.param("id"));
   if (!job) throw notFound("job");
-  const [latest] = await listExecutionsOfJob(db, job.tenant, job.id, 1);
-  return c.json({
-    ...presentJob(job, Date.now(), 5),
-    latestExecution: latest ? presentExecution(latest.execution, undefined, await liveStatus(c, job.bucket, latest.execution)) : null,
-  });
+  const [latest] = await executionsOfJob(c, job, 1);
+  return c.json({ ...presentJob(job, Date.now(), 5), latestExecution: latest ? presentExecution(latest) : null });
 });
 
-/** Loads the caller's job or 404s, and runs a change on it with the request's dependencies. */
-async function changeJob(
-  c: Context<ApiEnv>,
-  change: (deps: Parameters<typeof cancelJob>[0], job: NonNullable<Awaited<ReturnType<typeof getJob>>>) => Promise<Parameters<typeof presentJob>[0]>,
-): Promise<Response> {
+/** Loads the caller's job or 404s, runs a change on it: 200 once its bucket holds it, 202 while it converges. */
+async function changeJob(c: Context<ApiEnv>, change: (deps: Deps, job: JobRow) => Promise<ChangeResult>): Promise<Response> {
   const db = dbOf(c.env.DB);
   const tenant = c.get("tenant");
   const job = await getJob(db, tenant, c.req.param("id")!);
   if (!job) throw notFound("job");
-  const changed = await change({ env: c.env, db, config: configOf(c.env), tenant, now: Date.now() }, job);
-  return c.json(presentJob(changed, Date.now()));
+  const result = await change({ env: c.env, db, config: configOf(c.env), tenant, now: Date.now() }, job);
+  return c.json(presentJob(result.job, Date.now()), result.applied ? 200 : 202);
 }
 
 // cancel: nothing new fires; an attempt already running finishes
@@ -155,23 +156,18 @@ app.patch("/v1/jobs/:id", limit(SINGLE_BODY_BYTES), async (c) => {
 });
 
 app.get("/v1/jobs/:id/executions", async (c) => {
-  const db = dbOf(c.env.DB);
-  const tenant = c.get("tenant");
-  const job = await getJob(db, tenant, c.req.param("id"));
+  const job = await getJob(dbOf(c.env.DB), c.get("tenant"), c.req.param("id"));
   if (!job) throw notFound("job");
-  const rows = await listExecutionsOfJob(db, tenant, job.id, 100);
-  const live = await liveStatuses(c, job.bucket, rows.map((r) => r.execution));
-  return c.json({
-    executions: rows.map((r) => presentExecution(r.execution, r.attempts, live[r.execution.id])),
-  });
+  const views = await executionsOfJob(c, job, 100);
+  return c.json({ executions: views.map((v) => presentExecution(v, true)) });
 });
 
 // --- executions and the dead-letter list ----------------------------------------------------
 
 app.get("/v1/executions/:id", async (c) => {
-  const execution = await getExecution(dbOf(c.env.DB), c.get("tenant"), c.req.param("id"));
-  if (!execution) throw notFound("execution");
-  return c.json(presentExecution(execution, undefined, await liveStatus(c, execution.bucket, execution)));
+  const view = await findExecution(c, c.req.param("id"));
+  if (!view) throw notFound("execution");
+  return c.json(presentExecution(view));
 });
 
 app.get("/v1/dlq", async (c) => {
@@ -182,36 +178,51 @@ app.get("/v1/dlq", async (c) => {
   const rows = await listDead(
     dbOf(c.env.DB),
     c.get("tenant"),
-    cursor ? { updatedAt: cursor.at, id: cursor.id } : undefined,
+    cursor ? { deadAt: cursor.at, id: cursor.id } : undefined,
     query.data.limit + 1,
   );
   const page = rows.slice(0, query.data.limit);
   const last = page[page.length - 1];
   return c.json({
-    executions: page.map((e) => presentExecution(e)),
-    nextCursor: rows.length > query.data.limit && last ? encodeCursor(last.updatedAt, last.id) : null,
+    executions: page.map((d) => presentExecution(viewOfDeadLetter(d))),
+    nextCursor: rows.length > query.data.limit && last ? encodeCursor(last.deadAt, last.executionId) : null,
   });
 });
 
+/**
+ * Redrive: a dead one-off job becomes active again (a new job version); a recurring job's dead
+ * occurrence is handed to its bucket with a fresh budget. Both converge through the sync pass.
+ */
 app.post("/v1/executions/:id/redrive", async (c) => {
   const db = dbOf(c.env.DB);
   const tenant = c.get("tenant");
-  const execution = await getExecution(db, tenant, c.req.param("id"));
-  if (!execution) throw notFound("execution");
-  const job = await getJob(db, tenant, execution.jobId);
+  const id = c.req.param("id");
+  const dead = await getDeadLetter(db, tenant, id);
+  if (!dead || dead.redriveAt !== null) {
+    if (await findExecution(c, id)) throw new ApiError(409, "not_dead", "only dead executions can be redriven", "id");
+    throw notFound("execution");
+  }
+  const job = await getJob(db, tenant, dead.jobId);
   if (!job) throw notFound("execution");
   if (job.status === "canceled") throw new ApiError(409, "job_canceled", "the job was canceled", "id");
-  const result = await c.env.BUCKET.getByName(bucketName(execution.bucket)).redrive(execution.bucket, {
-    executionId: execution.id,
-    jobId: job.id,
-    tenant,
-    occurrenceAt: execution.dueAt,
-    attempts: execution.attempts,
-    recordStatus: execution.status,
-    job: { specJson: job.spec, recurring: job.cron !== null, status: job.status === "paused" ? "paused" : "active" },
-  });
-  if (!result.ok) throw new ApiError(409, result.code, RESULT_MESSAGES[result.code]!, "id");
-  return c.json({ ...presentExecution(execution, undefined, "scheduled"), redriven: true }, 202);
+  const deps: Deps = { env: c.env, db, config: configOf(c.env), tenant, now: Date.now() };
+  if (job.cron === null) {
+    await redriveOneOffJob(deps, job, id);
+  } else {
+    if (job.status !== "active") throw new ApiError(409, "job_inactive", RESULT_MESSAGES.job_inactive!, "id");
+    await markRedrive(db, tenant, id, deps.now);
+    try {
+      const [result] = await c.env.BUCKET.getByName(bucketName(job.bucket)).redrive(job.bucket, [
+        { executionId: id, jobId: job.id, tenant, occurrenceAt: dead.dueAt, occurrence: dead.occurrence, attempts: dead.attempts },
+      ]);
+      if (result && !result.ok) throw new ApiError(409, result.code, RESULT_MESSAGES[result.code]!, "id");
+      await clearRedrives(db, [{ tenant, executionId: id }]);
+    } catch (error) {
+      if (error instanceof ApiError) throw error;
+      console.error(`redrive of ${id} in its bucket failed; the sync pass converges it`, error);
+    }
+  }
+  return c.json({ ...presentExecution({ ...viewOfDeadLetter(dead), status: "scheduled", deadReason: null, finishedAt: null }), redriven: true }, 202);
 });
 
 // --- metrics --------------------------------------------------------------------------------
@@ -238,24 +249,44 @@ function notFound(what: string): ApiError {
   return new ApiError(404, "not_found", `${what} not found`, "id");
 }
 
-const TERMINAL = new Set(["succeeded", "dead", "canceled"]);
-
-/** D1 lags the bucket by up to the mirror delay; non-terminal rows are read live. */
-async function liveStatuses(
-  c: Context<ApiEnv>,
-  bucket: number,
-  rows: { id: string; status: string }[],
-): Promise<Record<string, string>> {
-  const ids = rows.filter((r) => !TERMINAL.has(r.status) && r.status !== "pending").map((r) => r.id);
-  if (ids.length === 0) return {};
-  try {
-    const live = await c.env.BUCKET.getByName(bucketName(bucket)).inspect(ids);
-    return Object.fromEntries(Object.entries(live).map(([id, v]) => [id, v.status]));
-  } catch {
-    return {};
-  }
+/** A job's executions, latest first: what its bucket holds live, then D1's history. */
+async function executionsOfJob(c: Context<ApiEnv>, job: JobRow, limit: number): Promise<ExecutionView[]> {
+  const live = await liveExecutions(c, job.bucket, { jobId: job.id });
+  if (job.cron === null) return [live[0] ?? viewOfOneOff(job)];
+  const history = await listOccurrences(dbOf(c.env.DB), job.tenant, job.id, limit);
+  const liveIds = new Set(live.map((l) => l.id));
+  return [...live, ...history.filter((h) => !liveIds.has(h.id)).map(viewOfOccurrence)]
+    .sort((a, b) => b.dueAt - a.dueAt)
+    .slice(0, limit);
 }
 
-async function liveStatus(c: Context<ApiEnv>, bucket: number, row: { id: string; status: string }): Promise<string | undefined> {
-  return (await liveStatuses(c, bucket, [row]))[row.id];
+/** An execution by id: a one-off job's, a live one in its bucket, an occurrence in D1's history, or a dead letter. */
+async function findExecution(c: Context<ApiEnv>, id: string): Promise<ExecutionView | undefined> {
+  if (!/^exe_[0-9a-z]{26}$/.test(id)) return undefined;
+  const db = dbOf(c.env.DB);
+  const tenant = c.get("tenant");
+  const oneOff = await getJob(db, tenant, jobIdOfOneOff(id));
+  if (oneOff && oneOff.cron === null) return (await executionsOfJob(c, oneOff, 1))[0];
+  const buckets = configOf(c.env).BUCKETS;
+  const [live] = await liveExecutions(c, bucketOfExecution(id, buckets), { executionIds: [id] });
+  if (live && (await getJob(db, tenant, live.jobId))) return live;
+  const occurrence = await getOccurrence(db, tenant, id);
+  if (occurrence) return viewOfOccurrence(occurrence);
+  const dead = await getDeadLetter(db, tenant, id);
+  return dead ? viewOfDeadLetter(dead) : undefined;
+}
+
+/** The bucket's live view; D1's answers stand when the bucket cannot be reached. */
+async function liveExecutions(
+  c: Context<ApiEnv>,
+  bucket: number,
+  query: { jobId?: string; executionIds?: string[] },
+): Promise<ExecutionView[]> {
+  try {
+    const live = await c.env.BUCKET.getByName(bucketName(bucket)).inspect(query);
+    return live.map(viewOfLive).sort((a, b) => b.dueAt - a.dueAt);
+  } catch (error) {
+    console.error(`reading bucket ${bucket} failed`, error);
+    return [];
+  }
 }

@@ -1,476 +1,605 @@
 /**
- * Bucket Durable Object "bucket-<k>": the single writer of its near-term executions and their
- * leases. It fires by alarm, grants and fences leases, applies the retry rules and mirrors
- * outcomes to D1 in batches. Every state change is a guarded write in one transactionSync.
+ * Bucket Durable Object "bucket-<k>": the single writer of its jobs' executions and leases
+ * (DESIGN.md "Ownership and cost"). It applies job versions from D1 idempotently, fires by alarm,
+ * grants and fences leases, applies the retry rules, and writes each outcome to D1 once, when
+ * terminal, in batches.
+ *
+ * What is durable here: a row per scheduled execution and per recurring schedule (store.ts).
+ * What lives in memory: dispatched and running executions, fenced by the epoch raised at every
+ * start, so a restart makes them scheduled again (a duplicate delivery, never a loss), and
+ * outcomes on their way to D1 (the row stays until D1 has them).
+ *
+ * Every RPC and the alarm go through `change`, which runs the step, commits and re-arms the
+ * alarm: "every change re-arms the alarm" holds by construction.
  */
 import { DurableObject } from "cloudflare:workers";
 import { configOf, type Config } from "../config";
 import { nextAlarmAt } from "../core/alarm";
-import { decideAfterFailure, dispatchWaitMs, type FailureKind } from "../core/backoff";
+import { decideAfterFailure, type FailureKind } from "../core/backoff";
+import { fireQueueOf } from "../core/bucketing";
 import { planOccurrence } from "../core/cron";
-import { occurrenceId } from "../core/id";
-import { fireQueueOf, timeBucketOf } from "../core/bucketing";
+import { occurrenceId, oneOffExecutionId } from "../core/id";
 import type { JobSpec } from "../core/job";
-import { fromStatesSql, TERMINAL_STATES, type ExecutionState } from "../core/lifecycle";
+import { isNear } from "../core/job";
+import { transition, type ExecutionState, type TerminalState } from "../core/lifecycle";
 import { SYSTEM_TENANT, type BucketMetrics, type CounterName } from "../core/metrics";
-import { jobEffectOf } from "../core/job";
 import { excerpt } from "../core/response";
 import {
+  clearRedrives,
   dbOf,
-  markScheduled,
-  mirrorToD1,
-  pendingWindow,
-  type MirroredAttempt,
-  type MirroredExecution,
-  type PendingOccurrence,
+  markSynced,
+  pendingJobs,
+  pendingRedrives,
+  unsyncedJobs,
+  writeOutcomes,
+  type FinishedExecution,
+  type ScheduleProjection,
 } from "../db/queries";
 import type { Env, FireMessage } from "../env";
+import { DueQueue } from "./due-queue";
 import type {
+  Applied,
+  AttemptRecord,
   BucketCounts,
-  CancelResult,
   ClaimResult,
   CompletionReport,
   CompletionResult,
-  BucketJob,
-  HandOff,
+  ExecutionRef,
   HeartbeatResult,
-  JobRevision,
+  JobDefinition,
   LeaseRef,
+  LiveExecution,
   PoisonResult,
-  RedriveRequest,
+  RedriveOrder,
   RedriveResult,
 } from "./protocol";
 import { migrateBucket } from "./schema";
+import * as store from "./store";
+import type { HeldRow, ScheduleRow } from "./store";
 import { Tally } from "./tally";
 
-const TERMINAL_SQL = TERMINAL_STATES.map((s) => `'${s}'`).join(",");
 const SEND_BATCH = 100; // Queue.sendBatch takes at most 100 messages
 const PULL_PAGE = 500;
-const PULL_PAGES_PER_SCAN = 40;
-const MIRROR_ROWS = 1000;
-const PURGE_ROWS = 1000;
+const PULL_PAGES = 40;
+/** outcomes written to D1 at once when this many wait, whatever the flush delay */
+const FLUSH_NOW_AT = 1000;
+const FLUSH_RETRY_MS = 1000;
 const DISPATCH_RETRY_MS = 1000;
+/** a dispatch unclaimed this long is sent again even if nothing overtook it */
+const MAX_DISPATCH_WAIT_MS = 600_000;
+/** ids closed this recently are refused by a pull that read D1 before they closed */
+const CLOSED_MEMORY_MS = 120_000;
+const LOG_LIMIT = 20;
 
-interface ExecutionRecord {
-  id: string;
-  job_id: string;
-  tenant: string;
-  occurrence_at: number;
-  status: ExecutionState;
-  due_at: number;
-  attempt: number;
-  budget_base: number;
-  lease_token: string | null;
-  lease_seq: number;
-  lease_deadline_at: number | null;
-  dispatch_count: number;
-  occurrence: number;
-  spawned: number;
-  [column: string]: SqlStorageValue;
+interface Dispatch {
+  seq: number;
+  at: number;
+  count: number;
 }
+
+interface Lease {
+  token: string;
+  seq: number;
+  deadlineAt: number;
+  attempt: number;
+  startedAt: number;
+  /** the row's occurrence when claimed: a reschedule meanwhile runs it again */
+  occurrenceAt: number;
+}
+
+interface Closing {
+  row: HeldRow;
+  status: TerminalState;
+  attempts: number;
+  finishedAt: number;
+  lastHttpStatus: number | null;
+  lastError: string | null;
+  deadReason: string | null;
+  /** the attempt that ended it, if one ran */
+  last: AttemptRecord | null;
+}
+
+type Failure = { failure: FailureKind; label: string; httpStatus: number | null; error: string; retryAfterMs?: number | undefined };
 
 export class Bucket extends DurableObject<Env> {
   private readonly sql: SqlStorage;
   private readonly config: Config;
-  /** when a failed queue send may be tried again (in memory: an eviction just retries sooner) */
+  private readonly epoch: number;
+  private bucket: number | null;
+
+  // ---- memory (rebuilt at start; see the header) ----------------------------------------------
+  /** every execution row, without its spec and log */
+  private readonly held = new Map<string, HeldRow>();
+  /** held rows not in flight, by due time */
+  private readonly due = new DueQueue();
+  /** dispatched, in dispatch order (the first is the oldest) */
+  private readonly dispatched = new Map<string, Dispatch>();
+  /** running, in deadline order (a heartbeat moves a lease to the end) */
+  private readonly running = new Map<string, Lease>();
+  /** terminal outcomes not yet in D1 */
+  private readonly closing = new Map<string, Closing>();
+  /** job definitions that arrived while their execution was closing: applied after the flush */
+  private readonly deferred = new Map<string, JobDefinition>();
+  /** schedules whose next occurrence, fired count or completion D1 has not seen */
+  private readonly dirtySchedules = new Set<string>();
+  private readonly closedAt = new Map<string, number>();
+  private readonly tally = new Tally();
+  private dispatchSeq = 0;
+  /** the highest dispatch seq claimed: an older unclaimed dispatch was overtaken */
+  private claimedSeq = 0;
+  private leaseSeq = 0;
   private dispatchRetryAt = 0;
-  private lastMirrorAt = 0;
+  private flushAt = 0;
+  private flushing = false;
+  private nextScheduleAt: number | null = null;
+  private armedAt: number | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.sql = ctx.storage.sql;
     this.config = configOf(env);
-    ctx.storage.transactionSync(() => migrateBucket(this.sql));
-  }
-
-  // -------------------------------------------------------------------------------------------
-  // hand-off (API create, scanner, cron)
-
-  /**
-   * Takes executions into this bucket as scheduled. Idempotent: an execution the bucket already
-   * holds (in any state, including a cancel tombstone) is left as it is.
-   * Returns how many were new.
-   */
-  async schedule(bucket: number, items: HandOff[]): Promise<{ scheduled: number }> {
-    const scheduled = this.ctx.storage.transactionSync(() => {
-      this.rememberBucket(bucket);
-      return this.insertScheduled(items).length;
+    const { epoch, rows } = ctx.storage.transactionSync(() => {
+      migrateBucket(this.sql);
+      return { epoch: store.nextEpoch(this.sql), rows: store.loadHeld(this.sql) };
     });
-    await this.rearm();
-    return { scheduled };
+    this.epoch = epoch;
+    this.bucket = store.storedBucket(this.sql);
+    this.nextScheduleAt = store.nextScheduleAt(this.sql);
+    const now = Date.now();
+    for (const row of rows) {
+      this.held.set(row.id, row);
+      // what was dispatched or running before the restart is scheduled again (transition restart);
+      // an attempt of a job canceled or paused meanwhile ends canceled instead
+      if (row.jobStatus === "active") this.due.push(row.dueAt, row.id);
+      else this.close(row, "canceled", now, { reason: row.jobStatus });
+    }
+    void ctx.blockConcurrencyWhile(() => this.rearm());
+  }
+
+  // ===========================================================================================
+  // jobs: definitions from D1 (create, every change, the sync pass)
+
+  /**
+   * Applies job versions. A version older than or equal to the one held is a no-op; what is
+   * returned is held now (a definition for an execution on its way to D1 waits for the flush).
+   */
+  async applyJobs(bucket: number, definitions: JobDefinition[]): Promise<Applied[]> {
+    return this.change(bucket, () => this.applyAll(definitions, Date.now(), 0));
   }
 
   /**
-   * The scanner's call: pull this bucket's pending executions due before now + lookahead
-   * (overdue included) from D1, page by page, and re-arm the alarm (the safety net for a
-   * dropped alarm). Running it twice, or concurrently, schedules nothing twice.
+   * The scanner's call: pull this bucket's jobs due before now + lookahead (overdue included),
+   * the changes not yet acknowledged and the redrives on their way, from D1; then acknowledge.
+   * Running it twice, or concurrently, applies nothing twice.
    */
-  async pullWindow(bucket: number): Promise<{ pulled: number }> {
-    this.ctx.storage.transactionSync(() => this.rememberBucket(bucket));
+  async pullWindow(bucket: number): Promise<{ pulled: number; synced: number; redriven: number }> {
+    await this.change(bucket, () => undefined);
     const db = dbOf(this.env.DB);
-    const now = Date.now();
-    const horizonAt = now + this.config.LOOKAHEAD_MS;
-    const maxTimeBucket = timeBucketOf(horizonAt, this.config.SCAN_WINDOW_MS);
     let pulled = 0;
-    for (let page = 0; page < PULL_PAGES_PER_SCAN; page++) {
-      const rows = await pendingWindow(db, bucket, maxTimeBucket, horizonAt, PULL_PAGE);
+    let after: { at: number; tenant: string; id: string } | null = null;
+    for (let page = 0; page < PULL_PAGES; page++) {
+      const readAt = Date.now();
+      const rows = await pendingJobs(db, bucket, readAt + this.config.LOOKAHEAD_MS, after, PULL_PAGE);
       if (rows.length === 0) break;
-      const items: HandOff[] = rows.map((r) => ({
-        executionId: r.executionId,
-        jobId: r.jobId,
-        tenant: r.tenant,
-        dueAt: r.dueAt,
-        occurrence: r.occurrence,
-        job: { specJson: r.spec, recurring: r.recurring === 1, status: r.jobStatus },
-      }));
-      const tally = new Tally();
-      this.ctx.storage.transactionSync(() => {
-        for (const item of this.insertScheduled(items)) tally.add("scanner_recovered_total", item.tenant);
-        tally.write(this.sql);
-      });
-      pulled += rows.length;
-      await markScheduled(db, items.map((i) => i.executionId), Date.now());
+      const applied = await this.change(bucket, () => this.applyAll(rows, Date.now(), readAt));
+      pulled += applied.length;
+      const last = rows[rows.length - 1]!;
+      after = { at: last.nextRunAt ?? 0, tenant: last.tenant, id: last.jobId };
       if (rows.length < PULL_PAGE) break;
     }
-    await this.rearm();
-    return { pulled };
+    const readAt = Date.now();
+    const unsynced = await unsyncedJobs(db, bucket, PULL_PAGE);
+    const applied = await this.change(bucket, () => this.applyAll(unsynced, Date.now(), readAt));
+    const synced = unsynced.filter((d) => applied.some((a) => a.jobId === d.jobId && a.version >= d.version));
+    await markSynced(db, synced.map((d) => ({ tenant: d.tenant, jobId: d.jobId, version: d.version })));
+    const orders = await pendingRedrives(db, bucket, PULL_PAGE);
+    const results = await this.change(bucket, () => this.redriveAll(orders, Date.now()));
+    await clearRedrives(db, orders.filter((o, i) => results[i]!.ok).map((o) => ({ tenant: o.tenant, executionId: o.executionId })));
+    return { pulled, synced: synced.length, redriven: orders.length };
   }
 
-  // -------------------------------------------------------------------------------------------
+  private applyAll(definitions: JobDefinition[], now: number, readAt: number): Applied[] {
+    const applied: Applied[] = [];
+    for (const def of definitions) {
+      const version = def.recurring ? this.applyRecurring(def, now) : this.applyOneOff(def, now, readAt);
+      if (version !== null) applied.push({ jobId: def.jobId, version });
+    }
+    return applied;
+  }
+
+  /** Returns the version held afterwards, or null when it must wait for a flush. */
+  private applyOneOff(def: JobDefinition, now: number, readAt: number): number | null {
+    const id = oneOffExecutionId(def.jobId);
+    if (this.closing.has(id)) {
+      const waiting = this.deferred.get(id);
+      if (!waiting || waiting.version < def.version) this.deferred.set(id, def);
+      return null;
+    }
+    const row = this.held.get(id);
+    if (row && row.version >= def.version) return row.version;
+    // read from D1 before it closed here: D1 already has (or is getting) its outcome
+    if (!row && readAt > 0 && (this.closedAt.get(id) ?? -Infinity) >= readAt - 1000) return def.version;
+    const dueAt = def.nextRunAt ?? now;
+    if (!row) {
+      if (def.status !== "active" || !isNear(dueAt, now, this.config.LOOKAHEAD_MS)) {
+        this.closedAt.set(id, now); // a racing pull must not bring it back
+        return def.version;
+      }
+      const inserted = this.insert(
+        {
+          dueAt, id, jobId: def.jobId, tenant: def.tenant, version: def.version, jobStatus: "active",
+          occurrenceAt: dueAt, occurrence: 1, attempt: def.attempts, budgetBase: def.attempts, recurring: false,
+        },
+        def.specJson,
+        null,
+      );
+      if (inserted && readAt > 0) this.tally.add("scanner_recovered_total", def.tenant);
+      return def.version;
+    }
+    const updated: HeldRow = { ...row, version: def.version, jobStatus: def.status === "active" ? "active" : "canceled" };
+    const lease = this.running.get(id);
+    if (def.status !== "active") {
+      if (lease) {
+        store.updateJobOfExecution(this.sql, updated, def.specJson);
+        this.keep(updated);
+      } else {
+        this.cancel(row, now, "canceled");
+      }
+      return def.version;
+    }
+    if (dueAt !== row.occurrenceAt) {
+      // PATCH of the run time: a fresh budget at the new time; a running attempt finishes first
+      // and its outcome then runs the job again (reschedule)
+      const moved: HeldRow = { ...updated, dueAt, occurrenceAt: dueAt, budgetBase: row.attempt };
+      this.dispatched.delete(id);
+      store.moveExecution(this.sql, row.dueAt, moved, null, def.specJson);
+      this.keep(moved);
+      if (!lease) this.due.push(moved.dueAt, id);
+      return def.version;
+    }
+    store.updateJobOfExecution(this.sql, updated, def.specJson);
+    this.keep(updated);
+    return def.version;
+  }
+
+  private applyRecurring(def: JobDefinition, now: number): number {
+    const current = store.scheduleOf(this.sql, def.jobId);
+    if (current && current.version >= def.version) return current.version;
+    const spec = JSON.parse(def.specJson) as JobSpec;
+    const active = def.status === "active";
+    const rescheduled = !current || current.status !== "active" || JSON.stringify((JSON.parse(current.spec) as JobSpec).schedule) !== JSON.stringify(spec.schedule);
+    const fired = Math.max(current?.fired ?? 0, def.fired);
+    const exhausted = spec.schedule?.maxOccurrences != null && fired >= spec.schedule.maxOccurrences;
+    const nextAt = !active || exhausted ? null : rescheduled ? (def.nextRunAt ?? null) : (current?.nextAt ?? null);
+    store.putSchedule(this.sql, { id: def.jobId, tenant: def.tenant, version: def.version, status: def.status, spec: def.specJson, nextAt, fired });
+    this.nextScheduleAt = store.nextScheduleAt(this.sql);
+    this.dirtySchedules.add(def.jobId);
+    if (active && !rescheduled) return def.version;
+    // pause, cancel or a new schedule: what has not started is canceled, a running attempt finishes
+    for (const row of this.rowsOfJob(def.jobId)) {
+      if (this.running.has(row.id)) {
+        const updated = { ...row, version: def.version, jobStatus: active ? "active" : def.status };
+        store.updateJobOfExecution(this.sql, updated, null);
+        this.keep(updated);
+      } else {
+        this.cancel(row, now, active ? "rescheduled" : def.status);
+      }
+    }
+    return def.version;
+  }
+
+  // ===========================================================================================
+  // redrive (a recurring job's dead occurrence; a one-off job's redrive is a new job version)
+
+  async redrive(bucket: number, orders: RedriveOrder[]): Promise<RedriveResult[]> {
+    return this.change(bucket, () => this.redriveAll(orders, Date.now()));
+  }
+
+  private redriveAll(orders: RedriveOrder[], now: number): RedriveResult[] {
+    return orders.map((order): RedriveResult => {
+      const schedule = store.scheduleOf(this.sql, order.jobId);
+      if (!schedule || schedule.status !== "active") return { executionId: order.executionId, ok: false, code: "job_inactive" };
+      if (this.held.has(order.executionId) || this.closing.has(order.executionId)) return { executionId: order.executionId, ok: true };
+      this.insert(
+        {
+          dueAt: now, id: order.executionId, jobId: order.jobId, tenant: order.tenant, version: schedule.version,
+          jobStatus: "active", occurrenceAt: order.occurrenceAt, occurrence: order.occurrence, attempt: order.attempts,
+          budgetBase: order.attempts, recurring: true,
+        },
+        null,
+        null,
+      );
+      this.tally.add("redrive_total", order.tenant);
+      return { executionId: order.executionId, ok: true };
+    });
+  }
+
+  // ===========================================================================================
   // leases
 
   /**
-   * Grants a lease on each dispatched execution: a fresh token, a fencing seq greater than every
-   * earlier one (invariant 2) and a deadline. A live lease or a terminal execution means the
-   * delivery is a duplicate (invariant 7).
+   * Grants a lease on each due execution a fire message names: a fresh token, a fencing seq
+   * greater than every earlier one (invariant 2), a deadline. A live lease, a finished execution
+   * or a message of an earlier due time is a duplicate (invariant 7). Writes nothing.
    */
-  async claim(executionIds: string[]): Promise<ClaimResult[]> {
-    const now = Date.now();
-    const tally = new Tally();
-    const results = this.ctx.storage.transactionSync(() => {
-      const out = executionIds.map((id) => this.claimOne(id, now, tally));
-      tally.write(this.sql);
-      return out;
+  async claim(refs: ExecutionRef[]): Promise<ClaimResult[]> {
+    return this.change(null, () => {
+      const now = Date.now();
+      return refs.map((ref) => this.claimOne(ref, now));
     });
-    await this.rearm();
-    return results;
   }
 
-  /** Extends live leases; a token that is not the live lease is rejected and counted (invariant 3). */
+  private claimOne(ref: ExecutionRef, now: number): ClaimResult {
+    const id = ref.executionId;
+    const row = this.held.get(id);
+    if (!row) {
+      if (!this.closedAt.has(id)) return { ok: false, executionId: id, code: "unknown" };
+      this.tally.add("duplicates_suppressed_total", SYSTEM_TENANT);
+      return { ok: false, executionId: id, code: "duplicate" };
+    }
+    const state = this.stateOf(row);
+    if (row.dueAt !== ref.dueAt || transition(state, "claim") === null || row.jobStatus !== "active") {
+      // a live lease, or a dispatch of an earlier due time (the execution was retried or moved)
+      this.tally.add("duplicates_suppressed_total", row.tenant);
+      return { ok: false, executionId: id, code: "duplicate" };
+    }
+    if (row.dueAt > now) return { ok: false, executionId: id, code: "not_due" };
+    const spec = store.specOf(this.sql, row);
+    if (spec === null) return { ok: false, executionId: id, code: "unknown" };
+    const parsed = JSON.parse(spec) as JobSpec;
+    const dispatch = this.dispatched.get(id);
+    if (dispatch) {
+      this.dispatched.delete(id);
+      if (dispatch.seq > this.claimedSeq) this.claimedSeq = dispatch.seq;
+    }
+    const lease: Lease = {
+      token: crypto.randomUUID(),
+      seq: this.epoch * 2 ** 32 + ++this.leaseSeq,
+      deadlineAt: now + this.config.LEASE_MS,
+      attempt: row.attempt + 1,
+      startedAt: now,
+      occurrenceAt: row.occurrenceAt,
+    };
+    this.running.set(id, lease);
+    this.tally.lag(row.tenant, now - row.dueAt);
+    return {
+      ok: true,
+      executionId: id,
+      jobId: row.jobId,
+      tenant: row.tenant,
+      token: lease.token,
+      seq: lease.seq,
+      leaseDeadlineAt: lease.deadlineAt,
+      attempt: lease.attempt,
+      dueAt: row.dueAt,
+      target: parsed.target,
+      timeoutMs: parsed.timeoutMs,
+    };
+  }
+
+  /** Extends live leases; a token that is not the live lease is rejected and counted (invariant 3). Writes nothing. */
   async heartbeat(leases: LeaseRef[]): Promise<HeartbeatResult[]> {
-    const now = Date.now();
-    const deadline = now + this.config.LEASE_MS;
-    const tally = new Tally();
-    const results = this.ctx.storage.transactionSync(() => {
-      const out = leases.map((lease): HeartbeatResult => {
-        const row = this.liveLease(lease, now);
-        if (!row) {
-          this.countStale(lease.executionId, tally);
-          return { ok: false, executionId: lease.executionId, code: "stale_lease" };
-        }
-        this.sql.exec(
-          "UPDATE executions SET lease_deadline_at = ? WHERE id = ? AND lease_token = ?",
-          deadline, lease.executionId, lease.token,
-        );
-        return { ok: true, executionId: lease.executionId, leaseDeadlineAt: deadline };
+    return this.change(null, () => {
+      const now = Date.now();
+      return leases.map((ref): HeartbeatResult => {
+        const lease = this.liveLease(ref, now);
+        if (!lease) return { ok: false, executionId: ref.executionId, code: "stale_lease" };
+        lease.deadlineAt = now + this.config.LEASE_MS;
+        this.running.delete(ref.executionId); // to the end: the map stays in deadline order
+        this.running.set(ref.executionId, lease);
+        return { ok: true, executionId: ref.executionId, leaseDeadlineAt: lease.deadlineAt };
       });
-      tally.write(this.sql);
-      return out;
     });
-    await this.rearm();
-    return results;
   }
 
   /**
-   * Records outcomes, each conditional on its token being the live lease (fencing): a zombie's
-   * report is rejected and counted and can never overwrite a newer attempt (invariant 3).
+   * Records outcomes, each only if its token is the live lease (fencing): a zombie's report is
+   * rejected and counted and never overwrites a newer attempt (invariant 3).
    */
   async complete(reports: CompletionReport[]): Promise<CompletionResult[]> {
-    const now = Date.now();
-    const tally = new Tally();
-    const results = this.ctx.storage.transactionSync(() => {
-      const out = reports.map((report): CompletionResult => {
-        const row = this.liveLease(report, now);
-        if (!row) {
-          this.countStale(report.executionId, tally);
-          return { ok: false, executionId: report.executionId, code: "stale_lease" };
-        }
+    return this.change(null, () => {
+      const now = Date.now();
+      return reports.map((report): CompletionResult => {
+        const lease = this.liveLease(report, now);
+        if (!lease) return { ok: false, executionId: report.executionId, code: "stale_lease" };
+        const row = this.held.get(report.executionId)!;
+        this.running.delete(report.executionId);
         const outcome = report.outcome;
         if (outcome.kind === "succeeded") {
-          this.sql.exec(
-            `UPDATE executions SET status = 'succeeded', finished_at = ?, last_http_status = ?, last_error = NULL,
-               lease_token = NULL, lease_deadline_at = NULL, version = version + 1, dirty = 1
-             WHERE id = ? AND lease_seq = ? AND status IN (${fromStatesSql("succeed")})`,
-            now, outcome.httpStatus, row.id, row.lease_seq,
-          );
-          this.finishAttempt(row, now, "succeeded", outcome.httpStatus, null);
-          tally.add("succeeded_total", row.tenant);
+          const attempt = this.attemptRecord(row, lease, now, "succeeded", outcome.httpStatus, null);
+          this.tally.add("succeeded_total", row.tenant);
+          if (row.occurrenceAt !== lease.occurrenceAt) {
+            this.reschedule(row, attempt);
+            return { ok: true, executionId: row.id, status: "scheduled" };
+          }
+          this.close(row, "succeeded", now, { attempt, httpStatus: outcome.httpStatus });
           return { ok: true, executionId: row.id, status: "succeeded" };
         }
-        const status = this.failAttempt(row, now, tally, {
-          failure: outcome.failure,
-          label: outcome.failure,
-          httpStatus: outcome.httpStatus,
-          error: outcome.error,
+        const status = this.fail(row, lease, now, {
+          failure: outcome.failure, label: outcome.failure, httpStatus: outcome.httpStatus, error: outcome.error,
           retryAfterMs: outcome.retryAfterMs,
         });
         return { ok: true, executionId: row.id, status };
       });
-      tally.write(this.sql);
-      return out;
     });
-    await this.rearm();
-    return results;
   }
-
-  // -------------------------------------------------------------------------------------------
-  // user actions and the dead-letter path
 
   /**
-   * Applies a job's new state (cancel, pause, resume, PATCH) here. Closing cancels what has not
-   * started: nothing new fires, a running attempt finishes. Executions the bucket has not seen
-   * get a canceled tombstone, and a missing job row a tombstone too, so a racing hand-off stays
-   * a no-op.
+   * The dead-letter consumer's call: the queue gave up on these messages. Only the dispatch a
+   * message names, and only if no lease holds the execution, becomes dead ("poison"): an old
+   * message never kills a healthy retry.
    */
-  async reviseJob(revision: JobRevision): Promise<{ executions: CancelResult[]; fired: number }> {
-    const now = Date.now();
-    const tally = new Tally();
-    const { jobId, tenant } = revision;
-    const results = this.ctx.storage.transactionSync(() => {
-      this.sql.exec(
-        `INSERT INTO jobs (id, tenant, spec, status) VALUES (?, ?, ?, ?)
-         ON CONFLICT (id) DO UPDATE SET status = excluded.status,
-           spec = CASE WHEN ? THEN excluded.spec ELSE jobs.spec END
-         WHERE jobs.status != 'canceled'`,
-        jobId, tenant, JSON.stringify(revision.spec ?? {}), revision.status, revision.spec ? 1 : 0,
-      );
-      if (revision.closeOpen) {
-        const reason = revision.closeOpen.reason;
-        for (const k of revision.closeOpen.known) {
-          this.sql.exec(
-            `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at, finished_at, last_error, dirty)
-             VALUES (?, ?, ?, ?, 'canceled', ?, ?, ?, 1) ON CONFLICT DO NOTHING`,
-            k.executionId, jobId, tenant, k.dueAt, k.dueAt, now, reason,
-          );
+  async markPoisoned(refs: ExecutionRef[]): Promise<PoisonResult[]> {
+    return this.change(null, () => {
+      const now = Date.now();
+      return refs.map((ref): PoisonResult => {
+        const row = this.held.get(ref.executionId);
+        if (!row || this.closing.has(ref.executionId)) return { executionId: ref.executionId, code: "unknown" };
+        if (row.dueAt !== ref.dueAt || transition(this.stateOf(row), "poison") === null) {
+          return { executionId: ref.executionId, code: "not_poisoned" };
         }
-        this.sql.exec(
-          `UPDATE executions SET status = 'canceled', finished_at = ?, last_error = ?, dispatch_deadline_at = NULL,
-             version = version + 1, dirty = 1
-           WHERE job_id = ? AND status IN (${fromStatesSql("cancel")})`,
-          now, reason, jobId,
-        );
-        const canceled = this.changes();
-        if (canceled > 0) tally.add("canceled_total", tenant, "", canceled);
-        this.sql.exec("DELETE FROM outbox_pending WHERE job_id = ?", jobId);
-      }
-      tally.write(this.sql);
-      return {
-        executions: this.sql
-          .exec<{ executionId: string; status: string }>("SELECT id AS executionId, status FROM executions WHERE job_id = ?", jobId)
-          .toArray(),
-        fired: this.sql.exec<{ fired: number }>("SELECT fired FROM jobs WHERE id = ?", jobId).toArray()[0]?.fired ?? 0,
-      };
-    });
-    await this.rearm();
-    return results;
-  }
-
-  /** Gives a dead execution a fresh attempt budget and schedules it now. */
-  async redrive(bucket: number, request: RedriveRequest): Promise<RedriveResult> {
-    const now = Date.now();
-    const tally = new Tally();
-    const result = this.ctx.storage.transactionSync((): RedriveResult => {
-      this.rememberBucket(bucket);
-      this.putJob(request.jobId, request.tenant, request.job);
-      const row = this.sql
-        .exec<{ status: string }>("SELECT status FROM executions WHERE id = ?", request.executionId)
-        .toArray()[0];
-      if ((row?.status ?? request.recordStatus) !== "dead") return { ok: false, code: "not_dead" };
-      if (row) {
-        this.sql.exec(
-          `UPDATE executions SET status = 'scheduled', due_at = ?, budget_base = attempt, dead_reason = NULL,
-             finished_at = NULL, dispatch_count = 0, version = version + 1, dirty = 1
-           WHERE id = ? AND status IN (${fromStatesSql("redrive")})`,
-          now, request.executionId,
-        );
-      } else {
-        // the dead row already left the bucket (retention): D1 is the record, start from it
-        this.sql.exec(
-          `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at, attempt, budget_base, spawned, version, dirty)
-           VALUES (?, ?, ?, ?, 'scheduled', ?, ?, ?, 1, 1, 1) ON CONFLICT DO NOTHING`,
-          request.executionId, request.jobId, request.tenant, request.occurrenceAt, now,
-          request.attempts, request.attempts,
-        );
-      }
-      tally.add("redrive_total", request.tenant);
-      tally.write(this.sql);
-      return { ok: true };
-    });
-    await this.rearm();
-    return result;
-  }
-
-  /** The dead-letter consumer's call: the queue gave up on these messages (poison). */
-  async markPoisoned(executionIds: string[]): Promise<PoisonResult[]> {
-    const now = Date.now();
-    const tally = new Tally();
-    const results = this.ctx.storage.transactionSync(() => {
-      const out = executionIds.map((id): PoisonResult => {
-        const row = this.row(id);
-        if (!row) return { executionId: id, code: "unknown" };
-        if ((TERMINAL_STATES as readonly string[]).includes(row.status)) return { executionId: id, code: "already_terminal" };
-        if (row.status === "running") this.finishAttempt(row, now, "poison", null, "the queue consumer failed on this message repeatedly");
-        this.kill(row, now, "poison", "the queue consumer failed on this message repeatedly", tally);
-        return { executionId: id, code: "marked_dead" };
+        this.dispatched.delete(row.id);
+        this.close(row, "dead", now, { reason: "poison", error: "the queue consumer failed on this message repeatedly" });
+        return { executionId: ref.executionId, code: "marked_dead" };
       });
-      tally.write(this.sql);
-      return out;
     });
-    await this.rearm();
-    return results;
   }
 
-  // -------------------------------------------------------------------------------------------
+  // ===========================================================================================
   // observation
 
   async metrics(): Promise<BucketMetrics> {
-    return {
-      counters: this.sql
-        .exec<{ name: CounterName; tenant: string; reason: string; value: number }>(
-          "SELECT name, tenant, reason, value FROM counters",
-        )
-        .toArray(),
-      lag: this.sql.exec<{ tenant: string; le: number; count: number }>("SELECT tenant, le, count FROM lag_histogram").toArray(),
-    };
+    const counters = this.sql
+      .exec<{ name: CounterName; tenant: string; reason: string; value: number }>("SELECT name, tenant, reason, value FROM counters")
+      .toArray();
+    const lag = this.sql.exec<{ tenant: string; le: number; count: number }>("SELECT tenant, le, count FROM lag_histogram").toArray();
+    return this.tally.addTo({ counters, lag });
   }
 
   /** Counts an event observed outside the bucket (e.g. a malformed queue message). */
   async bump(name: CounterName, tenant: string, by: number): Promise<void> {
-    const tally = new Tally();
-    tally.add(name, tenant, "", by);
-    this.ctx.storage.transactionSync(() => tally.write(this.sql));
+    await this.change(null, () => this.tally.add(name, tenant, "", by));
   }
 
   /** Executions held here by state (invariant 4 adds these up with D1). */
   async counts(): Promise<BucketCounts> {
     const byStatus: Record<string, number> = {};
-    for (const r of this.sql.exec<{ status: string; n: number }>("SELECT status, count(*) AS n FROM executions GROUP BY status")) {
-      byStatus[r.status] = r.n;
+    for (const row of this.held.values()) {
+      const state = this.closing.get(row.id)?.status ?? this.stateOf(row);
+      byStatus[state] = (byStatus[state] ?? 0) + 1;
     }
     return { byStatus };
   }
 
-  /** The live state of some executions, for reads that must not wait for the mirror. */
-  async inspect(executionIds: string[]): Promise<Record<string, { status: string; attempt: number; dueAt: number }>> {
-    const out: Record<string, { status: string; attempt: number; dueAt: number }> = {};
-    for (const id of executionIds) {
-      const row = this.row(id);
-      if (row) out[id] = { status: row.status, attempt: row.attempt, dueAt: row.due_at };
-    }
-    return out;
+  /** The live executions of a job (or some ids), for reads that must not wait for D1. */
+  async inspect(query: { jobId?: string; executionIds?: string[] }): Promise<LiveExecution[]> {
+    const rows = query.jobId !== undefined
+      ? this.rowsOfJob(query.jobId)
+      : (query.executionIds ?? []).flatMap((id) => this.held.get(id) ?? []);
+    return rows.map((row) => {
+      const closing = this.closing.get(row.id);
+      const log = store.logOf(this.sql, row);
+      if (closing?.last) log.push(closing.last);
+      return {
+        executionId: row.id,
+        jobId: row.jobId,
+        status: closing?.status ?? (this.stateOf(row) as LiveExecution["status"]),
+        dueAt: row.dueAt,
+        occurrenceAt: row.occurrenceAt,
+        occurrence: row.occurrence,
+        attempts: closing?.attempts ?? row.attempt,
+        lastHttpStatus: closing?.lastHttpStatus ?? log[log.length - 1]?.httpStatus ?? null,
+        lastError: closing?.lastError ?? log[log.length - 1]?.error ?? null,
+        attemptLog: log,
+      };
+    });
   }
 
-  // -------------------------------------------------------------------------------------------
+  // ===========================================================================================
   // the alarm
 
   /**
-   * Expires leases, re-dispatches what was never claimed, fires what is due, mirrors to D1 and
-   * drops old terminal rows. Each step catches its own errors and the alarm always re-arms
-   * itself: a throwing alarm is retried only a few times and then dropped (DESIGN.md).
+   * Expires leases, re-sends lost dispatches, creates due occurrences, fires what is due and
+   * writes finished outcomes to D1. Each step catches its own errors and the alarm always re-arms
+   * (a throwing alarm is retried only a few times, then dropped: DESIGN.md).
    */
   override async alarm(): Promise<void> {
+    this.armedAt = null;
     const now = Date.now();
-    try {
+    const sends = await this.change(null, () => {
       this.expireLeases(now);
-      await this.dispatchDue(now);
-      await this.flushMirror(now);
-      this.purgeTerminal(now);
-    } catch (error) {
-      console.error("bucket alarm step failed", error);
-    } finally {
-      await this.rearm();
-    }
+      this.createOccurrences(now);
+      return this.takeDispatches(now);
+    });
+    await this.send(sends);
+    await this.flush(now);
+    await this.change(null, () => this.forgetClosed(now));
   }
 
   private expireLeases(now: number): void {
-    // read first: most alarms expire nothing, and a write transaction costs a commit
-    const expired = this.sql
-      .exec<ExecutionRecord>(
-        "SELECT * FROM executions WHERE status = 'running' AND lease_deadline_at <= ? LIMIT ?",
-        now, this.config.FIRE_BATCH_LIMIT,
-      )
-      .toArray();
-    if (expired.length === 0) return;
-    const tally = new Tally();
-    this.ctx.storage.transactionSync(() => {
-      for (const row of expired) {
-        tally.add("lease_expired_total", row.tenant);
-        this.failAttempt(row, now, tally, {
-          failure: "retryable",
-          label: "lease_expired",
-          httpStatus: null,
-          error: "the lease expired before the attempt completed (worker crashed or stalled)",
-        });
+    for (const [id, lease] of this.running) {
+      if (lease.deadlineAt > now) break; // deadline order
+      const row = this.held.get(id)!;
+      this.running.delete(id);
+      this.tally.add("lease_expired_total", row.tenant);
+      this.fail(row, lease, now, {
+        failure: "retryable",
+        label: "lease_expired",
+        httpStatus: null,
+        error: "the lease expired before the attempt completed (worker crashed or stalled)",
+      });
+    }
+  }
+
+  /** A recurring job's due occurrence becomes an execution and the next one is planned (one owner: the bucket). */
+  private createOccurrences(now: number): void {
+    if (this.nextScheduleAt === null || this.nextScheduleAt > now) return;
+    for (const schedule of store.dueSchedules(this.sql, now, this.config.FIRE_BATCH_LIMIT)) {
+      const spec = JSON.parse(schedule.spec) as JobSpec;
+      const occurrenceAt = schedule.nextAt!;
+      const ordinal = schedule.fired + 1;
+      const plan = spec.schedule ? planOccurrence(spec.schedule, occurrenceAt, ordinal, now) : { run: false, next: null };
+      const row: HeldRow = {
+        dueAt: occurrenceAt, id: occurrenceId(schedule.id, occurrenceAt), jobId: schedule.id, tenant: schedule.tenant,
+        version: schedule.version, jobStatus: "active", occurrenceAt, occurrence: ordinal, attempt: 0, budgetBase: 0,
+        recurring: true,
+      };
+      const next: ScheduleRow = { ...schedule, nextAt: plan.next?.at ?? null, fired: ordinal };
+      store.putSchedule(this.sql, next);
+      this.dirtySchedules.add(schedule.id);
+      if (this.held.has(row.id) || this.closing.has(row.id)) continue;
+      if (plan.run) this.insert(row, null, null);
+      else {
+        // nothing durable: the skip is only history (a crash before the flush loses that line)
+        this.held.set(row.id, row);
+        this.close(row, "canceled", now, { reason: "skipped: missed occurrence (catchUp none)" });
       }
-      tally.write(this.sql);
-    });
+    }
+    this.nextScheduleAt = store.nextScheduleAt(this.sql);
   }
 
   /**
-   * Marks due rows dispatched before sending (so a consumer never sees a sent message for a
-   * row still "scheduled"); a failed send puts first dispatches back to scheduled. A crash
-   * between mark and send is healed by the dispatch deadline.
+   * Takes what is due (in due order) and what was lost in flight. A dispatch is lost when a later
+   * one of this bucket was claimed at least DISPATCH_TIMEOUT_MS after it was sent, or when
+   * MAX_DISPATCH_WAIT_MS passed: a queue that is merely slow never gets a copy.
    */
-  private async dispatchDue(now: number): Promise<void> {
-    if (now < this.dispatchRetryAt) return;
-    const queues = this.config.fireQueues;
-    if (queues.length === 0) throw new Error("no FIRE_QUEUE_0 binding");
+  private takeDispatches(now: number): { fresh: FireMessage[]; again: FireMessage[] } {
+    const fresh: FireMessage[] = [];
+    const again: FireMessage[] = [];
+    if (now < this.dispatchRetryAt || this.bucket === null) return { fresh, again };
     const limit = this.config.FIRE_BATCH_LIMIT;
-    // read first: an alarm with nothing to send writes nothing
-    const overdue = this.sql
-      .exec<ExecutionRecord>("SELECT * FROM executions WHERE status = 'dispatched' AND dispatch_deadline_at <= ? LIMIT ?", now, limit)
-      .toArray();
-    const due = this.sql
-      .exec<ExecutionRecord>(
-        "SELECT * FROM executions WHERE status = 'scheduled' AND due_at <= ? ORDER BY due_at LIMIT ?",
-        now, Math.max(0, limit - overdue.length),
-      )
-      .toArray();
-    if (overdue.length === 0 && due.length === 0) return;
-    const bucket = this.bucketIndex();
-    const queue = queues[fireQueueOf(bucket, queues.length)]!;
-    const tally = new Tally();
-    const { fresh, again } = this.ctx.storage.transactionSync(() => {
-      const again: FireMessage[] = [];
-      for (const row of overdue) {
-        if (row.dispatch_count >= this.config.MAX_DISPATCHES) {
-          this.kill(row, now, "undeliverable", `not claimed after ${row.dispatch_count} dispatches`, tally);
-          continue;
-        }
-        this.sql.exec(
-          `UPDATE executions SET dispatch_deadline_at = ?, dispatch_count = dispatch_count + 1
-           WHERE id = ? AND status IN (${fromStatesSql("redispatch")})`,
-          now + dispatchWaitMs(this.config.DISPATCH_TIMEOUT_MS, row.dispatch_count + 1), row.id,
-        );
-        tally.add("redispatch_total", row.tenant);
-        again.push(this.message(row, bucket));
+    for (const [id, d] of this.dispatched) {
+      if (again.length >= limit) break;
+      const overtaken = this.claimedSeq > d.seq && now - d.at >= this.config.DISPATCH_TIMEOUT_MS;
+      if (!overtaken && now - d.at < MAX_DISPATCH_WAIT_MS) {
+        if (now - d.at < this.config.DISPATCH_TIMEOUT_MS) break; // dispatch order: the rest are younger
+        continue;
       }
-      const fresh: FireMessage[] = [];
-      for (const row of due) {
-        if (row.spawned === 0 && !this.spawnNextOccurrence(row, now, tally)) continue;
-        this.sql.exec(
-          `UPDATE executions SET status = 'dispatched', dispatch_deadline_at = ?, dispatch_count = 1,
-             version = version + 1, dirty = 1
-           WHERE id = ? AND status IN (${fromStatesSql("dispatch")})`,
-          now + dispatchWaitMs(this.config.DISPATCH_TIMEOUT_MS, 1), row.id,
-        );
-        tally.add("fired_total", row.tenant); // taken back if the send fails
-        fresh.push(this.message(row, bucket));
-      }
-      tally.write(this.sql);
-      return { fresh, again };
-    });
+      const row = this.held.get(id)!;
+      this.dispatched.delete(id);
+      this.dispatched.set(id, { seq: ++this.dispatchSeq, at: now, count: d.count + 1 });
+      this.tally.add("redispatch_total", row.tenant);
+      again.push(this.message(row));
+    }
+    while (fresh.length + again.length < limit) {
+      const top = this.due.peek((dueAt, id) => this.isScheduledAt(id, dueAt));
+      if (!top || top.dueAt > now) break;
+      this.due.pop();
+      const row = this.held.get(top.id)!;
+      this.dispatched.set(row.id, { seq: ++this.dispatchSeq, at: now, count: 1 });
+      this.tally.add("fired_total", row.tenant);
+      fresh.push(this.message(row));
+    }
+    return { fresh, again };
+  }
 
+  /** A failed send: its first dispatches are scheduled again (and were not fired); re-sends wait their turn. */
+  private async send({ fresh, again }: { fresh: FireMessage[]; again: FireMessage[] }): Promise<void> {
+    const queues = this.config.fireQueues;
+    if (fresh.length + again.length === 0) return;
+    if (queues.length === 0) throw new Error("no FIRE_QUEUE_0 binding");
+    const queue = queues[fireQueueOf(this.bucket ?? 0, queues.length)]!;
+    const failed: FireMessage[] = [];
     const sends: Promise<void>[] = [];
     for (const [messages, isFresh] of [[fresh, true], [again, false]] as const) {
       for (let i = 0; i < messages.length; i += SEND_BATCH) {
@@ -480,393 +609,253 @@ export class Bucket extends DurableObject<Env> {
             () => undefined,
             (error: unknown) => {
               console.error("fire queue send failed", error);
-              this.dispatchRetryAt = Date.now() + DISPATCH_RETRY_MS;
-              this.onSendFailed(chunk, isFresh);
+              if (isFresh) failed.push(...chunk);
+              for (const tenant of new Set(chunk.map((m) => m.tenant))) this.tally.add("dispatch_errors_total", tenant);
             },
           ),
         );
       }
     }
     await Promise.all(sends);
+    if (failed.length === 0) return;
+    this.dispatchRetryAt = Date.now() + DISPATCH_RETRY_MS;
+    await this.change(null, () => {
+      for (const m of failed) {
+        const row = this.held.get(m.executionId);
+        if (!row || !this.dispatched.has(m.executionId) || row.dueAt !== m.dueAt) continue;
+        this.dispatched.delete(m.executionId);
+        this.due.push(row.dueAt, row.id);
+        this.tally.add("fired_total", row.tenant, "", -1);
+      }
+    });
   }
 
-  /** A failed send: first dispatches go back to scheduled (and were not fired); re-dispatches wait for their deadline. */
-  private onSendFailed(chunk: FireMessage[], isFresh: boolean): void {
-    const tally = new Tally();
-    this.ctx.storage.transactionSync(() => {
-      for (const tenant of new Set(chunk.map((m) => m.tenant))) tally.add("dispatch_errors_total", tenant);
-      if (isFresh) {
-        for (const m of chunk) {
-          this.sql.exec(
-            "UPDATE executions SET status = 'scheduled', dispatch_deadline_at = NULL, dispatch_count = 0 WHERE id = ? AND status = 'dispatched'",
-            m.executionId,
-          );
-          tally.add("fired_total", m.tenant, "", -1);
+  /**
+   * Writes finished outcomes and schedule projections to D1 in one batch, then lets those rows go
+   * (their outcome is in D1; a crash before this point re-runs them: at-least-once).
+   */
+  private async flush(now: number): Promise<void> {
+    if (this.flushing || (now < this.flushAt && this.closing.size < FLUSH_NOW_AT)) return;
+    if (this.closing.size === 0 && this.dirtySchedules.size === 0) {
+      if (this.tally.hasPending()) await this.change(null, () => this.tally.write(this.sql));
+      this.flushAt = now + this.config.FLUSH_DELAY_MS;
+      return;
+    }
+    this.flushing = true;
+    try {
+      const closing = [...this.closing.values()];
+      const finished: FinishedExecution[] = closing.map((c) => {
+        const log = store.logOf(this.sql, c.row);
+        if (c.last) log.push(c.last);
+        return {
+          id: c.row.id, jobId: c.row.jobId, tenant: c.row.tenant, bucket: this.bucket ?? 0, recurring: c.row.recurring,
+          occurrenceAt: c.row.occurrenceAt, occurrence: c.row.occurrence, status: c.status, attempts: c.attempts,
+          lastHttpStatus: c.lastHttpStatus, lastError: c.lastError, deadReason: c.deadReason, finishedAt: c.finishedAt,
+          attemptLog: log.length > 0 ? JSON.stringify(log.slice(-LOG_LIMIT)) : null,
+        };
+      });
+      const schedules = [...this.dirtySchedules];
+      const projections: ScheduleProjection[] = schedules.flatMap((jobId) => {
+        const s = store.scheduleOf(this.sql, jobId);
+        if (!s) return [];
+        const live = this.rowsOfJob(jobId).some((r) => !closing.some((c) => c.row.id === r.id));
+        return [{ tenant: s.tenant, jobId, version: s.version, nextRunAt: s.nextAt, fired: s.fired, completed: s.status === "active" && s.nextAt === null && !live }];
+      });
+      await writeOutcomes(dbOf(this.env.DB), finished, projections, now);
+      await this.change(null, () => {
+        const at = Date.now();
+        store.deleteExecutions(this.sql, closing.map((c) => c.row));
+        for (const c of closing) {
+          this.closing.delete(c.row.id);
+          this.held.delete(c.row.id);
+          this.closedAt.set(c.row.id, at);
         }
-      }
-      tally.write(this.sql);
-    });
+        for (const jobId of schedules) this.dirtySchedules.delete(jobId);
+        this.tally.write(this.sql);
+        const deferred = [...this.deferred.values()].filter((d) => !this.closing.has(oneOffExecutionId(d.jobId)));
+        for (const d of deferred) this.deferred.delete(oneOffExecutionId(d.jobId));
+        this.applyAll(deferred, at, 0);
+      });
+      this.flushAt = Date.now() + this.config.FLUSH_DELAY_MS;
+    } catch (error) {
+      console.error("writing outcomes to D1 failed; retrying", error);
+      this.flushAt = Date.now() + FLUSH_RETRY_MS;
+    } finally {
+      this.flushing = false;
+    }
   }
 
-  /** Writes changed executions and attempts to D1 in one batch, at most once per MIRROR_DELAY_MS. */
-  private async flushMirror(now: number): Promise<void> {
-    if (now < this.lastMirrorAt + this.config.MIRROR_DELAY_MS) return;
-    const rows = this.sql
-      .exec<ExecutionRecord & { version: number; last: number; skipped: number; recurring: number; last_http_status: number | null; last_error: string | null; dead_reason: string | null; finished_at: number | null }>(
-        `SELECT e.*, json_extract(j.spec, '$.schedule') IS NOT NULL AS recurring
-         FROM executions e LEFT JOIN jobs j ON j.id = e.job_id WHERE e.dirty = 1 LIMIT ?`,
-        MIRROR_ROWS,
-      )
-      .toArray();
-    const attemptRows = this.sql
-      .exec<{ execution_id: string; attempt: number; due_at: number; started_at: number; finished_at: number | null; outcome: string | null; http_status: number | null; error: string | null }>(
-        "SELECT * FROM attempts WHERE dirty = 1 LIMIT ?",
-        MIRROR_ROWS,
-      )
-      .toArray();
-    const outbox = this.sql
-      .exec<{ id: string; job_id: string; tenant: string; occurrence_at: number; occurrence: number }>(
-        "SELECT * FROM outbox_pending LIMIT ?",
-        MIRROR_ROWS,
-      )
-      .toArray();
-    if (rows.length === 0 && attemptRows.length === 0 && outbox.length === 0) return;
-    this.lastMirrorAt = now;
-    const bucket = this.bucketIndex();
-    const changed: MirroredExecution[] = rows.map((r) => ({
-      id: r.id,
-      jobId: r.job_id,
-      tenant: r.tenant,
-      bucket,
-      timeBucket: timeBucketOf(r.occurrence_at, this.config.SCAN_WINDOW_MS),
-      occurrenceAt: r.occurrence_at,
-      occurrence: r.occurrence,
-      jobEffect: jobEffectOf({ recurring: r.recurring === 1, last: r.last === 1, skipped: r.skipped === 1, status: r.status }),
-      fired: r.recurring === 1 && r.spawned === 1 && r.skipped === 0 ? r.occurrence : 0,
-      status: r.status,
-      attempts: r.attempt,
-      lastHttpStatus: r.last_http_status,
-      lastError: r.last_error,
-      deadReason: r.dead_reason,
-      finishedAt: r.finished_at,
-    }));
-    const changedAttempts: MirroredAttempt[] = attemptRows.map((a) => ({
-      executionId: a.execution_id,
-      attempt: a.attempt,
-      dueAt: a.due_at,
-      startedAt: a.started_at,
-      finishedAt: a.finished_at,
-      outcome: a.outcome,
-      httpStatus: a.http_status,
-      error: a.error,
-    }));
-    const pending: PendingOccurrence[] = outbox.map((o) => ({
-      id: o.id,
-      jobId: o.job_id,
-      tenant: o.tenant,
-      bucket,
-      timeBucket: timeBucketOf(o.occurrence_at, this.config.SCAN_WINDOW_MS),
-      occurrenceAt: o.occurrence_at,
-      occurrence: o.occurrence,
-    }));
-    await mirrorToD1(dbOf(this.env.DB), changed, changedAttempts, pending, now);
-    // clear only what was written: a row changed meanwhile stays dirty for the next flush
-    this.ctx.storage.transactionSync(() => {
-      for (const o of outbox) this.sql.exec("DELETE FROM outbox_pending WHERE id = ?", o.id);
-      for (const r of rows) this.sql.exec("UPDATE executions SET dirty = 0 WHERE id = ? AND version = ?", r.id, r.version);
-      for (const a of attemptRows) {
-        this.sql.exec(
-          "UPDATE attempts SET dirty = 0 WHERE execution_id = ? AND attempt = ? AND finished_at IS ?",
-          a.execution_id, a.attempt, a.finished_at,
-        );
-      }
-    });
+  private forgetClosed(now: number): void {
+    for (const [id, at] of this.closedAt) {
+      if (at > now - CLOSED_MEMORY_MS) break; // insertion order
+      this.closedAt.delete(id);
+    }
   }
 
-  /** Terminal rows leave the bucket once mirrored and older than the retention (bounded storage). */
-  private purgeTerminal(now: number): void {
-    const cutoff = now - this.config.TERMINAL_RETENTION_MS;
-    const oldest = this.sql
-      .exec<{ at: number | null }>(`SELECT MIN(finished_at) AS at FROM executions WHERE status IN (${TERMINAL_SQL})`)
-      .one().at;
-    if (oldest === null || oldest >= cutoff) return;
-    this.ctx.storage.transactionSync(() => {
-      const old = `SELECT id FROM executions WHERE status IN (${TERMINAL_SQL}) AND finished_at < ? AND dirty = 0 LIMIT ${PURGE_ROWS}`;
-      const jobIds = this.sql.exec<{ job_id: string }>(`SELECT DISTINCT job_id FROM executions WHERE id IN (${old})`, cutoff).toArray();
-      this.sql.exec(`DELETE FROM attempts WHERE execution_id IN (${old})`, cutoff);
-      this.sql.exec(`DELETE FROM executions WHERE id IN (${old})`, cutoff);
-      for (const { job_id } of jobIds) {
-        this.sql.exec("DELETE FROM jobs WHERE id = ? AND NOT EXISTS (SELECT 1 FROM executions WHERE job_id = ?)", job_id, job_id);
+  // ===========================================================================================
+  // the one wrapper: run a step, commit, re-arm
+
+  /**
+   * Runs a step inside one storage transaction, persists the counters it gathered when it wrote
+   * anything, and re-arms the alarm. Every RPC and alarm step goes through here.
+   */
+  private async change<T>(bucket: number | null, step: () => T): Promise<T> {
+    const result = this.ctx.storage.transactionSync(() => {
+      if (bucket !== null && this.bucket === null) {
+        store.rememberBucket(this.sql, bucket);
+        this.bucket = bucket;
       }
+      return step();
     });
+    await this.rearm();
+    return result;
   }
 
-  /** The alarm is always the earliest thing this bucket must do, or none (STYLE.md habit 4). */
+  /** The alarm is always the earliest thing this bucket must do (STYLE.md habit 4). */
   private async rearm(): Promise<void> {
-    const min = (query: string, ...args: SqlStorageValue[]): number | null =>
-      this.sql.exec<{ at: number | null }>(query, ...args).one().at;
-    const nextDue = min("SELECT MIN(due_at) AS at FROM executions WHERE status = 'scheduled'");
-    const nextLease = min("SELECT MIN(lease_deadline_at) AS at FROM executions WHERE status = 'running'");
-    const nextDispatch = min("SELECT MIN(dispatch_deadline_at) AS at FROM executions WHERE status = 'dispatched'");
-    const dirty =
-      this.sql.exec("SELECT 1 FROM executions WHERE dirty = 1 LIMIT 1").toArray().length > 0 ||
-      this.sql.exec("SELECT 1 FROM attempts WHERE dirty = 1 LIMIT 1").toArray().length > 0 ||
-      this.sql.exec("SELECT 1 FROM outbox_pending LIMIT 1").toArray().length > 0;
-    const oldestTerminal = min(`SELECT MIN(finished_at) AS at FROM executions WHERE status IN (${TERMINAL_SQL})`);
     const now = Date.now();
+    const nextDue = this.due.peek((dueAt, id) => this.isScheduledAt(id, dueAt))?.dueAt;
+    const firstLease = this.running.values().next().value?.deadlineAt;
+    const firstDispatch = this.dispatched.values().next().value;
+    const pendingFlush = this.closing.size > 0 || this.dirtySchedules.size > 0 || this.tally.hasPending();
     const at = nextAlarmAt({
       candidates: [
-        nextDue === null ? null : Math.max(nextDue, this.dispatchRetryAt),
-        nextLease,
-        nextDispatch,
-        dirty ? this.lastMirrorAt + this.config.MIRROR_DELAY_MS : null,
-        oldestTerminal === null ? null : oldestTerminal + this.config.TERMINAL_RETENTION_MS,
+        nextDue === undefined ? null : Math.max(nextDue, this.dispatchRetryAt),
+        firstLease,
+        firstDispatch ? firstDispatch.at + this.config.DISPATCH_TIMEOUT_MS : null,
+        this.nextScheduleAt,
+        pendingFlush ? Math.max(this.flushAt, now) : null,
+        this.closedAt.size > 0 ? now + CLOSED_MEMORY_MS : null,
       ],
       now,
       quantumMs: this.config.ALARM_QUANTUM_MS,
     });
-    const current = await this.ctx.storage.getAlarm();
-    if (at === null) {
-      if (current !== null) await this.ctx.storage.deleteAlarm();
-    } else if (current !== at) {
-      await this.ctx.storage.setAlarm(at);
-    }
+    if (at === null || (this.armedAt !== null && this.armedAt <= at && this.armedAt >= now)) return;
+    this.armedAt = at;
+    await this.ctx.storage.setAlarm(at);
   }
 
-  // -------------------------------------------------------------------------------------------
-  // guarded writes shared by the operations above (call inside transactionSync)
+  // ===========================================================================================
+  // steps shared by the operations above (inside `change`)
 
-  /**
-   * Firing an occurrence of a recurring job creates the next one in the same transaction,
-   * unique on (job, due time) through its derived id; near ones go straight into this bucket,
-   * later ones to D1 as pending. Returns false when catchUp "none" skips this occurrence.
-   */
-  private spawnNextOccurrence(row: ExecutionRecord, now: number, tally: Tally): boolean {
-    const job = this.sql.exec<{ spec: string; status: string }>("SELECT spec, status FROM jobs WHERE id = ?", row.job_id).toArray()[0];
-    const schedule = job ? (JSON.parse(job.spec) as JobSpec).schedule : null;
-    if (!job || !schedule) {
-      this.sql.exec("UPDATE executions SET spawned = 1 WHERE id = ?", row.id);
-      return true;
-    }
-    const plan = planOccurrence(schedule, row.occurrence_at, row.occurrence, now);
-    if (plan.run) this.sql.exec("UPDATE jobs SET fired = MAX(fired, ?) WHERE id = ?", row.occurrence, row.job_id);
-    if (plan.next && job.status === "active") {
-      const id = occurrenceId(row.job_id, plan.next.at);
-      if (plan.next.at <= now + this.config.LOOKAHEAD_MS) {
-        this.sql.exec(
-          `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at, occurrence, version, dirty)
-           VALUES (?, ?, ?, ?, 'scheduled', ?, ?, 1, 1) ON CONFLICT DO NOTHING`,
-          id, row.job_id, row.tenant, plan.next.at, plan.next.at, plan.next.ordinal,
-        );
-      } else {
-        this.sql.exec(
-          `INSERT INTO outbox_pending (id, job_id, tenant, occurrence_at, occurrence) VALUES (?, ?, ?, ?, ?)
-           ON CONFLICT DO NOTHING`,
-          id, row.job_id, row.tenant, plan.next.at, plan.next.ordinal,
-        );
-      }
-    }
-    this.sql.exec(
-      "UPDATE executions SET spawned = 1, last = ?, version = version + 1, dirty = 1 WHERE id = ?",
-      plan.next === null ? 1 : 0, row.id,
-    );
-    if (plan.run) return true;
-    this.sql.exec(
-      `UPDATE executions SET status = 'canceled', finished_at = ?, last_error = 'skipped: missed occurrence (catchUp none)',
-         skipped = 1, version = version + 1, dirty = 1
-       WHERE id = ? AND status IN (${fromStatesSql("cancel")})`,
-      now, row.id,
-    );
-    tally.add("canceled_total", row.tenant);
-    return false;
+  private insert(row: HeldRow, spec: string | null, log: AttemptRecord[] | null): boolean {
+    if (!store.insertExecution(this.sql, row, spec, log)) return false;
+    this.held.set(row.id, row);
+    this.due.push(row.dueAt, row.id);
+    return true;
   }
 
-  private claimOne(id: string, now: number, tally: Tally): ClaimResult {
-    const row = this.row(id);
-    if (!row) return { ok: false, executionId: id, code: "unknown" };
-    if (row.status === "running" && row.lease_deadline_at !== null && row.lease_deadline_at <= now) {
-      // an expired lease is a failed attempt first; the retry rules decide what comes next
-      tally.add("lease_expired_total", row.tenant);
-      const next = this.failAttempt(row, now, tally, {
-        failure: "retryable",
-        label: "lease_expired",
-        httpStatus: null,
-        error: "the lease expired before the attempt completed (worker crashed or stalled)",
-      });
-      return { ok: false, executionId: id, code: next === "dead" ? "duplicate" : "not_due" };
-    }
-    if (row.status !== "dispatched") {
-      // a live lease, a terminal row or an older dispatch of a rescheduled row: a duplicate delivery
-      tally.add("duplicates_suppressed_total", row.tenant);
-      return { ok: false, executionId: id, code: row.status === "scheduled" ? "not_due" : "duplicate" };
-    }
-    const job = this.sql.exec<{ spec: string }>("SELECT spec FROM jobs WHERE id = ?", row.job_id).toArray()[0];
-    if (!job) return { ok: false, executionId: id, code: "unknown" };
-    const spec = JSON.parse(job.spec) as JobSpec;
-    const token = crypto.randomUUID();
-    const seq = row.lease_seq + 1;
-    const attempt = row.attempt + 1;
-    const leaseDeadlineAt = now + this.config.LEASE_MS;
-    this.sql.exec(
-      `UPDATE executions SET status = 'running', lease_token = ?, lease_seq = ?, lease_deadline_at = ?,
-         dispatch_deadline_at = NULL, dispatch_count = 0, attempt = ?, version = version + 1, dirty = 1
-       WHERE id = ? AND status IN (${fromStatesSql("claim")})`,
-      token, seq, leaseDeadlineAt, attempt, id,
-    );
-    this.sql.exec(
-      `INSERT INTO attempts (execution_id, attempt, due_at, started_at, dirty) VALUES (?, ?, ?, ?, 1)
-       ON CONFLICT (execution_id, attempt) DO NOTHING`,
-      id, attempt, row.due_at, now,
-    );
-    tally.lag(row.tenant, now - row.due_at);
-    return {
-      ok: true,
-      executionId: id,
-      jobId: row.job_id,
-      tenant: row.tenant,
-      token,
-      seq,
-      leaseDeadlineAt,
-      attempt,
-      dueAt: row.due_at,
-      target: spec.target,
-      timeoutMs: spec.timeoutMs,
-    };
+  private keep(row: HeldRow): void {
+    this.held.set(row.id, row);
   }
 
-  /** A failed attempt: back off or die per the job's retry policy (invariant 6). */
-  private failAttempt(
-    row: ExecutionRecord,
-    now: number,
-    tally: Tally,
-    failure: { failure: FailureKind; label: string; httpStatus: number | null; error: string; retryAfterMs?: number | undefined },
-  ): "scheduled" | "dead" {
-    const job = this.sql.exec<{ spec: string }>("SELECT spec FROM jobs WHERE id = ?", row.job_id).toArray()[0];
-    const spec = job ? (JSON.parse(job.spec) as JobSpec) : null;
-    const error = excerpt(failure.error);
-    tally.add("failed_attempts_total", row.tenant);
-    this.finishAttempt(row, now, failure.label, failure.httpStatus, error);
+  /** A failed attempt: back off, die, or (the job was canceled or paused) end canceled (invariant 6). */
+  private fail(row: HeldRow, lease: Lease, now: number, f: Failure): "scheduled" | "dead" | "canceled" {
+    const error = excerpt(f.error);
+    const attempt = this.attemptRecord(row, lease, now, f.label, f.httpStatus, error);
+    this.tally.add("failed_attempts_total", row.tenant);
+    if (row.occurrenceAt !== lease.occurrenceAt) {
+      this.reschedule(row, attempt);
+      return "scheduled";
+    }
+    if (row.jobStatus !== "active") {
+      this.close(row, "canceled", now, { attempt, httpStatus: f.httpStatus, error, reason: row.jobStatus });
+      return "canceled";
+    }
+    const spec = store.specOf(this.sql, row);
     const decision = spec
       ? decideAfterFailure({
-          policy: spec.retry,
-          attemptsUsed: row.attempt - row.budget_base,
-          failure: failure.failure,
-          retryAfterMs: failure.retryAfterMs,
+          policy: (JSON.parse(spec) as JobSpec).retry,
+          attemptsUsed: attempt.attempt - row.budgetBase,
+          failure: f.failure,
+          retryAfterMs: f.retryAfterMs,
           now,
           rand: Math.random(),
         })
       : ({ kind: "dead", reason: "permanent" } as const);
     if (decision.kind === "dead") {
-      this.kill(row, now, decision.reason, error, tally, failure.httpStatus);
+      this.close(row, "dead", now, { attempt, httpStatus: f.httpStatus, error, reason: decision.reason });
       return "dead";
     }
-    this.sql.exec(
-      `UPDATE executions SET status = 'scheduled', due_at = ?, lease_token = NULL, lease_deadline_at = NULL,
-         last_http_status = ?, last_error = ?, version = version + 1, dirty = 1
-       WHERE id = ? AND lease_seq = ? AND status IN (${fromStatesSql("retry")})`,
-      decision.dueAt, failure.httpStatus, error, row.id, row.lease_seq,
-    );
-    tally.add("retries_total", row.tenant);
+    const log = [...store.logOf(this.sql, row), attempt].slice(-LOG_LIMIT);
+    const moved: HeldRow = { ...row, dueAt: decision.dueAt, attempt: attempt.attempt };
+    store.moveExecution(this.sql, row.dueAt, moved, log);
+    this.keep(moved);
+    this.due.push(moved.dueAt, moved.id);
+    this.tally.add("retries_total", row.tenant);
     return "scheduled";
   }
 
-  private kill(row: ExecutionRecord, now: number, reason: string, error: string, tally: Tally, httpStatus: number | null = null): void {
-    this.sql.exec(
-      `UPDATE executions SET status = 'dead', dead_reason = ?, last_error = ?,
-         last_http_status = COALESCE(?, last_http_status), finished_at = ?, lease_token = NULL,
-         lease_deadline_at = NULL, dispatch_deadline_at = NULL, version = version + 1, dirty = 1
-       WHERE id = ? AND status IN (${fromStatesSql("kill")})`,
-      reason, error, httpStatus, now, row.id,
-    );
-    tally.add("dead_total", row.tenant, reason);
+  /** The run time changed while an attempt ran: run again at the new time with a fresh budget. */
+  private reschedule(row: HeldRow, attempt: AttemptRecord): void {
+    const log = [...store.logOf(this.sql, row), attempt].slice(-LOG_LIMIT);
+    const moved: HeldRow = { ...row, attempt: attempt.attempt, budgetBase: attempt.attempt };
+    store.moveExecution(this.sql, row.dueAt, moved, log);
+    this.keep(moved);
+    this.due.push(moved.dueAt, moved.id);
   }
 
-  private finishAttempt(row: ExecutionRecord, now: number, outcome: string, httpStatus: number | null, error: string | null): void {
-    this.sql.exec(
-      `UPDATE attempts SET finished_at = ?, outcome = ?, http_status = ?, error = ?, dirty = 1
-       WHERE execution_id = ? AND attempt = ? AND finished_at IS NULL`,
-      now, outcome, httpStatus, error, row.id, row.attempt,
-    );
+  private cancel(row: HeldRow, now: number, reason: string): void {
+    this.dispatched.delete(row.id);
+    this.close(row, "canceled", now, { reason });
   }
 
-  /** Returns the items that were new to this bucket (one or two statements an item: the hot path of a create). */
-  private insertScheduled(items: HandOff[]): HandOff[] {
-    const inserted: HandOff[] = [];
-    for (const item of items) {
-      if (this.ensureJob(item.jobId, item.tenant, item.job) !== "active") continue; // canceled or paused meanwhile
-      const onConflict = item.reopen
-        ? `ON CONFLICT (id) DO UPDATE SET status = 'scheduled', due_at = excluded.due_at, occurrence = excluded.occurrence,
-             finished_at = NULL, last_error = NULL, spawned = 0, last = 0, attempt = 0, budget_base = 0,
-             version = version + 1, dirty = 1
-           WHERE executions.status IN (${fromStatesSql("reopen")})`
-        : "ON CONFLICT DO NOTHING";
-      // one-off jobs have no next occurrence: mark them spawned so firing skips the schedule
-      const written = this.sql.exec(
-        `INSERT INTO executions (id, job_id, tenant, occurrence_at, status, due_at, occurrence, spawned)
-         VALUES (?, ?, ?, ?, 'scheduled', ?, ?, ?) ${onConflict} RETURNING id`,
-        item.executionId, item.jobId, item.tenant, item.dueAt, item.dueAt, item.occurrence, item.job.recurring ? 0 : 1,
-      ).toArray();
-      if (written.length > 0) inserted.push(item);
-    }
-    return inserted;
+  /** An outcome on its way to D1; the row stays until D1 has it. */
+  private close(
+    row: HeldRow,
+    status: TerminalState,
+    now: number,
+    detail: { attempt?: AttemptRecord; httpStatus?: number | null; error?: string | null; reason?: string },
+  ): void {
+    this.dispatched.delete(row.id);
+    this.running.delete(row.id);
+    const attempts = detail.attempt?.attempt ?? row.attempt;
+    this.closing.set(row.id, {
+      row,
+      status,
+      attempts,
+      finishedAt: now,
+      lastHttpStatus: detail.httpStatus ?? null,
+      lastError: detail.error ?? (status === "canceled" ? (detail.reason ?? null) : null),
+      deadReason: status === "dead" ? (detail.reason ?? null) : null,
+      last: detail.attempt ?? null,
+    });
+    if (status === "dead") this.tally.add("dead_total", row.tenant, detail.reason ?? "");
+    if (status === "canceled") this.tally.add("canceled_total", row.tenant);
   }
 
-  /**
-   * The bucket's copy of a job for a hand-off: inserted when missing, otherwise left as it is
-   * (its status and spec change only through reviseJob, so a stale hand-off cannot undo a
-   * pause, cancel or PATCH). Returns the copy's status.
-   */
-  private ensureJob(jobId: string, tenant: string, job: BucketJob): string {
-    const created = this.sql
-      .exec<{ status: string }>(
-        "INSERT INTO jobs (id, tenant, spec, status) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING RETURNING status",
-        jobId, tenant, job.specJson, job.status,
-      )
-      .toArray()[0];
-    return created?.status ?? this.sql.exec<{ status: string }>("SELECT status FROM jobs WHERE id = ?", jobId).one().status;
+  private attemptRecord(row: HeldRow, lease: Lease, now: number, outcome: string, httpStatus: number | null, error: string | null): AttemptRecord {
+    return { attempt: lease.attempt, dueAt: row.dueAt, startedAt: lease.startedAt, finishedAt: now, outcome, httpStatus, error };
   }
 
-  /** Writes the job's copy as D1 has it (redrive), except that a canceled job stays canceled. */
-  private putJob(jobId: string, tenant: string, job: BucketJob): void {
-    this.sql.exec(
-      `INSERT INTO jobs (id, tenant, spec, status) VALUES (?, ?, ?, ?)
-       ON CONFLICT (id) DO UPDATE SET spec = excluded.spec, status = excluded.status WHERE jobs.status != 'canceled'`,
-      jobId, tenant, job.specJson, job.status,
-    );
+  private liveLease(ref: LeaseRef, now: number): Lease | undefined {
+    const lease = this.running.get(ref.executionId);
+    if (lease && lease.token === ref.token && lease.deadlineAt > now) return lease;
+    this.tally.add("stale_lease_rejects_total", this.held.get(ref.executionId)?.tenant ?? SYSTEM_TENANT);
+    return undefined;
   }
 
-  private liveLease(lease: LeaseRef, now: number): ExecutionRecord | undefined {
-    return this.sql
-      .exec<ExecutionRecord>(
-        "SELECT * FROM executions WHERE id = ? AND status = 'running' AND lease_token = ? AND lease_deadline_at > ?",
-        lease.executionId, lease.token, now,
-      )
-      .toArray()[0];
+  private stateOf(row: HeldRow): ExecutionState {
+    if (this.closing.has(row.id)) return this.closing.get(row.id)!.status;
+    if (this.running.has(row.id)) return "running";
+    if (this.dispatched.has(row.id)) return "dispatched";
+    return "scheduled";
   }
 
-  private countStale(executionId: string, tally: Tally): void {
-    tally.add("stale_lease_rejects_total", this.row(executionId)?.tenant ?? SYSTEM_TENANT);
+  /** Whether `id` is held, scheduled (not in flight, not closing) and due at `dueAt`: a live DueQueue entry. */
+  private isScheduledAt(id: string, dueAt: number): boolean {
+    const row = this.held.get(id);
+    return row !== undefined && row.dueAt === dueAt && row.jobStatus === "active" &&
+      !this.dispatched.has(id) && !this.running.has(id) && !this.closing.has(id);
   }
 
-  /** Rows changed by the last statement (rowsWritten also counts index writes). */
-  private changes(): number {
-    return this.sql.exec<{ n: number }>("SELECT changes() AS n").one().n;
+  private rowsOfJob(jobId: string): HeldRow[] {
+    const rows: HeldRow[] = [];
+    for (const row of this.held.values()) if (row.jobId === jobId) rows.push(row);
+    return rows;
   }
 
-  private row(id: string): ExecutionRecord | undefined {
-    return this.sql.exec<ExecutionRecord>("SELECT * FROM executions WHERE id = ?", id).toArray()[0];
-  }
-
-  private message(row: ExecutionRecord, bucket: number): FireMessage {
-    return { v: 1, executionId: row.id, bucket, tenant: row.tenant, dueAt: row.due_at };
-  }
-
-  private rememberBucket(bucket: number): void {
-    this.sql.exec("INSERT INTO meta (key, value) VALUES ('bucket', ?) ON CONFLICT (key) DO NOTHING", String(bucket));
-  }
-
-  private bucketIndex(): number {
-    const row = this.sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'bucket'").toArray()[0];
-    return row ? Number(row.value) : 0;
+  private message(row: HeldRow): FireMessage {
+    return { v: 1, executionId: row.id, bucket: this.bucket ?? 0, tenant: row.tenant, dueAt: row.dueAt };
   }
 }

@@ -2,27 +2,52 @@
  * The bucket's RPC contract. RPCs return values, never throw for an outcome (errors lose their
  * properties across Durable Object RPC): `{ ok: true, ... } | { ok: false, code }`.
  */
+import type { JobState } from "../core/lifecycle";
 import type { DeliveryOutcome } from "../core/response";
-import type { JobSpec, JobStatus, Target } from "../core/job";
+import type { Target } from "../core/job";
 
-/** The job as its bucket keeps it: the spec as JSON (serialized once, at the edge). */
-export interface BucketJob {
+/**
+ * A job at one version, as D1 holds it: what its bucket applies (create, every change, the sync
+ * pass). Applying is idempotent: an older or equal version than the bucket holds is a no-op.
+ */
+export interface JobDefinition {
+  jobId: string;
+  tenant: string;
+  version: number;
+  status: JobState;
+  /** the JobSpec as JSON, serialized once at the edge */
   specJson: string;
   recurring: boolean;
-  status: JobStatus;
+  /** one-off: its run time; recurring: its next occurrence as D1 has it */
+  nextRunAt: number | null;
+  /** recurring: occurrences fired as D1 has it (the bucket keeps the larger count) */
+  fired: number;
+  /** one-off: attempts its execution has used (a redrive starts a fresh budget from here) */
+  attempts: number;
 }
 
-/** One execution handed to its bucket, with the job spec it needs to run. */
-export interface HandOff {
+/** A job version the bucket holds now (applied, or already newer). */
+export interface Applied {
+  jobId: string;
+  version: number;
+}
+
+/** A recurring job's dead occurrence, to run again with a fresh attempt budget. */
+export interface RedriveOrder {
   executionId: string;
   jobId: string;
   tenant: string;
-  dueAt: number;
-  /** the n-th occurrence of its job (1 for one-off jobs) */
+  occurrenceAt: number;
   occurrence: number;
-  /** resume/PATCH only: an occurrence canceled by pause or reschedule may be scheduled again */
-  reopen?: boolean;
-  job: BucketJob;
+  attempts: number;
+}
+
+export type RedriveResult = { executionId: string; ok: true } | { executionId: string; ok: false; code: "job_inactive" };
+
+/** A fire message's execution: the due time names the dispatch (a retry has another). */
+export interface ExecutionRef {
+  executionId: string;
+  dueAt: number;
 }
 
 export type ClaimResult =
@@ -51,51 +76,48 @@ export interface CompletionReport extends LeaseRef {
 }
 
 export type CompletionResult =
-  | { ok: true; executionId: string; status: "succeeded" | "scheduled" | "dead" }
+  | { ok: true; executionId: string; status: "succeeded" | "scheduled" | "dead" | "canceled" }
   | { ok: false; executionId: string; code: "stale_lease" };
 
 export type HeartbeatResult =
   | { ok: true; executionId: string; leaseDeadlineAt: number }
   | { ok: false; executionId: string; code: "stale_lease" };
 
-export type CancelResult = { executionId: string; status: string };
+export type PoisonResult = { executionId: string; code: "marked_dead" | "not_poisoned" | "unknown" };
 
-/**
- * A change of a job's state in its bucket: cancel, pause, resume or a new spec (PATCH).
- * With closeOpen, its scheduled and dispatched executions are canceled (a running one finishes);
- * `known` lists executions D1 holds as handed off, so unseen ones get a canceled tombstone.
- */
-export interface JobRevision {
-  jobId: string;
-  tenant: string;
-  status: JobStatus;
-  spec?: JobSpec;
-  closeOpen: { reason: string; known: { executionId: string; dueAt: number }[] } | null;
-}
-
-export interface RedriveRequest {
+/** An execution the bucket holds, as the API shows it before D1 has its outcome. */
+export interface LiveExecution {
   executionId: string;
   jobId: string;
-  tenant: string;
+  status: "scheduled" | "dispatched" | "running" | "succeeded" | "dead" | "canceled";
+  dueAt: number;
   occurrenceAt: number;
+  occurrence: number;
   attempts: number;
-  /** the status D1 holds, used when the row already left the bucket */
-  recordStatus: string;
-  job: BucketJob;
+  lastHttpStatus: number | null;
+  lastError: string | null;
+  attemptLog: AttemptRecord[];
 }
 
-export type RedriveResult = { ok: true } | { ok: false; code: "not_dead" };
-
-export type PoisonResult = { executionId: string; code: "marked_dead" | "already_terminal" | "unknown" };
+/** One attempt as kept in the execution's log. */
+export interface AttemptRecord {
+  attempt: number;
+  dueAt: number;
+  startedAt: number;
+  finishedAt: number | null;
+  outcome: string | null;
+  httpStatus: number | null;
+  error: string | null;
+}
 
 export interface BucketCounts {
   byStatus: Record<string, number>;
 }
 
 export const RESULT_MESSAGES: Record<string, string> = {
-  duplicate: "the execution holds a live lease or is terminal: this delivery is a duplicate",
-  unknown: "the bucket does not know this execution",
+  duplicate: "the execution holds a live lease, is finished or was rescheduled: this delivery is a duplicate",
+  unknown: "the bucket does not hold this execution",
   not_due: "the execution is waiting for its (retry) due time",
   stale_lease: "the lease token is not the live lease of this execution",
-  not_dead: "only dead executions can be redriven",
+  job_inactive: "the job is paused or canceled",
 };

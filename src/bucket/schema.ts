@@ -1,8 +1,10 @@
 /**
  * The bucket's SQLite schema, as append-only migrations with monotonic ids
- * (STYLE.md habit 10). The status CHECK comes from the lifecycle table.
+ * (STYLE.md habit 10). Migrations 1-4 are revision 1's; 5 replaces its tables (D1's migration
+ * 0005 marks every live job unsynced, so the sync pass rebuilds what the bucket held).
  */
 import { statusCheckSql } from "../core/lifecycle";
+
 
 export const BUCKET_MIGRATIONS: ReadonlyArray<{ id: number; sql: string }> = [
   {
@@ -112,6 +114,43 @@ export const BUCKET_MIGRATIONS: ReadonlyArray<{ id: number; sql: string }> = [
       ALTER TABLE jobs ADD COLUMN fired INTEGER NOT NULL DEFAULT 0;
       -- an occurrence skipped by catchUp "none" (canceled, yet it counts as the schedule's end)
       ALTER TABLE executions ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0;
+    `,
+  },
+  {
+    id: 5,
+    // Revision 2: a durable row only for what is scheduled (dispatched and running live in memory,
+    // fenced by the epoch); WITHOUT ROWID keyed by (due_at, id), so a row is one b-tree entry and
+    // the alarm's "what is due" is a key range. A recurring job's schedule is one row.
+    sql: `
+      DROP TABLE executions;
+      DROP TABLE attempts;
+      DROP TABLE jobs;
+      DROP TABLE outbox_pending;
+      CREATE TABLE executions (
+        due_at INTEGER NOT NULL,          -- when the current attempt is due
+        id TEXT NOT NULL,
+        job_id TEXT NOT NULL,
+        tenant TEXT NOT NULL,
+        version INTEGER NOT NULL,         -- the job version this row follows
+        job_status TEXT NOT NULL,         -- the job's state at that version (active, paused, canceled)
+        occurrence_at INTEGER NOT NULL,   -- the run time it was created for (one-off: next_run_at)
+        occurrence INTEGER NOT NULL,
+        attempt INTEGER NOT NULL,         -- attempts started, ever
+        budget_base INTEGER NOT NULL,     -- attempts at the last redrive (the budget counts from here)
+        spec TEXT,                        -- one-off: the job's spec; recurring: NULL (schedules.spec)
+        log TEXT,                         -- JSON: finished attempts
+        PRIMARY KEY (due_at, id)
+      ) WITHOUT ROWID;
+      CREATE TABLE schedules (
+        id TEXT NOT NULL PRIMARY KEY,     -- the job id
+        tenant TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        status TEXT NOT NULL,
+        spec TEXT NOT NULL,
+        next_at INTEGER,                  -- the next occurrence to create, null when none is left
+        fired INTEGER NOT NULL            -- occurrences created (the maxOccurrences budget)
+      ) WITHOUT ROWID;
+      CREATE INDEX schedules_next ON schedules (next_at) WHERE next_at IS NOT NULL;
     `,
   },
 ];

@@ -1,6 +1,6 @@
-/** Counter and lag increments gathered during one bucket operation, written in its transaction. */
+/** Counter and lag increments gathered in memory and written with the bucket's next flush. */
 import { lagBin } from "../core/histogram";
-import type { CounterName } from "../core/metrics";
+import type { BucketMetrics, CounterName } from "../core/metrics";
 
 export class Tally {
   private readonly counters = new Map<string, { name: CounterName; tenant: string; reason: string; value: number }>();
@@ -21,7 +21,28 @@ export class Tally {
     else this.lags.set(key, { tenant, le, count: 1 });
   }
 
-  /** Call inside the operation's transactionSync. */
+  hasPending(): boolean {
+    return this.counters.size > 0 || this.lags.size > 0;
+  }
+
+  /** Stored metrics plus what is gathered and not yet written (reads are exact between writes). */
+  addTo(stored: BucketMetrics): BucketMetrics {
+    const counters = stored.counters.map((c) => ({ ...c }));
+    for (const c of this.counters.values()) {
+      const row = counters.find((r) => r.name === c.name && r.tenant === c.tenant && r.reason === c.reason);
+      if (row) row.value += c.value;
+      else counters.push({ ...c });
+    }
+    const lag = stored.lag.map((l) => ({ ...l }));
+    for (const l of this.lags.values()) {
+      const row = lag.find((r) => r.tenant === l.tenant && r.le === l.le);
+      if (row) row.count += l.count;
+      else lag.push({ ...l });
+    }
+    return { counters, lag };
+  }
+
+  /** Call inside a transactionSync. */
   write(sql: SqlStorage): void {
     for (const c of this.counters.values()) {
       sql.exec(

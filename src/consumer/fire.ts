@@ -107,19 +107,23 @@ class CompletionReporter {
   }
 }
 
-/** Claims a bucket's executions; an unreachable bucket retries its messages (max_retries, then the DLQ). */
+/**
+ * Claims a bucket's executions. An unreachable bucket (a deploy, an overload) retries its
+ * messages with a growing delay, so seconds of unavailability never exhaust max_retries and
+ * turn due executions into "poison".
+ */
 async function claimGroup(group: {
   bucket: number;
   messages: { message: Message<unknown>; body: FireMessage }[];
   stub: BucketStub;
 }): Promise<{ ok: boolean; stub: BucketStub; leases: Lease[]; messages: typeof group.messages }> {
   try {
-    const results = await group.stub.claim(group.messages.map((m) => m.body.executionId));
+    const results = await group.stub.claim(group.messages.map((m) => ({ executionId: m.body.executionId, dueAt: m.body.dueAt })));
     const leases = results.filter((c): c is Lease => c.ok);
     return { ok: true, stub: group.stub, leases, messages: group.messages };
   } catch (error) {
     console.error(`claim on bucket ${group.bucket} failed`, error);
-    for (const m of group.messages) m.message.retry();
+    for (const m of group.messages) m.message.retry({ delaySeconds: claimRetryDelaySeconds(m.message.attempts) });
     return { ok: false, stub: group.stub, leases: [], messages: group.messages };
   }
 }
@@ -158,4 +162,9 @@ async function forEachLimited<T>(items: T[], limit: number, run: (item: T) => Pr
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
+/** 2, 4, 8, ... seconds, at most a minute: the n-th delivery of a message whose claim failed. */
+export function claimRetryDelaySeconds(attempts: number): number {
+  return Math.min(60, 2 ** Math.max(1, attempts));
 }

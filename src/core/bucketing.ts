@@ -8,6 +8,18 @@ export function bucketOf(jobId: string, buckets: number): number {
   return (hash >>> 0) % buckets;
 }
 
+/**
+ * A job's bucket hashes the random part of its id, which its executions' ids share
+ * (core/id.ts), so an execution id alone names its bucket.
+ */
+export function bucketOfJob(jobId: string, buckets: number): number {
+  return bucketOf(jobId.slice(-16), buckets);
+}
+
+export function bucketOfExecution(executionId: string, buckets: number): number {
+  return bucketOf(executionId.slice(-16), buckets);
+}
+
 export function bucketName(bucket: number): string {
   return `bucket-${bucket}`;
 }

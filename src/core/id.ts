@@ -21,3 +21,15 @@ export function occurrenceId(jobId: string, occurrenceAt: number): string {
   const jobRandom = jobId.slice(-16);
   return `exe_${newId("exe", occurrenceAt, new Uint8Array(16)).slice(4, 14)}${jobRandom}`;
 }
+
+/**
+ * A one-off job has one execution, named after the job (its random and time parts), so the
+ * execution id and the job id are found from each other without a lookup.
+ */
+export function oneOffExecutionId(jobId: string): string {
+  return `exe_${jobId.slice(4)}`;
+}
+
+export function jobIdOfOneOff(executionId: string): string {
+  return `job_${executionId.slice(4)}`;
+}

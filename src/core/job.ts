@@ -19,22 +19,14 @@ export interface JobSpec {
   schedule: Schedule | null;
 }
 
-export type JobStatus = "active" | "paused" | "canceled" | "completed";
+export type { JobState as JobStatus } from "./lifecycle";
 
 /**
- * What an execution's state means for its job: the last (or only) execution ending completes
- * it (an occurrence skipped by catchUp "none" ends a schedule too); a redriven one reactivates it.
+ * Near or far (one owner for the decision): an execution due within the lookahead is held by its
+ * bucket; a later one waits in D1 until the sync pass brings it.
  */
-export function jobEffectOf(execution: {
-  recurring: boolean;
-  last: boolean;
-  skipped: boolean;
-  status: string;
-}): "complete" | "reactivate" | null {
-  if (execution.recurring && !execution.last) return null;
-  if (execution.status === "succeeded" || execution.status === "dead") return "complete";
-  if (execution.status === "canceled") return execution.skipped ? "complete" : null;
-  return "reactivate";
+export function isNear(dueAt: number, now: number, lookaheadMs: number): boolean {
+  return dueAt <= now + lookaheadMs;
 }
 
 export const LIMITS = {

@@ -1,12 +1,20 @@
 /**
- * The execution lifecycle (DESIGN.md, "Execution lifecycle"): every state change in the
- * bucket and in D1 goes through TRANSITIONS; SQL guards are derived from it (fromStatesSql).
+ * The execution and job lifecycles (DESIGN.md "Execution lifecycle", revision 2): one table each.
+ * Every state change goes through `transition` / `jobTransition`; the bucket and the API call
+ * them instead of deciding states in ifs, and the storage CHECKs are tested against the lists.
+ *
+ * Where states live (revision 2, "one writer per fact"):
+ * - pending: D1 only (the job is active, its bucket does not hold it yet);
+ * - scheduled: a durable row in the job's bucket;
+ * - dispatched, running: the bucket's memory, fenced by its epoch (a restart makes them
+ *   scheduled again: a duplicate delivery, never a loss);
+ * - succeeded, dead, canceled: written once to D1 when terminal, then the bucket row leaves.
  */
 export const EXECUTION_STATES = [
-  "pending", // in D1 only, due beyond the lookahead
-  "scheduled", // in its bucket, waiting for its due time (first run or retry backoff)
-  "dispatched", // sent to the fire queue, not yet claimed
-  "running", // claimed: holds a lease (token, fencing seq, deadline)
+  "pending",
+  "scheduled",
+  "dispatched",
+  "running",
   "succeeded",
   "dead",
   "canceled",
@@ -17,25 +25,33 @@ export const TERMINAL_STATES = ["succeeded", "dead", "canceled"] as const satisf
 export type TerminalState = (typeof TERMINAL_STATES)[number];
 
 export const TRANSITIONS = {
-  /** scanner or create hands a D1 row to its bucket */
+  /** the job's bucket takes it (create, scanner pull, resume, PATCH) */
   handOff: { from: ["pending"], to: "scheduled" },
   /** alarm at due time sends it to the queue */
   dispatch: { from: ["scheduled"], to: "dispatched" },
-  /** dispatch deadline passed unclaimed: send again (failure row "message lost") */
+  /** a dispatch overtaken by later ones and still unclaimed was lost: send again */
   redispatch: { from: ["dispatched"], to: "dispatched" },
-  /** a consumer takes a lease */
-  claim: { from: ["dispatched"], to: "running" },
+  /** a consumer takes a lease; from scheduled when a message of an earlier epoch arrives for a due row */
+  claim: { from: ["scheduled", "dispatched"], to: "running" },
   /** the target answered 2xx */
   succeed: { from: ["running"], to: "succeeded" },
   /** retryable failure or lease expiry with attempts left: back off */
   retry: { from: ["running"], to: "scheduled" },
-  /** permanent failure, attempts exhausted, poison, or undeliverable */
-  kill: { from: ["scheduled", "dispatched", "running"], to: "dead" },
-  /** user cancel: a running attempt finishes, nothing new fires */
+  /** permanent failure or attempts exhausted */
+  kill: { from: ["running"], to: "dead" },
+  /** the queue gave up on a message (poison): only an execution not under a lease */
+  poison: { from: ["scheduled", "dispatched"], to: "dead" },
+  /** the job was canceled or paused: nothing new fires */
   cancel: { from: ["pending", "scheduled", "dispatched"], to: "canceled" },
+  /** an attempt of a canceled or paused job failed: it is not retried */
+  abandon: { from: ["running"], to: "canceled" },
+  /** the bucket restarted (new epoch): what was in its memory is eligible again */
+  restart: { from: ["dispatched", "running"], to: "scheduled" },
+  /** a one-off job's run time changed (PATCH): a running attempt finishes first */
+  reschedule: { from: ["scheduled", "dispatched", "running", "succeeded"], to: "scheduled" },
   /** dead -> scheduled with a fresh attempt budget */
   redrive: { from: ["dead"], to: "scheduled" },
-  /** resume or PATCH schedules an occurrence that pause or a reschedule canceled */
+  /** resume schedules an occurrence that the pause canceled */
   reopen: { from: ["canceled"], to: "scheduled" },
 } as const satisfies Record<string, { from: readonly ExecutionState[]; to: ExecutionState }>;
 
@@ -49,12 +65,51 @@ export function canApply(transition: Transition, from: ExecutionState): boolean 
   return (TRANSITIONS[transition].from as readonly string[]).includes(from);
 }
 
+/** The state after `event`, or null when the table does not allow it from `from`. */
+export function transition<T extends Transition>(from: ExecutionState, event: T): (typeof TRANSITIONS)[T]["to"] | null {
+  return canApply(event, from) ? TRANSITIONS[event].to : null;
+}
+
 /** "'a','b'" for a transition's from-states, for SQL guards (constants only, never user input). */
 export function fromStatesSql(transition: Transition): string {
   return TRANSITIONS[transition].from.map((s) => `'${s}'`).join(",");
 }
 
-/** The CHECK constraint both schemas use, so storage can't hold a state the table doesn't know. */
+/** The CHECK constraint of a column holding execution states. */
 export function statusCheckSql(column = "status"): string {
   return `CHECK (${column} IN (${EXECUTION_STATES.map((s) => `'${s}'`).join(",")}))`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// jobs
+
+export const JOB_STATES = ["active", "paused", "canceled", "completed"] as const;
+export type JobState = (typeof JOB_STATES)[number];
+
+/**
+ * User changes (the API, each raising the job's version) and the one change the bucket makes
+ * (complete). `to: null` keeps the state.
+ */
+export const JOB_TRANSITIONS = {
+  cancel: { from: ["active", "paused"], to: "canceled" },
+  pause: { from: ["active"], to: "paused" },
+  resume: { from: ["paused"], to: "active" },
+  patch: { from: ["active", "paused"], to: null },
+  /** a dead execution gets a new budget; a one-off job that ended with it is active again */
+  redrive: { from: ["active", "paused", "completed"], to: null },
+  /** the bucket: the job's last (or only) execution ended succeeded or dead */
+  complete: { from: ["active"], to: "completed" },
+} as const satisfies Record<string, { from: readonly JobState[]; to: JobState | null }>;
+
+export type JobTransition = keyof typeof JOB_TRANSITIONS;
+
+/** The job state after `event`, or null when the table does not allow it. */
+export function jobTransition(from: JobState, event: JobTransition): JobState | null {
+  const t = JOB_TRANSITIONS[event];
+  if (!(t.from as readonly string[]).includes(from)) return null;
+  return t.to ?? from;
+}
+
+export function jobStatusCheckSql(column = "status"): string {
+  return `CHECK (${column} IN (${JOB_STATES.map((s) => `'${s}'`).join(",")}))`;
 }

@@ -1,13 +1,18 @@
 /**
- * Named D1 queries. Hot-path writes are set-based: one statement per batch reading a JSON array
- * through json_each (D1 allows 100 bound parameters a statement, so multi-row VALUES would need
- * many statements). db.batch() is atomic; BEGIN/transaction() are not available on D1.
+ * Named D1 queries. Set-based writes take their rows as JSON arrays through json_each (D1 allows
+ * 100 bound parameters a statement), in chunks under D1's 2 MB string limit, measured in bytes.
+ * db.batch() is atomic; BEGIN/transaction() are not available on D1.
+ *
+ * Who writes what (DESIGN.md "Ownership and cost"): the API writes jobs' definitions and status,
+ * each change raising `version` with `synced = 0`; the job's bucket writes outcomes and its
+ * projections (next_run_at, fired, completion), each guarded so it never goes backwards.
  */
 import { and, desc, eq, inArray, lt, or, sql, type SQL } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { SQLiteSyncDialect } from "drizzle-orm/sqlite-core";
-import { attempts, executions, jobs, type AttemptRow, type ExecutionRow, type JobRow } from "./schema";
-import type { JobStatus } from "../core/job";
+import type { JobState } from "../core/lifecycle";
+import type { JobDefinition, RedriveOrder } from "../bucket/protocol";
+import { deadLetters, jobs, occurrences, type DeadLetterRow, type JobRow, type OccurrenceRow } from "./schema";
 
 export type Db = DrizzleD1Database<Record<string, never>> & { $client: D1Database };
 
@@ -16,24 +21,26 @@ export function dbOf(d1: D1Database): Db {
 }
 
 const dialect = new SQLiteSyncDialect();
+const encoder = new TextEncoder();
 
 /** D1 binds a string of at most 2 MB: set-based statements take their rows in JSON chunks below that. */
 const JSON_CHUNK_BYTES = 1_000_000;
 
-/** JSON arrays of the items, each at most JSON_CHUNK_BYTES (an item larger than that gets a chunk of its own). */
+/** JSON arrays of the items, each at most JSON_CHUNK_BYTES in UTF-8 (a larger item gets a chunk of its own). */
 export function jsonChunks(items: readonly unknown[]): string[] {
   const chunks: string[] = [];
   let current: string[] = [];
   let size = 2;
   for (const item of items) {
     const text = JSON.stringify(item);
-    if (current.length > 0 && size + text.length + 1 > JSON_CHUNK_BYTES) {
+    const bytes = encoder.encode(text).byteLength;
+    if (current.length > 0 && size + bytes + 1 > JSON_CHUNK_BYTES) {
       chunks.push(`[${current.join(",")}]`);
       current = [];
       size = 2;
     }
     current.push(text);
-    size += text.length + 1;
+    size += bytes + 1;
   }
   if (current.length > 0) chunks.push(`[${current.join(",")}]`);
   return chunks;
@@ -45,21 +52,34 @@ function statement(db: Db, query: SQL): D1PreparedStatement {
   return db.$client.prepare(text).bind(...params);
 }
 
+/** The job as its bucket applies it. */
+export function definitionOf(row: JobRow): JobDefinition {
+  return {
+    jobId: row.id,
+    tenant: row.tenant,
+    version: row.version,
+    status: row.status,
+    specJson: row.spec,
+    recurring: row.cron !== null,
+    nextRunAt: row.nextRunAt,
+    fired: row.fired,
+    attempts: row.attempts,
+  };
+}
+
 // ---------------------------------------------------------------------------------------------
 // create
 
-/** One job and its first execution, as written by insertJobs. */
+/** One job as written by insertJobs. */
 export interface NewJob {
   id: string;
-  executionId: string;
   tenant: string;
   name: string | null;
   bucket: number;
   spec: string;
   cron: string | null;
   timezone: string | null;
-  dueAt: number;
-  timeBucket: number;
+  nextRunAt: number;
   idempotencyKey: string | null;
   requestHash: string | null;
 }
@@ -71,7 +91,7 @@ export interface IdempotencyWinner {
 }
 
 /**
- * Inserts jobs and their first executions (status pending) in one atomic batch.
+ * insertJobs: jobs in one atomic batch, one row each (2 rows written with its index entry).
  * An item with an idempotency key is written only if it owns the key afterwards: a key row
  * younger than the dedupe window keeps its original job (invariant 8).
  * Returns the owner of every key the batch named.
@@ -84,10 +104,7 @@ export async function insertJobs(
   idempotencyWindowMs: number,
 ): Promise<IdempotencyWinner[]> {
   const rowChunks = jsonChunks(
-    items.map((j) => ({
-      id: j.id, e: j.executionId, n: j.name, b: j.bucket, s: j.spec, c: j.cron, z: j.timezone,
-      d: j.dueAt, t: j.timeBucket, k: j.idempotencyKey, h: j.requestHash,
-    })),
+    items.map((j) => ({ id: j.id, n: j.name, b: j.bucket, s: j.spec, c: j.cron, z: j.timezone, d: j.nextRunAt, k: j.idempotencyKey })),
   );
   const keys = items.filter((j) => j.idempotencyKey !== null);
   const keyRows = JSON.stringify(keys.map((j) => ({ k: j.idempotencyKey, id: j.id, h: j.requestHash })));
@@ -102,20 +119,16 @@ export async function insertJobs(
       job_id = excluded.job_id, request_hash = excluded.request_hash, created_at = excluded.created_at
     WHERE idempotency_keys.created_at <= ${now - idempotencyWindowMs}`);
   const insertJobRows = (rows: string) => statement(db, sql`
-    INSERT INTO jobs (id, tenant, name, status, bucket, spec, cron, timezone, next_run_at, idempotency_key, created_at, updated_at)
-    SELECT json_extract(i.value, '$.id'), ${tenant}, json_extract(i.value, '$.n'), 'active', json_extract(i.value, '$.b'),
+    INSERT INTO jobs (tenant, id, name, bucket, status, version, synced, spec, cron, timezone, next_run_at,
+      idempotency_key, created_at, updated_at, fired, attempts)
+    SELECT ${tenant}, json_extract(i.value, '$.id'), json_extract(i.value, '$.n'), json_extract(i.value, '$.b'), 'active', 1, 1,
       json_extract(i.value, '$.s'), json_extract(i.value, '$.c'), json_extract(i.value, '$.z'), json_extract(i.value, '$.d'),
-      json_extract(i.value, '$.k'), ${now}, ${now}
-    FROM json_each(${rows}) AS i WHERE ${ownsKey}`);
-  const insertExecutionRows = (rows: string) => statement(db, sql`
-    INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, occurrence, created_at, updated_at)
-    SELECT json_extract(i.value, '$.e'), json_extract(i.value, '$.id'), ${tenant}, json_extract(i.value, '$.b'),
-      json_extract(i.value, '$.t'), json_extract(i.value, '$.d'), 'pending', 0, 1, ${now}, ${now}
+      json_extract(i.value, '$.k'), ${now}, ${now}, 0, 0
     FROM json_each(${rows}) AS i WHERE ${ownsKey}`);
   const readKeys = statement(db, sql`
     SELECT key, job_id AS jobId, request_hash AS requestHash FROM idempotency_keys
     WHERE tenant = ${tenant} AND key IN (SELECT json_extract(value, '$.k') FROM json_each(${keyRows}))`);
-  const inserts = rowChunks.flatMap((rows) => [insertJobRows(rows), insertExecutionRows(rows)]);
+  const inserts = rowChunks.map(insertJobRows);
   if (keys.length === 0) {
     await db.$client.batch(inserts);
     return [];
@@ -124,151 +137,253 @@ export async function insertJobs(
   return results[results.length - 1]!.results;
 }
 
-/** pending -> scheduled after a successful hand-off; the bucket may already be further along. */
-export async function markScheduled(db: Db, executionIds: string[], now: number): Promise<void> {
-  if (executionIds.length === 0) return;
-  await db.run(sql`
-    UPDATE executions SET status = 'scheduled', updated_at = ${now}
-    WHERE status = 'pending' AND id IN (SELECT value FROM json_each(${JSON.stringify(executionIds)}))`);
+// ---------------------------------------------------------------------------------------------
+// job changes (the API): each raises the version and leaves the job unsynced until its bucket
+// acknowledges it
+
+export type JobChange = Partial<Pick<JobRow, "name" | "status" | "spec" | "cron" | "timezone" | "nextRunAt" | "runStatus">>;
+
+/**
+ * changeJob: writes a change if the job is still at `version` (optimistic: a concurrent change
+ * makes this one retry on the newer row). Writes 1 row, plus index entries when next_run_at
+ * changes and 1 for the unsynced index. Returns the new row, or undefined on a version conflict.
+ */
+export async function changeJob(db: Db, tenant: string, id: string, version: number, change: JobChange, now: number): Promise<JobRow | undefined> {
+  const rows = await db
+    .update(jobs)
+    .set({ ...change, version: version + 1, synced: 0, updatedAt: now })
+    .where(and(eq(jobs.tenant, tenant), eq(jobs.id, id), eq(jobs.version, version)))
+    .returning();
+  return rows[0];
+}
+
+/**
+ * markSynced: the bucket holds these versions. Guard: the same version (a newer change stays
+ * unsynced). Writes 1 row and 1 index entry each.
+ */
+export async function markSynced(db: Db, items: { tenant: string; jobId: string; version: number }[]): Promise<void> {
+  if (items.length === 0) return;
+  await db.$client.batch(
+    jsonChunks(items).map((chunk) => statement(db, sql`
+      UPDATE jobs SET synced = 1
+      FROM (SELECT json_extract(value, '$.tenant') AS tenant, json_extract(value, '$.jobId') AS id,
+              json_extract(value, '$.version') AS version FROM json_each(${chunk})) AS m
+      WHERE jobs.tenant = m.tenant AND jobs.id = m.id AND jobs.version = m.version AND jobs.synced = 0`)),
+  );
+}
+
+/**
+ * redriveOneOff: a dead one-off job is active again at `now` (a new version, so the sync pass
+ * converges it) and leaves the dead-letter list, in one batch. Returns the new row or undefined.
+ */
+export async function redriveOneOff(db: Db, tenant: string, job: JobRow, executionId: string, now: number): Promise<JobRow | undefined> {
+  const [updated] = await db.$client.batch<JobRow>([
+    statement(db, sql`
+      UPDATE jobs SET status = 'active', run_status = 'scheduled', next_run_at = ${now}, version = version + 1, synced = 0,
+        updated_at = ${now}
+      WHERE tenant = ${tenant} AND id = ${job.id} AND version = ${job.version} RETURNING *`),
+    statement(db, sql`
+      DELETE FROM dead_letters WHERE tenant = ${tenant} AND execution_id = ${executionId}
+        AND EXISTS (SELECT 1 FROM jobs WHERE tenant = ${tenant} AND id = ${job.id} AND version = ${job.version + 1})`),
+  ]);
+  const row = updated?.results[0] as Record<string, unknown> | undefined;
+  return row ? jobRowOf(row) : undefined;
+}
+
+/** markRedrive: a recurring occurrence's redrive is on its way to the bucket. Returns whether it was dead here. */
+export async function markRedrive(db: Db, tenant: string, executionId: string, now: number): Promise<boolean> {
+  const rows = await db
+    .update(deadLetters)
+    .set({ redriveAt: now })
+    .where(and(eq(deadLetters.tenant, tenant), eq(deadLetters.executionId, executionId)))
+    .returning({ id: deadLetters.executionId });
+  return rows.length > 0;
+}
+
+/** clearRedrives: the bucket took these redrives; they leave the dead-letter list. */
+export async function clearRedrives(db: Db, items: { tenant: string; executionId: string }[]): Promise<void> {
+  if (items.length === 0) return;
+  await db.$client.batch(
+    jsonChunks(items).map((chunk) => statement(db, sql`
+      DELETE FROM dead_letters WHERE redrive_at IS NOT NULL AND (tenant, execution_id) IN
+        (SELECT json_extract(value, '$.tenant'), json_extract(value, '$.executionId') FROM json_each(${chunk}))`)),
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
-// scanner window
+// the bucket's sync pass (reads)
 
-export interface PendingExecution {
-  executionId: string;
-  jobId: string;
-  tenant: string;
-  dueAt: number;
-  occurrence: number;
-  spec: string;
-  /** 1 for a recurring job */
-  recurring: number;
-  jobStatus: JobStatus;
-}
-
-/** One page of a bucket's pending executions due before `horizonAt` (overdue included), an index range. */
-export async function pendingWindow(
+/** pendingJobs: a page of a bucket's active jobs due before `horizonAt` (overdue included), in due order: an index range. */
+export async function pendingJobs(
   db: Db,
   bucket: number,
-  maxTimeBucket: number,
   horizonAt: number,
+  after: { at: number; tenant: string; id: string } | null,
   limit: number,
-): Promise<PendingExecution[]> {
-  return db.all<PendingExecution>(sql`
-    SELECT e.id AS executionId, e.job_id AS jobId, e.tenant AS tenant, e.due_at AS dueAt, e.occurrence AS occurrence,
-      j.spec AS spec, j.cron IS NOT NULL AS recurring, j.status AS jobStatus
-    FROM executions e JOIN jobs j ON j.id = e.job_id
-    WHERE e.bucket = ${bucket} AND e.status = 'pending' AND e.time_bucket <= ${maxTimeBucket} AND e.due_at <= ${horizonAt}
-      AND j.status = 'active'
-    ORDER BY e.time_bucket, e.due_at
-    LIMIT ${limit}`);
+): Promise<JobDefinition[]> {
+  const page = after
+    ? sql`AND (next_run_at, tenant, id) > (${after.at}, ${after.tenant}, ${after.id})`
+    : sql``;
+  const rows = await db.all<Record<string, unknown>>(sql`
+    SELECT * FROM jobs WHERE bucket = ${bucket} AND next_run_at <= ${horizonAt} AND status = 'active' ${page}
+    ORDER BY next_run_at, tenant, id LIMIT ${limit}`);
+  return rows.map((r) => definitionOf(jobRowOf(r)));
+}
+
+/** unsyncedJobs: a bucket's changes its bucket has not acknowledged (the partial index). */
+export async function unsyncedJobs(db: Db, bucket: number, limit: number): Promise<JobDefinition[]> {
+  const rows = await db.select().from(jobs).where(and(eq(jobs.bucket, bucket), eq(jobs.synced, 0))).limit(limit);
+  return rows.map(definitionOf);
+}
+
+/** pendingRedrives: a bucket's redrives of recurring occurrences not yet acknowledged. */
+export async function pendingRedrives(db: Db, bucket: number, limit: number): Promise<(RedriveOrder & { tenant: string })[]> {
+  const rows = await db.all<DeadLetterRow & Record<string, unknown>>(sql`
+    SELECT tenant, execution_id AS executionId, job_id AS jobId, due_at AS dueAt, occurrence, attempts
+    FROM dead_letters WHERE bucket = ${bucket} AND redrive_at IS NOT NULL LIMIT ${limit}`);
+  return rows.map((r) => ({
+    executionId: r.executionId, jobId: r.jobId, tenant: r.tenant, occurrenceAt: r.dueAt, occurrence: r.occurrence, attempts: r.attempts,
+  }));
 }
 
 // ---------------------------------------------------------------------------------------------
-// mirror (bucket -> D1)
+// outcomes (the bucket -> D1, once per terminal execution, in batches)
 
-/** A next occurrence due beyond the lookahead, created by its bucket, to wait in D1 as pending. */
-export interface PendingOccurrence {
+export interface FinishedExecution {
   id: string;
   jobId: string;
   tenant: string;
   bucket: number;
-  timeBucket: number;
+  recurring: boolean;
   occurrenceAt: number;
   occurrence: number;
-}
-
-/** An execution's state as its bucket holds it. */
-export interface MirroredExecution extends PendingOccurrence {
-  /** what this state means for the job (core/job.ts jobEffectOf) */
-  jobEffect: "complete" | "reactivate" | null;
-  /** the occurrence number if this occurrence has fired, for the job's budget; else 0 */
-  fired: number;
-  status: string;
+  status: "succeeded" | "dead" | "canceled";
   attempts: number;
   lastHttpStatus: number | null;
   lastError: string | null;
   deadReason: string | null;
-  finishedAt: number | null;
+  finishedAt: number;
+  attemptLog: string | null;
 }
 
-export interface MirroredAttempt {
-  executionId: string;
-  attempt: number;
-  dueAt: number;
-  startedAt: number;
-  finishedAt: number | null;
-  outcome: string | null;
-  httpStatus: number | null;
-  error: string | null;
+/** A recurring job's schedule as its bucket holds it at `version`. */
+export interface ScheduleProjection {
+  tenant: string;
+  jobId: string;
+  version: number;
+  nextRunAt: number | null;
+  fired: number;
+  /** no occurrence is left and none is live: the job is completed */
+  completed: boolean;
 }
 
 /**
- * Writes a bucket's changes in one atomic batch: new pending occurrences, changed executions
- * (inserted when D1 has not seen them, e.g. a near cron occurrence made by the bucket), their
- * jobs' status and fired count, and attempts. The bucket is the single writer of a handed-off
- * execution, so its latest state wins.
+ * writeOutcomes: one atomic batch.
+ * - one-off: the job row gets its execution's outcome (1 row). It completes (succeeded or dead)
+ *   only while active and still due at the run time this execution was for (a PATCH of the run
+ *   time meanwhile keeps it active); guard: attempts never go backwards.
+ * - recurring: an occurrence history row (insert or a reopened one's update).
+ * - dead: a dead-letter row.
+ * - schedules: next_run_at, fired and completion, only at the version the bucket holds.
  */
-export async function mirrorToD1(
-  db: Db,
-  changed: MirroredExecution[],
-  changedAttempts: MirroredAttempt[],
-  pending: PendingOccurrence[],
-  now: number,
-): Promise<void> {
+export async function writeOutcomes(db: Db, finished: FinishedExecution[], schedules: ScheduleProjection[], now: number): Promise<void> {
   const statements: D1PreparedStatement[] = [];
-  for (const p of jsonChunks(pending)) {
+  for (const chunk of jsonChunks(finished.filter((f) => !f.recurring))) {
     statements.push(statement(db, sql`
-      INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, occurrence, created_at, updated_at)
-      SELECT json_extract(value, '$.id'), json_extract(value, '$.jobId'), json_extract(value, '$.tenant'),
-        json_extract(value, '$.bucket'), json_extract(value, '$.timeBucket'), json_extract(value, '$.occurrenceAt'),
-        'pending', 0, json_extract(value, '$.occurrence'), ${now}, ${now}
-      FROM json_each(${p}) WHERE true
-      ON CONFLICT DO NOTHING`));
+      UPDATE jobs SET run_status = m.status, attempts = m.attempts, last_http_status = m.http, last_error = m.error,
+        dead_reason = m.reason, finished_at = m.finished_at, attempt_log = m.log,
+        status = CASE WHEN jobs.status = 'active' AND m.status IN ('succeeded', 'dead') AND jobs.next_run_at = m.occurrence_at
+          THEN 'completed' ELSE jobs.status END,
+        updated_at = CASE WHEN jobs.status = 'active' AND m.status IN ('succeeded', 'dead') AND jobs.next_run_at = m.occurrence_at
+          THEN ${now} ELSE jobs.updated_at END
+      FROM (SELECT json_extract(value, '$.tenant') AS tenant, json_extract(value, '$.jobId') AS job_id,
+              json_extract(value, '$.status') AS status, json_extract(value, '$.attempts') AS attempts,
+              json_extract(value, '$.lastHttpStatus') AS http, json_extract(value, '$.lastError') AS error,
+              json_extract(value, '$.deadReason') AS reason, json_extract(value, '$.finishedAt') AS finished_at,
+              json_extract(value, '$.attemptLog') AS log, json_extract(value, '$.occurrenceAt') AS occurrence_at
+            FROM json_each(${chunk})) AS m
+      WHERE jobs.tenant = m.tenant AND jobs.id = m.job_id AND jobs.attempts <= m.attempts`));
   }
-  for (const e of jsonChunks(changed)) {
+  for (const chunk of jsonChunks(finished.filter((f) => f.recurring))) {
     statements.push(statement(db, sql`
-      INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, occurrence, last_http_status,
-        last_error, dead_reason, finished_at, created_at, updated_at)
-      SELECT json_extract(value, '$.id'), json_extract(value, '$.jobId'), json_extract(value, '$.tenant'),
-        json_extract(value, '$.bucket'), json_extract(value, '$.timeBucket'), json_extract(value, '$.occurrenceAt'),
-        json_extract(value, '$.status'), json_extract(value, '$.attempts'), json_extract(value, '$.occurrence'),
-        json_extract(value, '$.lastHttpStatus'),
-        json_extract(value, '$.lastError'), json_extract(value, '$.deadReason'), json_extract(value, '$.finishedAt'),
-        ${now}, ${now}
-      FROM json_each(${e}) WHERE true
+      INSERT INTO occurrences (id, tenant, job_id, due_at, occurrence, status, attempts, last_http_status, last_error,
+        dead_reason, finished_at, attempt_log)
+      SELECT json_extract(value, '$.id'), json_extract(value, '$.tenant'), json_extract(value, '$.jobId'),
+        json_extract(value, '$.occurrenceAt'), json_extract(value, '$.occurrence'), json_extract(value, '$.status'),
+        json_extract(value, '$.attempts'), json_extract(value, '$.lastHttpStatus'), json_extract(value, '$.lastError'),
+        json_extract(value, '$.deadReason'), json_extract(value, '$.finishedAt'), json_extract(value, '$.attemptLog')
+      FROM json_each(${chunk}) WHERE true
       ON CONFLICT (id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts,
-        last_http_status = excluded.last_http_status, last_error = excluded.last_error,
-        dead_reason = excluded.dead_reason, finished_at = excluded.finished_at, updated_at = excluded.updated_at`));
-    // a job completes when its last (or only) execution ends; a redrive reactivates it.
-    // Only rows whose job really changes are written.
-    statements.push(statement(db, sql`
-      UPDATE jobs SET status = m.job_status, updated_at = ${now}
-      FROM (SELECT json_extract(value, '$.jobId') AS job_id,
-              CASE json_extract(value, '$.jobEffect') WHEN 'complete' THEN 'completed' ELSE 'active' END AS job_status
-            FROM json_each(${e}) WHERE json_extract(value, '$.jobEffect') IS NOT NULL) AS m
-      WHERE jobs.id = m.job_id AND jobs.status IN ('active', 'completed') AND jobs.status != m.job_status`));
-    statements.push(statement(db, sql`
-      UPDATE jobs SET fired = m.fired
-      FROM (SELECT json_extract(value, '$.jobId') AS job_id, MAX(json_extract(value, '$.fired')) AS fired
-            FROM json_each(${e}) GROUP BY 1) AS m
-      WHERE jobs.id = m.job_id AND jobs.cron IS NOT NULL AND m.fired > jobs.fired`));
+        last_http_status = excluded.last_http_status, last_error = excluded.last_error, dead_reason = excluded.dead_reason,
+        finished_at = excluded.finished_at, attempt_log = excluded.attempt_log
+      WHERE occurrences.attempts <= excluded.attempts`));
   }
-  for (const a of jsonChunks(changedAttempts)) {
+  const dead = finished.filter((f) => f.status === "dead");
+  for (const chunk of jsonChunks(dead)) {
     statements.push(statement(db, sql`
-      INSERT INTO attempts (execution_id, attempt, due_at, started_at, finished_at, outcome, http_status, error)
-      SELECT json_extract(value, '$.executionId'), json_extract(value, '$.attempt'), json_extract(value, '$.dueAt'),
-        json_extract(value, '$.startedAt'), json_extract(value, '$.finishedAt'), json_extract(value, '$.outcome'),
-        json_extract(value, '$.httpStatus'), json_extract(value, '$.error')
-      FROM json_each(${a}) WHERE true
-      ON CONFLICT (execution_id, attempt) DO UPDATE SET finished_at = excluded.finished_at,
-        outcome = excluded.outcome, http_status = excluded.http_status, error = excluded.error`));
+      INSERT INTO dead_letters (tenant, execution_id, job_id, bucket, due_at, occurrence, attempts, last_http_status,
+        last_error, dead_reason, dead_at)
+      SELECT json_extract(value, '$.tenant'), json_extract(value, '$.id'), json_extract(value, '$.jobId'),
+        json_extract(value, '$.bucket'), json_extract(value, '$.occurrenceAt'), json_extract(value, '$.occurrence'),
+        json_extract(value, '$.attempts'), json_extract(value, '$.lastHttpStatus'), json_extract(value, '$.lastError'),
+        json_extract(value, '$.deadReason'), json_extract(value, '$.finishedAt')
+      FROM json_each(${chunk}) WHERE true
+      ON CONFLICT (tenant, execution_id) DO UPDATE SET attempts = excluded.attempts,
+        last_http_status = excluded.last_http_status, last_error = excluded.last_error,
+        dead_reason = excluded.dead_reason, dead_at = excluded.dead_at, redrive_at = NULL`));
+  }
+  // a redriven execution that finished leaves the list even if its redrive was never acknowledged
+  const redriven = finished.filter((f) => f.status !== "dead");
+  for (const chunk of jsonChunks(redriven.map((f) => ({ tenant: f.tenant, id: f.id })))) {
+    statements.push(statement(db, sql`
+      DELETE FROM dead_letters WHERE redrive_at IS NOT NULL AND (tenant, execution_id) IN
+        (SELECT json_extract(value, '$.tenant'), json_extract(value, '$.id') FROM json_each(${chunk}))`));
+  }
+  for (const chunk of jsonChunks(schedules)) {
+    statements.push(statement(db, sql`
+      UPDATE jobs SET next_run_at = COALESCE(m.next_run_at, jobs.next_run_at), fired = MAX(jobs.fired, m.fired),
+        status = CASE WHEN m.completed AND jobs.status = 'active' THEN 'completed' ELSE jobs.status END,
+        updated_at = CASE WHEN m.completed AND jobs.status = 'active' THEN ${now} ELSE jobs.updated_at END
+      FROM (SELECT json_extract(value, '$.tenant') AS tenant, json_extract(value, '$.jobId') AS id,
+              json_extract(value, '$.version') AS version, json_extract(value, '$.nextRunAt') AS next_run_at,
+              json_extract(value, '$.fired') AS fired, json_extract(value, '$.completed') AS completed
+            FROM json_each(${chunk})) AS m
+      WHERE jobs.tenant = m.tenant AND jobs.id = m.id AND jobs.version = m.version
+        AND ((m.next_run_at IS NOT NULL AND jobs.next_run_at IS NOT m.next_run_at) OR jobs.fired < m.fired OR (m.completed AND jobs.status = 'active'))`));
   }
   if (statements.length > 0) await db.$client.batch(statements);
 }
+
 // ---------------------------------------------------------------------------------------------
 // reads
+
+/** A raw row (snake_case, from sql`` reads) as drizzle's JobRow. */
+export function jobRowOf(r: Record<string, unknown>): JobRow {
+  return {
+    tenant: r.tenant as string,
+    id: r.id as string,
+    name: (r.name as string | null) ?? null,
+    bucket: r.bucket as number,
+    status: r.status as JobState,
+    version: r.version as number,
+    synced: r.synced as number,
+    spec: r.spec as string,
+    cron: (r.cron as string | null) ?? null,
+    timezone: (r.timezone as string | null) ?? null,
+    nextRunAt: (r.next_run_at as number | null) ?? null,
+    idempotencyKey: (r.idempotency_key as string | null) ?? null,
+    createdAt: r.created_at as number,
+    updatedAt: r.updated_at as number,
+    fired: r.fired as number,
+    runStatus: (r.run_status as string | null) ?? null,
+    attempts: r.attempts as number,
+    lastHttpStatus: (r.last_http_status as number | null) ?? null,
+    lastError: (r.last_error as string | null) ?? null,
+    deadReason: (r.dead_reason as string | null) ?? null,
+    finishedAt: (r.finished_at as number | null) ?? null,
+    attemptLog: (r.attempt_log as string | null) ?? null,
+  };
+}
 
 export async function getJob(db: Db, tenant: string, id: string): Promise<JobRow | undefined> {
   const rows = await db.select().from(jobs).where(and(eq(jobs.tenant, tenant), eq(jobs.id, id))).limit(1);
@@ -280,169 +395,85 @@ export async function getJobsByIds(db: Db, tenant: string, ids: string[]): Promi
   return db.select().from(jobs).where(and(eq(jobs.tenant, tenant), inArray(jobs.id, ids)));
 }
 
-/** Newest first; the cursor is the last row's (createdAt, id). */
-export async function listJobs(
-  db: Db,
-  tenant: string,
-  status: JobStatus | undefined,
-  cursor: { createdAt: number; id: string } | undefined,
-  limit: number,
-): Promise<JobRow[]> {
+/** Newest first (ids are time-sortable, so the key order is the creation order); the cursor is the last id. */
+export async function listJobs(db: Db, tenant: string, status: JobState | undefined, cursorId: string | undefined, limit: number): Promise<JobRow[]> {
   const conditions = [eq(jobs.tenant, tenant)];
   if (status) conditions.push(eq(jobs.status, status));
-  if (cursor) {
-    conditions.push(
-      or(lt(jobs.createdAt, cursor.createdAt), and(eq(jobs.createdAt, cursor.createdAt), lt(jobs.id, cursor.id)))!,
-    );
-  }
-  return db.select().from(jobs).where(and(...conditions)).orderBy(desc(jobs.createdAt), desc(jobs.id)).limit(limit);
+  if (cursorId) conditions.push(lt(jobs.id, cursorId));
+  return db.select().from(jobs).where(and(...conditions)).orderBy(desc(jobs.id)).limit(limit);
 }
 
-export async function getExecution(db: Db, tenant: string, id: string): Promise<ExecutionRow | undefined> {
+export async function getOccurrence(db: Db, tenant: string, id: string): Promise<OccurrenceRow | undefined> {
+  const rows = await db.select().from(occurrences).where(and(eq(occurrences.tenant, tenant), eq(occurrences.id, id))).limit(1);
+  return rows[0];
+}
+
+/** A recurring job's finished occurrences, latest first. */
+export async function listOccurrences(db: Db, tenant: string, jobId: string, limit: number): Promise<OccurrenceRow[]> {
+  return db
+    .select()
+    .from(occurrences)
+    .where(and(eq(occurrences.tenant, tenant), eq(occurrences.jobId, jobId)))
+    .orderBy(desc(occurrences.dueAt))
+    .limit(limit);
+}
+
+export async function getDeadLetter(db: Db, tenant: string, executionId: string): Promise<DeadLetterRow | undefined> {
   const rows = await db
     .select()
-    .from(executions)
-    .where(and(eq(executions.tenant, tenant), eq(executions.id, id)))
+    .from(deadLetters)
+    .where(and(eq(deadLetters.tenant, tenant), eq(deadLetters.executionId, executionId)))
     .limit(1);
   return rows[0];
 }
 
-/** A job's executions, latest due first, with their attempts. */
-export async function listExecutionsOfJob(
-  db: Db,
-  tenant: string,
-  jobId: string,
-  limit: number,
-): Promise<{ execution: ExecutionRow; attempts: AttemptRow[] }[]> {
-  const rows = await db
-    .select()
-    .from(executions)
-    .where(and(eq(executions.tenant, tenant), eq(executions.jobId, jobId)))
-    .orderBy(desc(executions.dueAt))
-    .limit(limit);
-  if (rows.length === 0) return [];
-  const attemptRows = await db
-    .select()
-    .from(attempts)
-    .where(inArray(attempts.executionId, rows.map((r) => r.id)))
-    .orderBy(attempts.executionId, attempts.attempt);
-  return rows.map((execution) => ({
-    execution,
-    attempts: attemptRows.filter((a) => a.executionId === execution.id),
-  }));
-}
-
-/** Dead executions of a tenant, most recently dead first; cursor is the last row's (updatedAt, id). */
-export async function listDead(
-  db: Db,
-  tenant: string,
-  cursor: { updatedAt: number; id: string } | undefined,
-  limit: number,
-): Promise<ExecutionRow[]> {
-  const conditions = [eq(executions.tenant, tenant), eq(executions.status, "dead")];
+/** Dead executions of a tenant, most recently dead first; cursor is the last row's (deadAt, id). */
+export async function listDead(db: Db, tenant: string, cursor: { deadAt: number; id: string } | undefined, limit: number): Promise<DeadLetterRow[]> {
+  const conditions = [eq(deadLetters.tenant, tenant)];
   if (cursor) {
     conditions.push(
-      or(
-        lt(executions.updatedAt, cursor.updatedAt),
-        and(eq(executions.updatedAt, cursor.updatedAt), lt(executions.id, cursor.id)),
-      )!,
+      or(lt(deadLetters.deadAt, cursor.deadAt), and(eq(deadLetters.deadAt, cursor.deadAt), lt(deadLetters.executionId, cursor.id)))!,
     );
   }
   return db
     .select()
-    .from(executions)
+    .from(deadLetters)
     .where(and(...conditions))
-    .orderBy(desc(executions.updatedAt), desc(executions.id))
+    .orderBy(desc(deadLetters.deadAt), desc(deadLetters.executionId))
     .limit(limit);
-}
-
-// ---------------------------------------------------------------------------------------------
-// job changes: cancel, pause, resume, PATCH
-
-/**
- * Optionally moves the job to `jobStatus`, cancels its pending (D1-only) executions, and returns
- * the executions that may live in its bucket, which the caller closes there. One atomic batch.
- */
-export async function closeJobExecutions(
-  db: Db,
-  tenant: string,
-  jobId: string,
-  jobStatus: "canceled" | "paused" | null,
-  reason: string,
-  now: number,
-): Promise<{ executionId: string; dueAt: number; status: string }[]> {
-  const statements = [
-    statement(db, sql`
-      UPDATE executions SET status = 'canceled', finished_at = ${now}, updated_at = ${now}, last_error = ${reason}
-      WHERE tenant = ${tenant} AND job_id = ${jobId} AND status = 'pending'`),
-    statement(db, sql`
-      SELECT id AS executionId, due_at AS dueAt, status FROM executions
-      WHERE tenant = ${tenant} AND job_id = ${jobId} AND status IN ('scheduled', 'dispatched', 'running')`),
-  ];
-  if (jobStatus !== null) {
-    statements.unshift(
-      statement(db, sql`
-        UPDATE jobs SET status = ${jobStatus}, updated_at = ${now}
-        WHERE tenant = ${tenant} AND id = ${jobId} AND status IN ('active', 'paused')`),
-    );
-  }
-  const results = await db.$client.batch<{ executionId: string; dueAt: number; status: string }>(statements);
-  return results[results.length - 1]!.results;
-}
-
-/** Writes a job's new settings (PATCH, resume). */
-export async function updateJob(
-  db: Db,
-  tenant: string,
-  jobId: string,
-  change: { name: string | null; spec: string; cron: string | null; timezone: string | null; nextRunAt: number | null; status: JobStatus },
-  now: number,
-): Promise<void> {
-  await db
-    .update(jobs)
-    .set({ ...change, updatedAt: now })
-    .where(and(eq(jobs.tenant, tenant), eq(jobs.id, jobId)));
-}
-
-/** A new execution of an existing job (resume, PATCH), pending until handed off; reopens the same occurrence if pause or a reschedule canceled it. */
-export async function insertExecution(
-  db: Db,
-  row: { id: string; jobId: string; tenant: string; bucket: number; timeBucket: number; dueAt: number; occurrence: number },
-  now: number,
-): Promise<boolean> {
-  const result = await db.run(sql`
-    INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, occurrence, created_at, updated_at)
-    VALUES (${row.id}, ${row.jobId}, ${row.tenant}, ${row.bucket}, ${row.timeBucket}, ${row.dueAt}, 'pending', 0,
-      ${row.occurrence}, ${now}, ${now})
-    ON CONFLICT (id) DO UPDATE SET status = 'pending', finished_at = NULL, last_error = NULL, attempts = 0,
-      occurrence = excluded.occurrence, updated_at = excluded.updated_at
-    WHERE executions.status = 'canceled'`);
-  return (result.meta.changes ?? 0) > 0;
 }
 
 // ---------------------------------------------------------------------------------------------
 // retention
 
 /**
- * Deletes one page of terminal history, finished jobs with no history left, and idempotency keys
- * older than their cutoffs. Returns the number of executions deleted (a full page means more remain).
+ * purgeHistory: one page of finished jobs (per bucket, by the due-time index), occurrence history,
+ * dead letters and idempotency keys older than their cutoffs. Returns the rows deleted (a full
+ * page somewhere means more remain).
  */
-export async function purgeHistory(
-  db: Db,
-  historyCutoffAt: number,
-  idempotencyCutoffAt: number,
-  limit: number,
-): Promise<number> {
-  const old = sql`SELECT id FROM executions
-    WHERE status IN ('succeeded', 'dead', 'canceled') AND finished_at < ${historyCutoffAt} LIMIT ${limit}`;
-  const [, deleted] = await db.$client.batch([
-    statement(db, sql`DELETE FROM attempts WHERE execution_id IN (${old})`),
-    statement(db, sql`DELETE FROM executions WHERE id IN (${old})`),
-    statement(db, sql`DELETE FROM jobs WHERE id IN (
-      SELECT id FROM jobs WHERE status IN ('completed', 'canceled') AND updated_at < ${historyCutoffAt}
-        AND NOT EXISTS (SELECT 1 FROM executions e WHERE e.job_id = jobs.id) LIMIT ${limit})`),
+export async function purgeHistory(db: Db, buckets: number, historyCutoffAt: number, idempotencyCutoffAt: number, limit: number): Promise<number> {
+  const perBucket = Math.max(1, Math.ceil(limit / buckets));
+  const statements: D1PreparedStatement[] = [];
+  for (let b = 0; b < buckets; b++) {
+    statements.push(statement(db, sql`
+      DELETE FROM jobs WHERE (tenant, id) IN (
+        SELECT tenant, id FROM jobs WHERE bucket = ${b} AND next_run_at < ${historyCutoffAt}
+          AND status IN ('completed', 'canceled') AND updated_at < ${historyCutoffAt} LIMIT ${perBucket})`));
+  }
+  statements.push(
+    statement(db, sql`DELETE FROM occurrences WHERE id IN (
+      SELECT id FROM occurrences WHERE finished_at < ${historyCutoffAt} LIMIT ${limit})`),
+    statement(db, sql`DELETE FROM dead_letters WHERE (tenant, execution_id) IN (
+      SELECT tenant, execution_id FROM dead_letters WHERE dead_at < ${historyCutoffAt} AND redrive_at IS NULL LIMIT ${limit})`),
     statement(db, sql`DELETE FROM idempotency_keys WHERE rowid IN (
       SELECT rowid FROM idempotency_keys WHERE created_at < ${idempotencyCutoffAt} LIMIT ${limit})`),
-  ]);
-  return deleted?.meta.changes ?? 0;
+  );
+  const results = await db.$client.batch(statements);
+  return results.reduce((n, r) => Math.max(n, r.meta.changes ?? 0), 0);
+}
+
+/** The highest bucket any job names (a lowered BUCKETS setting must not strand a bucket's jobs). */
+export async function highestBucket(db: Db): Promise<number> {
+  const row = await db.get<{ b: number | null }>(sql`SELECT MAX(bucket) AS b FROM jobs`);
+  return row?.b ?? -1;
 }

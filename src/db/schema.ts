@@ -1,53 +1,78 @@
 /** Drizzle schema of D1: the only place D1 column names are spelled (migrations/ creates them). */
 import { integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import type { JobState } from "../core/lifecycle";
 
-export const jobs = sqliteTable("jobs", {
+/**
+ * One row per job. The API writes the definition and status (raising `version`); the job's
+ * bucket writes the projections below `updatedAt`, each guarded so it never goes backwards.
+ */
+export const jobs = sqliteTable(
+  "jobs",
+  {
+    tenant: text("tenant").notNull(),
+    id: text("id").notNull(),
+    name: text("name"),
+    bucket: integer("bucket").notNull(),
+    status: text("status").$type<JobState>().notNull(),
+    version: integer("version").notNull(),
+    /** 0 until the bucket acknowledged `version` */
+    synced: integer("synced").notNull(),
+    spec: text("spec").notNull(),
+    cron: text("cron"),
+    timezone: text("timezone"),
+    /** one-off: its run time; recurring: its next occurrence; null when nothing is left */
+    nextRunAt: integer("next_run_at"),
+    idempotencyKey: text("idempotency_key"),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+    // written by the bucket
+    fired: integer("fired").notNull(),
+    runStatus: text("run_status"),
+    attempts: integer("attempts").notNull(),
+    lastHttpStatus: integer("last_http_status"),
+    lastError: text("last_error"),
+    deadReason: text("dead_reason"),
+    finishedAt: integer("finished_at"),
+    attemptLog: text("attempt_log"),
+  },
+  (t) => [primaryKey({ columns: [t.tenant, t.id] })],
+);
+
+/** A recurring job's finished occurrences (written once, when terminal). */
+export const occurrences = sqliteTable("occurrences", {
   id: text("id").primaryKey(),
   tenant: text("tenant").notNull(),
-  name: text("name"),
-  status: text("status", { enum: ["active", "paused", "canceled", "completed"] }).notNull(),
-  bucket: integer("bucket").notNull(),
-  spec: text("spec").notNull(),
-  cron: text("cron"),
-  timezone: text("timezone"),
-  nextRunAt: integer("next_run_at"),
-  idempotencyKey: text("idempotency_key"),
-  /** highest occurrence number fired (recurring jobs) */
-  fired: integer("fired").notNull().default(0),
-  createdAt: integer("created_at").notNull(),
-  updatedAt: integer("updated_at").notNull(),
-});
-
-export const executions = sqliteTable("executions", {
-  id: text("id").primaryKey(),
   jobId: text("job_id").notNull(),
-  tenant: text("tenant").notNull(),
-  bucket: integer("bucket").notNull(),
-  timeBucket: integer("time_bucket").notNull(),
   dueAt: integer("due_at").notNull(),
+  occurrence: integer("occurrence").notNull(),
   status: text("status").notNull(),
   attempts: integer("attempts").notNull(),
   lastHttpStatus: integer("last_http_status"),
   lastError: text("last_error"),
   deadReason: text("dead_reason"),
-  finishedAt: integer("finished_at"),
-  createdAt: integer("created_at").notNull(),
-  updatedAt: integer("updated_at").notNull(),
+  finishedAt: integer("finished_at").notNull(),
+  attemptLog: text("attempt_log"),
 });
 
-export const attempts = sqliteTable(
-  "attempts",
+/** Dead executions of either kind: the DLQ list and redrive. */
+export const deadLetters = sqliteTable(
+  "dead_letters",
   {
+    tenant: text("tenant").notNull(),
     executionId: text("execution_id").notNull(),
-    attempt: integer("attempt").notNull(),
+    jobId: text("job_id").notNull(),
+    bucket: integer("bucket").notNull(),
     dueAt: integer("due_at").notNull(),
-    startedAt: integer("started_at").notNull(),
-    finishedAt: integer("finished_at"),
-    outcome: text("outcome"),
-    httpStatus: integer("http_status"),
-    error: text("error"),
+    occurrence: integer("occurrence").notNull(),
+    attempts: integer("attempts").notNull(),
+    lastHttpStatus: integer("last_http_status"),
+    lastError: text("last_error"),
+    deadReason: text("dead_reason").notNull(),
+    deadAt: integer("dead_at").notNull(),
+    /** set while a redrive is on its way to the bucket */
+    redriveAt: integer("redrive_at"),
   },
-  (t) => [primaryKey({ columns: [t.executionId, t.attempt] })],
+  (t) => [primaryKey({ columns: [t.tenant, t.executionId] })],
 );
 
 export const idempotencyKeys = sqliteTable(
@@ -63,5 +88,5 @@ export const idempotencyKeys = sqliteTable(
 );
 
 export type JobRow = typeof jobs.$inferSelect;
-export type ExecutionRow = typeof executions.$inferSelect;
-export type AttemptRow = typeof attempts.$inferSelect;
+export type OccurrenceRow = typeof occurrences.$inferSelect;
+export type DeadLetterRow = typeof deadLetters.$inferSelect;

@@ -1,11 +1,12 @@
 /**
- * The cron-trigger scan: every bucket pulls its own window from D1 (due before now + lookahead,
- * overdue included) and re-arms its alarm, so a failed hand-off, a far-future job or a dropped
+ * The cron-trigger scan, the sync pass: every bucket pulls from D1 its jobs due before now +
+ * lookahead (overdue included), the changes it has not acknowledged and the redrives on their
+ * way, and re-arms its alarm; so a failed hand-off or change, a far-future job or a dropped
  * alarm heals within one scan period. Then old history leaves D1.
  */
 import { configOf } from "../config";
 import { bucketName } from "../core/bucketing";
-import { dbOf, purgeHistory } from "../db/queries";
+import { dbOf, highestBucket, purgeHistory } from "../db/queries";
 import type { Env } from "../env";
 
 const CONCURRENT_BUCKETS = 6;
@@ -21,11 +22,14 @@ export interface ScanReport {
 
 export async function scan(env: Env, now: number): Promise<ScanReport> {
   const config = configOf(env);
+  const db = dbOf(env.DB);
+  // every bucket that holds a job, even if BUCKETS was lowered since
+  const buckets = Math.max(config.BUCKETS, (await highestBucket(db).catch(() => -1)) + 1);
   let pulled = 0;
   const failedBuckets: number[] = [];
   let next = 0;
   const worker = async () => {
-    while (next < config.BUCKETS) {
+    while (next < buckets) {
       const bucket = next++;
       try {
         const result = await env.BUCKET.getByName(bucketName(bucket)).pullWindow(bucket);
@@ -36,13 +40,12 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
       }
     }
   };
-  await Promise.all(Array.from({ length: Math.min(CONCURRENT_BUCKETS, config.BUCKETS) }, worker));
+  await Promise.all(Array.from({ length: Math.min(CONCURRENT_BUCKETS, buckets) }, worker));
   let purged = 0;
   try {
-    const db = dbOf(env.DB);
     const started = Date.now();
     for (;;) {
-      const page = await purgeHistory(db, now - config.HISTORY_RETENTION_MS, now - config.IDEMPOTENCY_WINDOW_MS, PURGE_PAGE);
+      const page = await purgeHistory(db, buckets, now - config.HISTORY_RETENTION_MS, now - config.IDEMPOTENCY_WINDOW_MS, PURGE_PAGE);
       purged += page;
       if (page < PURGE_PAGE || Date.now() - started > PURGE_BUDGET_MS) break;
     }

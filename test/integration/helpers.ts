@@ -18,6 +18,10 @@ import { afterAll, beforeAll, inject, onTestFinished, vi, type MockInstance } fr
 import type { Bucket } from "../../src/bucket/bucket";
 import worker from "../../src/index";
 import type { FireMessage } from "../../src/env";
+import type { LiveExecution } from "../../src/bucket/protocol";
+
+/** The flush delay the integration project runs with (wrangler.toml). */
+export const FLUSH_DELAY_MS = Number(env.FLUSH_DELAY_MS ?? 1_000);
 
 /** API keys configured in vitest.config.ts (tenant acme has two keys). */
 export const KEYS = { acme: "test-key-acme", acme2: "test-key-acme-2", globex: "test-key-globex" } as const;
@@ -57,78 +61,59 @@ export async function createJob(body: unknown, key: string = KEYS.acme): Promise
   return (await res.json()) as JobJson;
 }
 
-/** A D1 executions row (snake_case, as stored). */
-export interface D1Execution {
-  id: string;
-  job_id: string;
+/** A job's D1 row (snake_case, as stored): the definition, and a one-off job's execution once terminal. */
+export interface D1Job {
   tenant: string;
+  id: string;
   bucket: number;
-  time_bucket: number;
-  due_at: number;
   status: string;
+  version: number;
+  synced: number;
+  next_run_at: number | null;
+  fired: number;
+  run_status: string | null;
   attempts: number;
   last_http_status: number | null;
   last_error: string | null;
   dead_reason: string | null;
   finished_at: number | null;
-  created_at: number;
-  updated_at: number;
+  attempt_log: string | null;
+  [column: string]: unknown;
 }
 
-/** The first (earliest due) D1 execution of a job, or undefined. */
-export async function executionOf(jobId: string): Promise<D1Execution | undefined> {
-  return (
-    (await env.DB.prepare("SELECT * FROM executions WHERE job_id = ? ORDER BY due_at LIMIT 1").bind(jobId).first<D1Execution>()) ??
-    undefined
-  );
+export async function jobRow(jobId: string): Promise<D1Job | undefined> {
+  return (await env.DB.prepare("SELECT * FROM jobs WHERE id = ?").bind(jobId).first<D1Job>()) ?? undefined;
 }
 
-/** D1 attempts of an execution, in attempt order. */
-export async function attemptsOf(executionId: string): Promise<Record<string, unknown>[]> {
-  const { results } = await env.DB.prepare("SELECT * FROM attempts WHERE execution_id = ? ORDER BY attempt").bind(executionId).all();
-  return results;
+/** A one-off job's execution: its id (derived from the job's), bucket and due time, from D1. */
+export interface OneOffExecution {
+  id: string;
+  job_id: string;
+  tenant: string;
+  bucket: number;
+  due_at: number;
+}
+
+export async function executionOf(jobId: string): Promise<OneOffExecution | undefined> {
+  const job = await jobRow(jobId);
+  if (!job) return undefined;
+  return { id: `exe_${jobId.slice(4)}`, job_id: jobId, tenant: job.tenant, bucket: job.bucket, due_at: job.next_run_at ?? 0 };
 }
 
 export function bucketStub(bucket: number) {
   return env.BUCKET.getByName(`bucket-${bucket}`);
 }
 
-/** A bucket executions row (snake_case, as stored in the Durable Object). */
-export interface BucketExecution {
-  id: string;
-  job_id: string;
-  tenant: string;
-  occurrence_at: number;
-  status: string;
-  due_at: number;
-  attempt: number;
-  budget_base: number;
-  lease_token: string | null;
-  lease_seq: number;
-  lease_deadline_at: number | null;
-  dispatch_deadline_at: number | null;
-  dispatch_count: number;
-  last_http_status: number | null;
-  last_error: string | null;
-  dead_reason: string | null;
-  finished_at: number | null;
-  version: number;
-  dirty: number;
-}
-
 type Stub = ReturnType<typeof bucketStub>;
 
-export async function bucketRow(stub: Stub, executionId: string): Promise<BucketExecution | undefined> {
-  return runInDurableObject(stub, (_instance, state) =>
-    state.storage.sql.exec("SELECT * FROM executions WHERE id = ?", executionId).toArray()[0] as BucketExecution | undefined,
-  );
+/** What the bucket holds of an execution now (its live view), or undefined. */
+export async function live(stub: Stub, executionId: string): Promise<LiveExecution | undefined> {
+  return (await stub.inspect({ executionIds: [executionId] }))[0];
 }
 
-/** Bucket attempts of an execution, in attempt order. */
-export async function bucketAttempts(stub: Stub, executionId: string): Promise<Record<string, unknown>[]> {
-  return runInDurableObject(stub, (_instance, state) =>
-    state.storage.sql.exec("SELECT * FROM attempts WHERE execution_id = ? ORDER BY attempt", executionId).toArray(),
-  );
+/** The bucket's durable row of an execution (snake_case), or undefined. */
+export async function bucketRow(stub: Stub, executionId: string): Promise<Record<string, SqlStorageValue> | undefined> {
+  return (await bucketSql(stub, "SELECT * FROM executions WHERE id = ?", executionId))[0];
 }
 
 /** Runs SQL inside a bucket (seed, backdate, inspect). */
@@ -191,21 +176,6 @@ export async function counters(key: string = KEYS.acme): Promise<Record<string, 
 }
 
 /**
- * Runs `fn` with Date.now() shifted `ms` ahead. The main Worker and its Durable Objects run in
- * the test isolate, so the shift applies to them too: lets a test pass a deadline or the
- * mirror delay without sleeping.
- */
-export async function withClockAhead<T>(ms: number, fn: () => Promise<T>): Promise<T> {
-  const real = Date.now.bind(Date);
-  const spy = vi.spyOn(Date, "now").mockImplementation(() => real() + ms);
-  try {
-    return await fn();
-  } finally {
-    spy.mockRestore();
-  }
-}
-
-/**
  * A file-wide virtual clock: from the file's beforeAll, Date.now() reads `at`, which starts
  * `headStartMs` ahead of the real clock and moves only when a test travels, and only forward
  * (alarms and the mirror delay assume time only grows). The Worker and its Durable Objects run
@@ -236,22 +206,12 @@ export function fileClock(headStartMs: number): {
     travelTo,
     advance,
     /**
-     * Mirrors a bucket's changes (dirty rows and the outbox of far occurrences) to D1 on this
-     * clock: moves it past the mirror delay and runs the alarm, until nothing is left to write.
+     * Writes a bucket's finished outcomes and schedule changes to D1 on this clock: moves it past
+     * the flush delay and runs the alarm (which is always armed while anything waits).
      */
     async flush(stub) {
-      for (let round = 0; round < 5; round++) {
-        const [{ n }] = (await bucketSql<{ n: number }>(
-          stub,
-          `SELECT (SELECT count(*) FROM executions WHERE dirty = 1) + (SELECT count(*) FROM attempts WHERE dirty = 1)
-             + (SELECT count(*) FROM outbox_pending) AS n`,
-        )) as [{ n: number }];
-        if (n === 0) return;
-        advance(Number(env.MIRROR_DELAY_MS ?? 1_000));
-        // dirty rows always arm the alarm
-        if (!(await runDurableObjectAlarm(stub))) throw new Error("dirty bucket rows did not arm the alarm");
-      }
-      throw new Error("bucket rows still dirty after 5 alarm runs");
+      advance(FLUSH_DELAY_MS);
+      await runAlarm(stub);
     },
   };
 }
@@ -292,25 +252,6 @@ export function captureFires(): { messages: FireMessage[] } {
 }
 
 /**
- * Writes a bucket's changed rows to D1 now: runs its alarm at the time it is armed for (the
- * mirror waits MIRROR_DELAY_MS after the last flush) with the clock shifted there instead of
- * sleeping, until no execution or attempt row is dirty. The alarm may also run on its own in
- * the background meanwhile; either way the rows are mirrored when this returns.
- */
-export async function flushMirror(stub: Stub): Promise<void> {
-  for (let round = 0; round < 5; round++) {
-    const [{ n }] = (await bucketSql<{ n: number }>(
-      stub,
-      "SELECT (SELECT count(*) FROM executions WHERE dirty = 1) + (SELECT count(*) FROM attempts WHERE dirty = 1) AS n",
-    )) as [{ n: number }];
-    if (n === 0) return;
-    const at = await alarmOf(stub); // null while a background run is in progress: just go round again
-    await withClockAhead(Math.max(0, (at ?? 0) - Date.now()), () => runDurableObjectAlarm(stub));
-  }
-  throw new Error("bucket rows still dirty after 5 alarm runs");
-}
-
-/**
  * For a whole test file: every fire-queue sendBatch is captured instead of reaching the queue, so
  * nothing is consumed in the background; tests feed messages to the consumer themselves.
  */
@@ -326,15 +267,13 @@ export function captureFiresForFile(): FireMessage[] {
   return sent;
 }
 
-/** Creates a job (due now unless the body says otherwise) and locates its execution and bucket. */
+/** Creates a one-off job (due now unless the body says otherwise) and locates its execution and bucket. */
 export async function newExecution(body: Record<string, unknown>) {
   const job = await createJob(body);
   const exe = (await executionOf(job.id))!;
   const stub = bucketStub(exe.bucket);
-  const row = async () => (await bucketRow(stub, exe.id))!;
-  const set = (assignments: string, ...args: SqlStorageValue[]) =>
-    bucketSql(stub, `UPDATE executions SET ${assignments} WHERE id = ?`, ...args, exe.id);
-  return { job, exe, stub, row, set, message: fireMessage(exe) };
+  const view = async () => live(stub, exe.id);
+  return { job, exe, stub, view, message: fireMessage(exe) };
 }
 export type Execution = Awaited<ReturnType<typeof newExecution>>;
 

@@ -1,0 +1,161 @@
+/**
+ * The bucket's named storage operations: every SQL statement the Durable Object runs. Each is
+ * headed with its inputs, guard, the rows it writes (rowsWritten, index entries included) and
+ * its result. Call them inside the shell's transaction (Bucket.change).
+ *
+ * Only what must survive a restart is stored: a row per scheduled execution (dispatched and
+ * running live in memory, fenced by the epoch), a row per recurring schedule, the epoch, and
+ * the counters. Terminal executions leave once D1 has them.
+ */
+import type { AttemptRecord } from "./protocol";
+
+/** An execution row without its spec and log (what the bucket keeps in memory too). */
+export interface HeldRow {
+  dueAt: number;
+  id: string;
+  jobId: string;
+  tenant: string;
+  version: number;
+  jobStatus: string;
+  occurrenceAt: number;
+  occurrence: number;
+  attempt: number;
+  budgetBase: number;
+  recurring: boolean;
+}
+
+export interface ScheduleRow {
+  id: string;
+  tenant: string;
+  version: number;
+  status: string;
+  spec: string;
+  nextAt: number | null;
+  fired: number;
+}
+
+const HELD_COLUMNS = `due_at AS dueAt, id, job_id AS jobId, tenant, version, job_status AS jobStatus,
+  occurrence_at AS occurrenceAt, occurrence, attempt, budget_base AS budgetBase, spec IS NULL AS recurring`;
+
+/**
+ * nextEpoch: raises the bucket's epoch (once per start). Lease tokens and fencing seqs carry it,
+ * so nothing granted before a restart is honoured after it.
+ * Writes 1 row. Returns the new epoch.
+ */
+export function nextEpoch(sql: SqlStorage): number {
+  const row = sql
+    .exec<{ value: string }>(
+      `INSERT INTO meta (key, value) VALUES ('epoch', '1')
+       ON CONFLICT (key) DO UPDATE SET value = CAST(value AS INTEGER) + 1 RETURNING value`,
+    )
+    .one();
+  return Number(row.value);
+}
+
+/** rememberBucket: the bucket's own index, stored once. Writes 1 row the first time, then 0. */
+export function rememberBucket(sql: SqlStorage, bucket: number): void {
+  sql.exec("INSERT INTO meta (key, value) VALUES ('bucket', ?) ON CONFLICT (key) DO NOTHING", String(bucket));
+}
+
+export function storedBucket(sql: SqlStorage): number | null {
+  const row = sql.exec<{ value: string }>("SELECT value FROM meta WHERE key = 'bucket'").toArray()[0];
+  return row ? Number(row.value) : null;
+}
+
+/** loadHeld: every execution row, for the in-memory state at start. Reads only. */
+export function loadHeld(sql: SqlStorage): HeldRow[] {
+  return sql
+    .exec(`SELECT ${HELD_COLUMNS} FROM executions`)
+    .toArray()
+    .map((r) => ({ ...(r as unknown as HeldRow), recurring: r.recurring === 1 }));
+}
+
+/**
+ * insertExecution: a scheduled execution. Guard: (due_at, id) unique, so a repeat is a no-op.
+ * Writes 1 row (the key is the table). Returns whether it was new.
+ */
+export function insertExecution(sql: SqlStorage, row: HeldRow, spec: string | null, log: AttemptRecord[] | null): boolean {
+  const cursor = sql.exec(
+    `INSERT INTO executions (due_at, id, job_id, tenant, version, job_status, occurrence_at, occurrence, attempt,
+       budget_base, spec, log)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+    row.dueAt, row.id, row.jobId, row.tenant, row.version, row.jobStatus, row.occurrenceAt, row.occurrence, row.attempt,
+    row.budgetBase, spec, log && log.length > 0 ? JSON.stringify(log) : null,
+  );
+  cursor.toArray();
+  return cursor.rowsWritten > 0;
+}
+
+/**
+ * moveExecution: a new due time (retry backoff, reschedule) with the row's new fields; the key
+ * changes, so it is a delete and an insert. Guard: the row at `fromDueAt`. Writes 2 rows.
+ */
+export function moveExecution(sql: SqlStorage, fromDueAt: number, row: HeldRow, log: AttemptRecord[] | null, spec?: string | null): void {
+  const current = sql
+    .exec<{ spec: string | null }>("DELETE FROM executions WHERE due_at = ? AND id = ? RETURNING spec", fromDueAt, row.id)
+    .toArray()[0];
+  insertExecution(sql, row, spec === undefined ? (current?.spec ?? null) : spec, log);
+}
+
+/** updateJobOfExecution: the job's version, state and (one-off) spec on a row. Writes 1 row. */
+export function updateJobOfExecution(sql: SqlStorage, row: HeldRow, spec: string | null): void {
+  sql.exec(
+    "UPDATE executions SET version = ?, job_status = ?, spec = COALESCE(?, spec) WHERE due_at = ? AND id = ?",
+    row.version, row.jobStatus, spec, row.dueAt, row.id,
+  );
+}
+
+/** deleteExecutions: rows whose outcome D1 now holds. Writes 1 row each. */
+export function deleteExecutions(sql: SqlStorage, keys: { dueAt: number; id: string }[]): void {
+  for (const k of keys) sql.exec("DELETE FROM executions WHERE due_at = ? AND id = ?", k.dueAt, k.id);
+}
+
+/** specOf: the spec an execution runs (its own, or its schedule's). Reads only. */
+export function specOf(sql: SqlStorage, row: { dueAt: number; id: string; jobId: string; recurring: boolean }): string | null {
+  if (row.recurring) return sql.exec<{ spec: string }>("SELECT spec FROM schedules WHERE id = ?", row.jobId).toArray()[0]?.spec ?? null;
+  return sql.exec<{ spec: string }>("SELECT spec FROM executions WHERE due_at = ? AND id = ?", row.dueAt, row.id).toArray()[0]?.spec ?? null;
+}
+
+/** logOf: an execution's finished attempts. Reads only. */
+export function logOf(sql: SqlStorage, key: { dueAt: number; id: string }): AttemptRecord[] {
+  const text = sql.exec<{ log: string | null }>("SELECT log FROM executions WHERE due_at = ? AND id = ?", key.dueAt, key.id).toArray()[0]?.log;
+  return text ? (JSON.parse(text) as AttemptRecord[]) : [];
+}
+
+export function scheduleOf(sql: SqlStorage, jobId: string): ScheduleRow | undefined {
+  return sql
+    .exec("SELECT id, tenant, version, status, spec, next_at AS nextAt, fired FROM schedules WHERE id = ?", jobId)
+    .toArray()[0] as ScheduleRow | undefined;
+}
+
+/**
+ * putSchedule: a recurring job's schedule at a version. Guard: an older stored version only.
+ * Writes 1 row, plus 1-2 index entries when next_at changes.
+ */
+export function putSchedule(sql: SqlStorage, s: ScheduleRow): void {
+  sql.exec(
+    `INSERT INTO schedules (id, tenant, version, status, spec, next_at, fired) VALUES (?, ?, ?, ?, ?, ?, ?)
+     ON CONFLICT (id) DO UPDATE SET version = excluded.version, status = excluded.status, spec = excluded.spec,
+       next_at = excluded.next_at, fired = excluded.fired
+     WHERE schedules.version <= excluded.version`,
+    s.id, s.tenant, s.version, s.status, s.spec, s.nextAt, s.fired,
+  );
+}
+
+/** dueSchedules: active schedules whose next occurrence is due by `at`. Reads the index range. */
+export function dueSchedules(sql: SqlStorage, at: number, limit: number): ScheduleRow[] {
+  return sql
+    .exec(
+      `SELECT id, tenant, version, status, spec, next_at AS nextAt, fired FROM schedules
+       WHERE next_at IS NOT NULL AND next_at <= ? AND status = 'active' ORDER BY next_at LIMIT ?`,
+      at, limit,
+    )
+    .toArray() as unknown as ScheduleRow[];
+}
+
+/** nextScheduleAt: the earliest next occurrence of an active schedule. Reads the index. */
+export function nextScheduleAt(sql: SqlStorage): number | null {
+  return sql
+    .exec<{ at: number | null }>("SELECT MIN(next_at) AS at FROM schedules WHERE next_at IS NOT NULL AND status = 'active'")
+    .one().at;
+}
