@@ -42,17 +42,11 @@ export class DueQueue {
       for (;;) {
         const left = 2 * i + 1;
         const right = left + 1;
-        let smallest = i;
-        const current = smallest === i ? last : heap[smallest]!;
-        let best = current.dueAt;
-        if (left < heap.length && heap[left]!.dueAt < best) {
-          smallest = left;
-          best = heap[left]!.dueAt;
-        }
-        if (right < heap.length && heap[right]!.dueAt < best) smallest = right;
-        if (smallest === i) break;
-        heap[i] = heap[smallest]!;
-        i = smallest;
+        if (left >= heap.length) break;
+        const child = right < heap.length && heap[right]!.dueAt < heap[left]!.dueAt ? right : left;
+        if (heap[child]!.dueAt >= last.dueAt) break;
+        heap[i] = heap[child]!;
+        i = child;
       }
       heap[i] = last;
     }

@@ -48,7 +48,7 @@ export const TRANSITIONS = {
   /** the bucket restarted (new epoch): what was in its memory is eligible again */
   restart: { from: ["dispatched", "running"], to: "scheduled" },
   /** a one-off job's run time changed (PATCH): a running attempt finishes first */
-  reschedule: { from: ["scheduled", "dispatched", "running", "succeeded"], to: "scheduled" },
+  reschedule: { from: ["scheduled", "dispatched", "running"], to: "scheduled" },
   /** dead -> scheduled with a fresh attempt budget */
   redrive: { from: ["dead"], to: "scheduled" },
   /** resume schedules an occurrence that the pause canceled */

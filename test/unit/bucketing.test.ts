@@ -4,8 +4,8 @@
  * bucket Durable Object becomes the bottleneck.
  */
 import { describe, expect, it } from "vitest";
-import { bucketName, bucketOf, fireQueueOf, timeBucketOf } from "../../src/core/bucketing";
-import { newId } from "../../src/core/id";
+import { bucketName, bucketOf, bucketOfExecution, bucketOfJob, fireQueueOf } from "../../src/core/bucketing";
+import { newId, occurrenceId, oneOffExecutionId } from "../../src/core/id";
 
 /** Reference FNV-1a 32-bit over UTF-16 code units, in BigInt, independent of the Math.imul version. */
 function fnv1aReference(s: string): number {
@@ -134,28 +134,18 @@ describe("fireQueueOf", () => {
   });
 });
 
-describe("timeBucketOf", () => {
-  it.each([
-    [0, 60_000, 0],
-    [59_999, 60_000, 0],
-    [60_000, 60_000, 1],
-    [60_001, 60_000, 1],
-    [1_700_000_000_000, 60_000, 28_333_333],
-    [1_700_000_039_999, 60_000, 28_333_333], // 28_333_333 * 60_000 = 1_699_999_980_000
-    [1_700_000_040_000, 60_000, 28_333_334],
-    [1_234, 1, 1_234],
-  ])("dueAt %i with window %i -> time bucket %i (floored)", (dueAt, windowMs, expected) => {
-    expect(timeBucketOf(dueAt, windowMs)).toBe(expected);
+describe("bucketOfJob and bucketOfExecution", () => {
+  it("puts every execution of a job in the job's bucket, from the execution id alone", () => {
+    for (let i = 0; i < 200; i++) {
+      const jobId = newId("job", 1_700_000_000_000 + i, crypto.getRandomValues(new Uint8Array(16)));
+      const bucket = bucketOfJob(jobId, 32);
+      expect(bucketOfExecution(oneOffExecutionId(jobId), 32)).toBe(bucket);
+      expect(bucketOfExecution(occurrenceId(jobId, 1_800_000_000_000 + i * 60_000), 32)).toBe(bucket);
+    }
   });
 
-  it("is monotonic in dueAt, so a scan of due < t is a range over time buckets", () => {
-    let previous = -Infinity;
-    for (let at = 0; at < 600_000; at += 7_919) {
-      const tb = timeBucketOf(at, 60_000);
-      expect(tb).toBeGreaterThanOrEqual(previous);
-      expect(tb * 60_000).toBeLessThanOrEqual(at);
-      expect((tb + 1) * 60_000).toBeGreaterThan(at);
-      previous = tb;
-    }
+  it("hashes the random part of the id with FNV-1a", () => {
+    const jobId = "job_01234567890123456789abcdef";
+    expect(bucketOfJob(jobId, 2 ** 32)).toBe(fnv1aReference(jobId.slice(-16)));
   });
 });

@@ -10,7 +10,13 @@ import {
   fromStatesSql,
   isTerminal,
   statusCheckSql,
+  JOB_STATES,
+  JOB_TRANSITIONS,
+  jobTransition,
+  type JobState,
+  type JobTransition,
   TERMINAL_STATES,
+  transition,
   type Transition,
   TRANSITIONS,
 } from "../../src/core/lifecycle";
@@ -33,9 +39,9 @@ describe("TRANSITIONS", () => {
   });
 
   it("lets a terminal state out only by redrive (dead -> scheduled) or reopen (canceled -> scheduled)", () => {
-    // DESIGN.md: terminal states are left only by redrive. reopen was added for pause/resume of
-    // recurring jobs (a canceled future occurrence is scheduled again); any further exit must be
-    // a deliberate change to this list.
+    // DESIGN.md: terminal states are left only by redrive. reopen is resume of a recurring job
+    // scheduling an occurrence that the pause canceled; any further exit must be a deliberate
+    // change to this list.
     const outOfTerminal = edges.filter((e) => isTerminal(e.from));
     expect(outOfTerminal).toEqual([
       { t: "redrive", from: "dead", to: "scheduled" },
@@ -76,6 +82,47 @@ describe("TRANSITIONS", () => {
   });
 });
 
+describe("transition", () => {
+  it("returns the table's to-state for an allowed move and null otherwise, for every pair", () => {
+    for (const t of transitions) {
+      for (const s of EXECUTION_STATES) {
+        const allowed = (TRANSITIONS[t].from as readonly string[]).includes(s);
+        expect(transition(s, t)).toBe(allowed ? TRANSITIONS[t].to : null);
+      }
+    }
+  });
+});
+
+describe("jobTransition (the job table)", () => {
+  it.each<[JobState, JobTransition, JobState | null]>([
+    ["active", "cancel", "canceled"],
+    ["paused", "cancel", "canceled"],
+    ["canceled", "cancel", null],
+    ["completed", "cancel", null], // 409: a finished job cannot be canceled
+    ["active", "pause", "paused"],
+    ["paused", "pause", null],
+    ["paused", "resume", "active"],
+    ["active", "resume", null],
+    ["active", "patch", "active"],
+    ["paused", "patch", "paused"],
+    ["completed", "patch", null],
+    ["canceled", "patch", null],
+    ["completed", "redrive", "completed"], // the one-off redrive path sets active itself
+    ["canceled", "redrive", null],
+    ["active", "complete", "completed"],
+    ["paused", "complete", null],
+  ])("%s + %s -> %s", (from, event, to) => {
+    expect(jobTransition(from, event)).toBe(to);
+  });
+
+  it("names only known job states", () => {
+    for (const t of Object.values(JOB_TRANSITIONS)) {
+      for (const s of t.from) expect(JOB_STATES).toContain(s);
+      if (t.to !== null) expect(JOB_STATES).toContain(t.to);
+    }
+  });
+});
+
 describe("isTerminal", () => {
   it.each(EXECUTION_STATES.map((s) => [s, (TERMINAL_STATES as readonly string[]).includes(s)] as const))("%s -> %s", (state, terminal) => {
     expect(isTerminal(state)).toBe(terminal);
@@ -93,21 +140,30 @@ describe("canApply", () => {
     ["claim", "dispatched", true],
     ["claim", "running", false], // invariant 2: at most one live lease; invariant 7: duplicate delivery
     ["claim", "succeeded", false], // invariant 7: duplicate of a finished execution
-    ["claim", "scheduled", false],
+    ["claim", "scheduled", true], // a message of an earlier epoch for a due row (after a restart)
+    ["claim", "pending", false],
     ["succeed", "running", true],
     ["succeed", "dispatched", false], // invariant 3: only a lease holder completes
     ["succeed", "dead", false],
     ["retry", "running", true],
     ["retry", "dispatched", false],
-    ["kill", "running", true],
-    ["kill", "dispatched", true], // poison / undeliverable
-    ["kill", "scheduled", true],
+    ["kill", "running", true], // permanent failure or attempts exhausted
+    ["kill", "dispatched", false],
+    ["poison", "dispatched", true], // the queue gave up on the message
+    ["poison", "scheduled", true],
+    ["poison", "running", false], // a lease holds it: an old message never kills a live attempt
     ["kill", "succeeded", false],
     ["kill", "dead", false],
     ["cancel", "pending", true],
     ["cancel", "scheduled", true],
     ["cancel", "dispatched", true],
     ["cancel", "running", false], // a running attempt finishes
+    ["abandon", "running", true], // ... and is not retried if it fails
+    ["restart", "running", true], // a new epoch: what was in memory is eligible again
+    ["restart", "dispatched", true],
+    ["restart", "scheduled", false],
+    ["reschedule", "running", true], // PATCH of a one-off run time: runs again after the attempt
+    ["reschedule", "succeeded", false],
     ["cancel", "succeeded", false],
     ["cancel", "canceled", false],
     ["redrive", "dead", true],
@@ -136,8 +192,8 @@ describe("SQL derived from the table", () => {
   });
 
   it("fromStatesSql examples", () => {
-    expect(fromStatesSql("claim")).toBe("'dispatched'");
-    expect(fromStatesSql("kill")).toBe("'scheduled','dispatched','running'");
+    expect(fromStatesSql("claim")).toBe("'scheduled','dispatched'");
+    expect(fromStatesSql("kill")).toBe("'running'");
     expect(fromStatesSql("cancel")).toBe("'pending','scheduled','dispatched'");
   });
 

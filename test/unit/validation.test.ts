@@ -7,7 +7,8 @@ import { describe, expect, it } from "vitest";
 import { prepareJob } from "../../src/api/create";
 import { ApiError } from "../../src/api/errors";
 import { configOf } from "../../src/config";
-import { bucketOf, timeBucketOf } from "../../src/core/bucketing";
+import { bucketOfJob } from "../../src/core/bucketing";
+import { oneOffExecutionId } from "../../src/core/id";
 import { DEFAULT_RETRY_POLICY } from "../../src/core/backoff";
 import type { Env } from "../../src/env";
 
@@ -160,7 +161,7 @@ describe("prepareJob normalizes a good request", () => {
     expect(spec.metadata).toBeNull();
     expect(job.name).toBeNull();
     expect(job.tenant).toBe("acme");
-    expect(job.dueAt).toBe(now); // no runAt, no delay: due at once
+    expect(job.nextRunAt).toBe(now); // no runAt, no delay: due at once
     expect(job.idempotencyKey).toBeNull();
     expect(job.requestHash).toBeNull();
     expect(JSON.parse(job.spec)).toEqual(JSON.parse(JSON.stringify(spec)));
@@ -169,20 +170,19 @@ describe("prepareJob normalizes a good request", () => {
   it("gives the job and its first execution prefixed, time-sortable ids", async () => {
     const { job } = await prepareJob(ok, ctx);
     expect(job.id).toMatch(/^job_[0-9a-z]{26}$/);
-    expect(job.executionId).toMatch(/^exe_[0-9a-z]{26}$/);
+    expect(oneOffExecutionId(job.id)).toBe(`exe_${job.id.slice(4)}`);
     const later = await prepareJob(ok, { ...ctx, now: now + 1 });
     expect(later.job.id > job.id).toBe(true);
     const other = await prepareJob(ok, ctx);
     expect(other.job.id).not.toBe(job.id);
   });
 
-  it("places the job in its bucket and time bucket", async () => {
+  it("places the job in its bucket (by the random part its executions share)", async () => {
     for (let i = 0; i < 50; i++) {
       const { job } = await prepareJob({ ...ok, delay: `${i}m` }, ctx);
-      expect(job.bucket).toBe(bucketOf(job.id, 32));
+      expect(job.bucket).toBe(bucketOfJob(job.id, 32));
       expect(job.bucket).toBeGreaterThanOrEqual(0);
       expect(job.bucket).toBeLessThan(32);
-      expect(job.timeBucket).toBe(timeBucketOf(job.dueAt, 60_000));
     }
     const small = await prepareJob(ok, { ...ctx, config: loopbackConfig });
     expect(small.job.bucket).toBeLessThan(4);
@@ -239,7 +239,7 @@ describe("prepareJob normalizes a good request", () => {
     ["future epoch ms", now + 90_000, now + 90_000],
   ])("runAt: %s", async (_name, runAt, dueAt) => {
     const { job } = await prepareJob({ ...ok, runAt }, ctx);
-    expect(job.dueAt).toBe(dueAt);
+    expect(job.nextRunAt).toBe(dueAt);
   });
 
   it.each<[string | number, number]>([
@@ -252,7 +252,7 @@ describe("prepareJob normalizes a good request", () => {
     [0, 0],
   ])("delay %j -> dueAt = now + %i", async (delay, ms) => {
     const { job } = await prepareJob({ ...ok, delay }, ctx);
-    expect(job.dueAt).toBe(now + ms);
+    expect(job.nextRunAt).toBe(now + ms);
   });
 
   it("keeps name, metadata and timeoutMs", async () => {
