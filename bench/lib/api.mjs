@@ -65,8 +65,28 @@ export async function schedulerFigures(api) {
     if (res.status !== 200) return { error: `HTTP ${res.status}` };
     const m = res.body;
     const counters = Object.fromEntries(Object.entries(m.counters).filter(([, v]) => v !== 0));
-    return { counters, deadByReason: m.dead_total_by_reason, claimLagMs: m.fire_lag_ms };
+    return { counters, deadByReason: m.dead_total_by_reason, claimLagMs: m.fire_lag_ms, perExecution: perExecution(m.counters) };
   } catch (error) {
     return { error: String(error) };
   }
+}
+
+/**
+ * What the platform bills and what the scheduler repeated, per finished execution, from the
+ * scheduler's own counters (rows from cursor.rowsWritten and meta.rows_written; the history purge
+ * after HISTORY_RETENTION_MS is not in a bench run: test/integration/rows.test.ts measures it).
+ */
+export function perExecution(c) {
+  const finished = (c.succeeded_total ?? 0) + (c.dead_total ?? 0) + (c.canceled_total ?? 0);
+  if (finished === 0) return null;
+  const per = (n) => Math.round(((n ?? 0) / finished) * 1000) / 1000;
+  return {
+    finished,
+    doRows: per(c.do_rows_written_total),
+    d1Rows: per(c.d1_rows_written_total),
+    rows: per((c.do_rows_written_total ?? 0) + (c.d1_rows_written_total ?? 0)),
+    alarmsSet: per(c.alarms_set_total),
+    redispatches: per(c.redispatch_total),
+    duplicatesSuppressed: per(c.duplicates_suppressed_total),
+  };
 }

@@ -71,3 +71,14 @@ export async function waitUntil(check, deadlineAt, intervalMs = 100) {
     await sleep(Math.min(intervalMs, Math.max(1, deadlineAt - Date.now())));
   }
 }
+
+/**
+ * Runtime CPU milliseconds per delivered execution, from cpu() seconds by process name: workerd
+ * (the one thread that runs the API, the buckets, the queue and the consumer) and the whole stack.
+ */
+export function cpuMsPerDelivery(cpuByComm, delivered) {
+  if (!delivered) return null;
+  const all = Object.values(cpuByComm).reduce((a, b) => a + b, 0);
+  const workerd = Object.entries(cpuByComm).filter(([comm]) => comm.startsWith("workerd")).reduce((a, [, v]) => a + v, 0);
+  return { workerd: round((workerd * 1000) / delivered, 3), stack: round((all * 1000) / delivered, 3) };
+}

@@ -4,7 +4,7 @@
 import { arrivalsPerSecond, deliveredCount, deliveryFigures, enqueueSequential, jobSpec, rate, stageSample } from "../lib/jobs.mjs";
 import { benchCpuSeconds } from "../lib/procstat.mjs";
 import { withSession } from "../lib/session.mjs";
-import { round, shuffle, sleep, summary, waitUntil } from "../lib/stats.mjs";
+import { round, shuffle, sleep, summary, waitUntil, cpuMsPerDelivery } from "../lib/stats.mjs";
 
 export async function burst(params, ctx) {
   const { n, minLeadMs = 5000, expectedEnqueueRate, drainTimeoutMs, sample } = params;
@@ -51,6 +51,7 @@ export async function burst(params, ctx) {
       quietBeforeStart: quiet,
       loadAvgAtStart,
       runtime: {
+        cpuMsPerDelivery: cpuMsPerDelivery(sampler.cpu("start", "end"), d.figures.delivered),
         cpuSeconds: sampler.cpu("start", "end"),
         cpuSecondsFiringPhase: sampler.cpu("enqueued", "end"),
         wallSeconds: round((Date.now() - t0) / 1000, 1),

@@ -3,7 +3,7 @@
 import { arrivalsPerSecond, deliveredCount, deliveryFigures, enqueueSequential, jobSpec, rate, stageSample } from "../lib/jobs.mjs";
 import { benchCpuSeconds } from "../lib/procstat.mjs";
 import { withSession } from "../lib/session.mjs";
-import { round, shuffle, sleep, summary, waitUntil } from "../lib/stats.mjs";
+import { round, shuffle, sleep, summary, waitUntil, cpuMsPerDelivery } from "../lib/stats.mjs";
 
 export async function delayed(params, ctx) {
   const { n, leadMs = 5000, spreadMs = 10_000, drainTimeoutMs, sample } = params;
@@ -49,6 +49,7 @@ export async function delayed(params, ctx) {
       quietBeforeStart: quiet,
       loadAvgAtStart,
       runtime: {
+        cpuMsPerDelivery: cpuMsPerDelivery(cpuTotal, d.figures.delivered),
         cpuSeconds: cpuTotal,
         cpuSecondsEnqueuePhase: cpuEnqueue,
         cpuSecondsFiringPhase: sampler.cpu("enqueued", "end"),

@@ -4,7 +4,7 @@
 // nothing missing and the creation rate achieved (>= 95 % of R).
 import { deliveredCount, deliveryFigures, rate } from "../lib/jobs.mjs";
 import { withSession } from "../lib/session.mjs";
-import { round, sleep, summary, waitUntil } from "../lib/stats.mjs";
+import { round, sleep, summary, waitUntil, cpuMsPerDelivery } from "../lib/stats.mjs";
 
 const TICK_MS = 100;
 const MAX_IN_FLIGHT = 4;
@@ -93,6 +93,7 @@ export async function steadyRate(r, params, ctx) {
       quietBeforeStart: quiet,
       loadAvgAtStart,
       runtime: {
+        cpuMsPerDelivery: cpuMsPerDelivery(sampler.cpu("start", "end"), d.figures.delivered),
         cpuSeconds: sampler.cpu("start", "end"),
         cpuSecondsCreatePhase: sampler.cpu("start", "created"),
         cpuUtilisationCreatePhase: (() => {

@@ -191,7 +191,7 @@ export async function createJobs(
   now: number,
 ): Promise<CreateResult[]> {
   if (prepared.length === 0) return [];
-  const winners = await insertJobs(db, tenant, prepared.map((p) => p.job), now, config.IDEMPOTENCY_WINDOW_MS);
+  const { winners, rowsWritten } = await insertJobs(db, tenant, prepared.map((p) => p.job), now, config.IDEMPOTENCY_WINDOW_MS);
   const ownerOfKey = new Map(winners.map((w) => [w.key, w]));
   const created = prepared.filter((p) => p.job.idempotencyKey === null || ownerOfKey.get(p.job.idempotencyKey)?.jobId === p.job.id);
   await handOff(
@@ -205,6 +205,7 @@ export async function createJobs(
       },
     })),
     now,
+    rowsWritten,
   );
 
   const replayIds = prepared
@@ -245,6 +246,7 @@ export async function handOff(
   config: Config,
   items: { bucket: number; definition: JobDefinition }[],
   now: number,
+  d1RowsWritten = 0,
 ): Promise<Map<string, number>> {
   const byBucket = new Map<number, JobDefinition[]>();
   for (const { bucket, definition } of items) {
@@ -255,10 +257,14 @@ export async function handOff(
     byBucket.set(bucket, list);
   }
   const acknowledged = new Map<string, number>();
+  // the D1 rows of this request travel with the first RPC, to be counted with the bucket's (metrics)
+  let meter: { d1RowsWritten: number } | undefined = { d1RowsWritten };
   await Promise.all(
     [...byBucket].map(async ([bucket, definitions]) => {
+      const carried = meter;
+      meter = undefined;
       try {
-        for (const a of await env.BUCKET.getByName(bucketName(bucket)).applyJobs(bucket, definitions)) acknowledged.set(a.jobId, a.version);
+        for (const a of await env.BUCKET.getByName(bucketName(bucket)).applyJobs(bucket, definitions, carried)) acknowledged.set(a.jobId, a.version);
       } catch (error) {
         console.error(`hand-off to bucket ${bucket} failed; the sync pass will converge it`, error);
       }

@@ -70,6 +70,12 @@ const MAX_DISPATCH_WAIT_MS = 600_000;
 /** ids closed this recently are refused by a pull that read D1 before they closed */
 const CLOSED_MEMORY_MS = 120_000;
 const LOG_LIMIT = 20;
+/**
+ * Counters and the lag histogram are written at most this often: a row per counter per write, so
+ * at low rates writing them with every outcome flush would cost more than the outcomes. Reads
+ * add what is not written yet; a crash loses at most this much of the counts.
+ */
+const COUNTER_WRITE_MS = 10_000;
 
 interface Dispatch {
   seq: number;
@@ -110,6 +116,8 @@ export class Bucket extends DurableObject<Env> {
   // ---- memory (rebuilt at start; see the header) ----------------------------------------------
   /** every execution row, without its spec and log */
   private readonly held = new Map<string, HeldRow>();
+  /** recurring jobs' held executions (a one-off job's one execution is named after it) */
+  private readonly heldOfJob = new Map<string, Set<string>>();
   /** held rows not in flight, by due time */
   private readonly due = new DueQueue();
   /** dispatched, in dispatch order (the first is the oldest) */
@@ -130,13 +138,28 @@ export class Bucket extends DurableObject<Env> {
   private leaseSeq = 0;
   private dispatchRetryAt = 0;
   private flushAt = 0;
+  private counterWriteAt = 0;
   private flushing = false;
   private nextScheduleAt: number | null = null;
   private armedAt: number | null = null;
 
+  /** this object's SQL cursors not yet counted (rowsWritten is final once a statement ran) */
+  private readonly cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
+
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    this.sql = ctx.storage.sql;
+    // every statement goes through one exec that remembers its cursor: rows written are counted
+    // from the platform's own counter (what Cloudflare bills), not estimated
+    const sql = ctx.storage.sql;
+    this.sql = Object.create(sql, {
+      exec: {
+        value: (query: string, ...bindings: SqlStorageValue[]) => {
+          const cursor = sql.exec(query, ...bindings);
+          this.cursors.push(cursor);
+          return cursor;
+        },
+      },
+    }) as SqlStorage;
     this.config = configOf(env);
     const { epoch, rows } = ctx.storage.transactionSync(() => {
       migrateBucket(this.sql);
@@ -147,7 +170,7 @@ export class Bucket extends DurableObject<Env> {
     this.nextScheduleAt = store.nextScheduleAt(this.sql);
     const now = Date.now();
     for (const row of rows) {
-      this.held.set(row.id, row);
+      this.hold(row);
       // what was dispatched or running before the restart is scheduled again (transition restart);
       // an attempt of a job canceled or paused meanwhile ends canceled instead
       if (row.jobStatus === "active") this.due.push(row.dueAt, row.id);
@@ -163,8 +186,12 @@ export class Bucket extends DurableObject<Env> {
    * Applies job versions. A version older than or equal to the one held is a no-op; what is
    * returned is held now (a definition for an execution on its way to D1 waits for the flush).
    */
-  async applyJobs(bucket: number, definitions: JobDefinition[]): Promise<Applied[]> {
-    return this.change(bucket, () => this.applyAll(definitions, Date.now(), 0));
+  async applyJobs(bucket: number, definitions: JobDefinition[], meter?: { d1RowsWritten: number }): Promise<Applied[]> {
+    return this.change(bucket, () => {
+      // the caller's D1 rows for these jobs, counted here with the rest of the bill
+      if (meter && meter.d1RowsWritten > 0) this.tally.add("d1_rows_written_total", SYSTEM_TENANT, "", meter.d1RowsWritten);
+      return this.applyAll(definitions, Date.now(), 0);
+    });
   }
 
   /**
@@ -191,10 +218,11 @@ export class Bucket extends DurableObject<Env> {
     const unsynced = await unsyncedJobs(db, bucket, PULL_PAGE);
     const applied = await this.change(bucket, () => this.applyAll(unsynced, Date.now(), readAt));
     const synced = unsynced.filter((d) => applied.some((a) => a.jobId === d.jobId && a.version >= d.version));
-    await markSynced(db, synced.map((d) => ({ tenant: d.tenant, jobId: d.jobId, version: d.version })));
+    const syncRows = await markSynced(db, synced.map((d) => ({ tenant: d.tenant, jobId: d.jobId, version: d.version })));
     const orders = await pendingRedrives(db, bucket, PULL_PAGE);
     const results = await this.change(bucket, () => this.redriveAll(orders, Date.now()));
-    await clearRedrives(db, orders.filter((o, i) => results[i]!.ok).map((o) => ({ tenant: o.tenant, executionId: o.executionId })));
+    const redriveRows = await clearRedrives(db, orders.filter((o, i) => results[i]!.ok).map((o) => ({ tenant: o.tenant, executionId: o.executionId })));
+    this.tally.add("d1_rows_written_total", SYSTEM_TENANT, "", syncRows + redriveRows);
     return { pulled, synced: synced.length, redriven: orders.length };
   }
 
@@ -551,7 +579,7 @@ export class Bucket extends DurableObject<Env> {
       if (plan.run) this.insert(row, null, null);
       else {
         // nothing durable: the skip is only history (a crash before the flush loses that line)
-        this.held.set(row.id, row);
+        this.hold(row);
         this.close(row, "canceled", now, { reason: "skipped: missed occurrence (catchUp none)" });
       }
     }
@@ -635,12 +663,12 @@ export class Bucket extends DurableObject<Env> {
    * (their outcome is in D1; a crash before this point re-runs them: at-least-once).
    */
   private async flush(now: number): Promise<void> {
-    if (this.flushing || (now < this.flushAt && this.closing.size < FLUSH_NOW_AT)) return;
+    if (this.flushing) return;
     if (this.closing.size === 0 && this.dirtySchedules.size === 0) {
-      if (this.tally.hasPending()) await this.change(null, () => this.tally.write(this.sql));
-      this.flushAt = now + this.config.FLUSH_DELAY_MS;
+      if (this.tally.hasPending() && now >= this.counterWriteAt) await this.change(null, () => this.writeCounters(now));
       return;
     }
+    if (now < this.flushAt && this.closing.size < FLUSH_NOW_AT) return;
     this.flushing = true;
     try {
       const closing = [...this.closing.values()];
@@ -661,17 +689,18 @@ export class Bucket extends DurableObject<Env> {
         const live = this.rowsOfJob(jobId).some((r) => !closing.some((c) => c.row.id === r.id));
         return [{ tenant: s.tenant, jobId, version: s.version, nextRunAt: s.nextAt, fired: s.fired, completed: s.status === "active" && s.nextAt === null && !live }];
       });
-      await writeOutcomes(dbOf(this.env.DB), finished, projections, now);
+      const d1Rows = await writeOutcomes(dbOf(this.env.DB), finished, projections, now);
+      this.tally.add("d1_rows_written_total", SYSTEM_TENANT, "", d1Rows);
       await this.change(null, () => {
         const at = Date.now();
         store.deleteExecutions(this.sql, closing.map((c) => c.row));
         for (const c of closing) {
           this.closing.delete(c.row.id);
-          this.held.delete(c.row.id);
+          this.release(c.row);
           this.closedAt.set(c.row.id, at);
         }
         for (const jobId of schedules) this.dirtySchedules.delete(jobId);
-        this.tally.write(this.sql);
+        if (at >= this.counterWriteAt) this.writeCounters(at);
         const deferred = [...this.deferred.values()].filter((d) => !this.closing.has(oneOffExecutionId(d.jobId)));
         for (const d of deferred) this.deferred.delete(oneOffExecutionId(d.jobId));
         this.applyAll(deferred, at, 0);
@@ -683,6 +712,12 @@ export class Bucket extends DurableObject<Env> {
     } finally {
       this.flushing = false;
     }
+  }
+
+  private writeCounters(now: number): void {
+    this.meterRows(); // the rows written so far count in this write
+    this.tally.write(this.sql);
+    this.counterWriteAt = now + COUNTER_WRITE_MS;
   }
 
   private forgetClosed(now: number): void {
@@ -705,10 +740,18 @@ export class Bucket extends DurableObject<Env> {
         store.rememberBucket(this.sql, bucket);
         this.bucket = bucket;
       }
-      return step();
+      const out = step();
+      this.meterRows();
+      return out;
     });
     await this.rearm();
     return result;
+  }
+
+  private meterRows(): void {
+    let rows = 0;
+    for (const cursor of this.cursors.splice(0)) rows += cursor.rowsWritten;
+    if (rows > 0) this.tally.add("do_rows_written_total", SYSTEM_TENANT, "", rows);
   }
 
   /** The alarm is always the earliest thing this bucket must do (STYLE.md habit 4). */
@@ -717,7 +760,7 @@ export class Bucket extends DurableObject<Env> {
     const nextDue = this.due.peek((dueAt, id) => this.isScheduledAt(id, dueAt))?.dueAt;
     const firstLease = this.running.values().next().value?.deadlineAt;
     const firstDispatch = this.dispatched.values().next().value;
-    const pendingFlush = this.closing.size > 0 || this.dirtySchedules.size > 0 || this.tally.hasPending();
+    const pendingFlush = this.closing.size > 0 || this.dirtySchedules.size > 0;
     const at = nextAlarmAt({
       candidates: [
         nextDue === undefined ? null : Math.max(nextDue, this.dispatchRetryAt),
@@ -725,13 +768,14 @@ export class Bucket extends DurableObject<Env> {
         firstDispatch ? firstDispatch.at + this.config.DISPATCH_TIMEOUT_MS : null,
         this.nextScheduleAt,
         pendingFlush ? Math.max(this.flushAt, now) : null,
-        this.closedAt.size > 0 ? now + CLOSED_MEMORY_MS : null,
+        this.tally.hasPending() ? Math.max(this.counterWriteAt, now) : null,
       ],
       now,
       quantumMs: this.config.ALARM_QUANTUM_MS,
     });
     if (at === null || (this.armedAt !== null && this.armedAt <= at && this.armedAt >= now)) return;
     this.armedAt = at;
+    this.tally.add("alarms_set_total", SYSTEM_TENANT);
     await this.ctx.storage.setAlarm(at);
   }
 
@@ -740,13 +784,29 @@ export class Bucket extends DurableObject<Env> {
 
   private insert(row: HeldRow, spec: string | null, log: AttemptRecord[] | null): boolean {
     if (!store.insertExecution(this.sql, row, spec, log)) return false;
-    this.held.set(row.id, row);
+    this.hold(row);
     this.due.push(row.dueAt, row.id);
     return true;
   }
 
   private keep(row: HeldRow): void {
     this.held.set(row.id, row);
+  }
+
+  private hold(row: HeldRow): void {
+    this.held.set(row.id, row);
+    if (!row.recurring) return;
+    const ids = this.heldOfJob.get(row.jobId) ?? new Set<string>();
+    ids.add(row.id);
+    this.heldOfJob.set(row.jobId, ids);
+  }
+
+  private release(row: HeldRow): void {
+    this.held.delete(row.id);
+    const ids = this.heldOfJob.get(row.jobId);
+    if (!ids) return;
+    ids.delete(row.id);
+    if (ids.size === 0) this.heldOfJob.delete(row.jobId);
   }
 
   /** A failed attempt: back off, die, or (the job was canceled or paused) end canceled (invariant 6). */
@@ -850,9 +910,9 @@ export class Bucket extends DurableObject<Env> {
   }
 
   private rowsOfJob(jobId: string): HeldRow[] {
-    const rows: HeldRow[] = [];
-    for (const row of this.held.values()) if (row.jobId === jobId) rows.push(row);
-    return rows;
+    const oneOff = this.held.get(oneOffExecutionId(jobId));
+    if (oneOff) return [oneOff];
+    return [...(this.heldOfJob.get(jobId) ?? [])].flatMap((id) => this.held.get(id) ?? []);
   }
 
   private message(row: HeldRow): FireMessage {

@@ -16,6 +16,9 @@ export const COUNTERS = [
   "scanner_recovered_total",
   "redrive_total",
   "malformed_messages_total",
+  "do_rows_written_total",
+  "d1_rows_written_total",
+  "alarms_set_total",
 ] as const;
 export type CounterName = (typeof COUNTERS)[number];
 
@@ -34,6 +37,9 @@ export const COUNTER_HELP: Record<CounterName, string> = {
   scanner_recovered_total: "executions the scanner handed to their bucket from D1",
   redrive_total: "dead executions given a fresh attempt budget",
   malformed_messages_total: "queue messages that were not a fire message (acked and dropped)",
+  do_rows_written_total: "Durable Object SQLite rows written, index entries included (the platform's cursor.rowsWritten)",
+  d1_rows_written_total: "D1 rows written by the job path, index entries included (meta.rows_written)",
+  alarms_set_total: "Durable Object alarms set (each is billed like a row written)",
 };
 
 /** The tenant of events that belong to no tenant (a malformed message names none). */

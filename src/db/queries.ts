@@ -46,6 +46,11 @@ export function jsonChunks(items: readonly unknown[]): string[] {
   return chunks;
 }
 
+/** What D1 bills for a batch: its statements' rows written, index entries included. */
+export function rowsWritten(results: D1Result[]): number {
+  return results.reduce((n, r) => n + (r.meta.rows_written ?? 0), 0);
+}
+
 /** A raw statement for D1's own batch(): drizzle's batch cannot bind parameters of sql`` queries. */
 function statement(db: Db, query: SQL): D1PreparedStatement {
   const { sql: text, params } = dialect.sqlToQuery(query);
@@ -102,7 +107,7 @@ export async function insertJobs(
   items: NewJob[],
   now: number,
   idempotencyWindowMs: number,
-): Promise<IdempotencyWinner[]> {
+): Promise<{ winners: IdempotencyWinner[]; rowsWritten: number }> {
   const rowChunks = jsonChunks(
     items.map((j) => ({ id: j.id, n: j.name, b: j.bucket, s: j.spec, c: j.cron, z: j.timezone, d: j.nextRunAt, k: j.idempotencyKey })),
   );
@@ -129,12 +134,9 @@ export async function insertJobs(
     SELECT key, job_id AS jobId, request_hash AS requestHash FROM idempotency_keys
     WHERE tenant = ${tenant} AND key IN (SELECT json_extract(value, '$.k') FROM json_each(${keyRows}))`);
   const inserts = rowChunks.map(insertJobRows);
-  if (keys.length === 0) {
-    await db.$client.batch(inserts);
-    return [];
-  }
+  if (keys.length === 0) return { winners: [], rowsWritten: rowsWritten(await db.$client.batch(inserts)) };
   const results = await db.$client.batch<IdempotencyWinner>([claimKeys, ...inserts, readKeys]);
-  return results[results.length - 1]!.results;
+  return { winners: results[results.length - 1]!.results, rowsWritten: rowsWritten(results) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -161,15 +163,15 @@ export async function changeJob(db: Db, tenant: string, id: string, version: num
  * markSynced: the bucket holds these versions. Guard: the same version (a newer change stays
  * unsynced). Writes 1 row and 1 index entry each.
  */
-export async function markSynced(db: Db, items: { tenant: string; jobId: string; version: number }[]): Promise<void> {
-  if (items.length === 0) return;
-  await db.$client.batch(
+export async function markSynced(db: Db, items: { tenant: string; jobId: string; version: number }[]): Promise<number> {
+  if (items.length === 0) return 0;
+  return rowsWritten(await db.$client.batch(
     jsonChunks(items).map((chunk) => statement(db, sql`
       UPDATE jobs SET synced = 1
       FROM (SELECT json_extract(value, '$.tenant') AS tenant, json_extract(value, '$.jobId') AS id,
               json_extract(value, '$.version') AS version FROM json_each(${chunk})) AS m
       WHERE jobs.tenant = m.tenant AND jobs.id = m.id AND jobs.version = m.version AND jobs.synced = 0`)),
-  );
+  ));
 }
 
 /**
@@ -201,13 +203,13 @@ export async function markRedrive(db: Db, tenant: string, executionId: string, n
 }
 
 /** clearRedrives: the bucket took these redrives; they leave the dead-letter list. */
-export async function clearRedrives(db: Db, items: { tenant: string; executionId: string }[]): Promise<void> {
-  if (items.length === 0) return;
-  await db.$client.batch(
+export async function clearRedrives(db: Db, items: { tenant: string; executionId: string }[]): Promise<number> {
+  if (items.length === 0) return 0;
+  return rowsWritten(await db.$client.batch(
     jsonChunks(items).map((chunk) => statement(db, sql`
       DELETE FROM dead_letters WHERE redrive_at IS NOT NULL AND (tenant, execution_id) IN
         (SELECT json_extract(value, '$.tenant'), json_extract(value, '$.executionId') FROM json_each(${chunk}))`)),
-  );
+  ));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -286,7 +288,7 @@ export interface ScheduleProjection {
  * - dead: a dead-letter row.
  * - schedules: next_run_at, fired and completion, only at the version the bucket holds.
  */
-export async function writeOutcomes(db: Db, finished: FinishedExecution[], schedules: ScheduleProjection[], now: number): Promise<void> {
+export async function writeOutcomes(db: Db, finished: FinishedExecution[], schedules: ScheduleProjection[], now: number): Promise<number> {
   const statements: D1PreparedStatement[] = [];
   for (const chunk of jsonChunks(finished.filter((f) => !f.recurring))) {
     statements.push(statement(db, sql`
@@ -351,7 +353,7 @@ export async function writeOutcomes(db: Db, finished: FinishedExecution[], sched
       WHERE jobs.tenant = m.tenant AND jobs.id = m.id AND jobs.version = m.version
         AND ((m.next_run_at IS NOT NULL AND jobs.next_run_at IS NOT m.next_run_at) OR jobs.fired < m.fired OR (m.completed AND jobs.status = 'active'))`));
   }
-  if (statements.length > 0) await db.$client.batch(statements);
+  return statements.length > 0 ? rowsWritten(await db.$client.batch(statements)) : 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -448,10 +450,16 @@ export async function listDead(db: Db, tenant: string, cursor: { deadAt: number;
 
 /**
  * purgeHistory: one page of finished jobs (per bucket, by the due-time index), occurrence history,
- * dead letters and idempotency keys older than their cutoffs. Returns the rows deleted (a full
- * page somewhere means more remain).
+ * dead letters and idempotency keys older than their cutoffs. Returns the rows deleted, whether a
+ * statement filled its page (more remain), and the rows written.
  */
-export async function purgeHistory(db: Db, buckets: number, historyCutoffAt: number, idempotencyCutoffAt: number, limit: number): Promise<number> {
+export async function purgeHistory(
+  db: Db,
+  buckets: number,
+  historyCutoffAt: number,
+  idempotencyCutoffAt: number,
+  limit: number,
+): Promise<{ deleted: number; more: boolean; rowsWritten: number }> {
   const perBucket = Math.max(1, Math.ceil(limit / buckets));
   const statements: D1PreparedStatement[] = [];
   for (let b = 0; b < buckets; b++) {
@@ -469,7 +477,12 @@ export async function purgeHistory(db: Db, buckets: number, historyCutoffAt: num
       SELECT rowid FROM idempotency_keys WHERE created_at < ${idempotencyCutoffAt} LIMIT ${limit})`),
   );
   const results = await db.$client.batch(statements);
-  return results.reduce((n, r) => Math.max(n, r.meta.changes ?? 0), 0);
+  const limits = [...Array.from({ length: buckets }, () => perBucket), limit, limit, limit];
+  return {
+    deleted: results.reduce((n, r) => n + (r.meta.changes ?? 0), 0),
+    more: results.some((r, i) => (r.meta.changes ?? 0) >= limits[i]!),
+    rowsWritten: rowsWritten(results),
+  };
 }
 
 /** The highest bucket any job names (a lowered BUCKETS setting must not strand a bucket's jobs). */

@@ -8,6 +8,7 @@ import { configOf } from "../config";
 import { bucketName } from "../core/bucketing";
 import { dbOf, highestBucket, purgeHistory } from "../db/queries";
 import type { Env } from "../env";
+import { SYSTEM_TENANT } from "../core/metrics";
 
 const CONCURRENT_BUCKETS = 6;
 const PURGE_PAGE = 5000;
@@ -42,15 +43,19 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
   };
   await Promise.all(Array.from({ length: Math.min(CONCURRENT_BUCKETS, buckets) }, worker));
   let purged = 0;
+  let rows = 0;
   try {
     const started = Date.now();
     for (;;) {
       const page = await purgeHistory(db, buckets, now - config.HISTORY_RETENTION_MS, now - config.IDEMPOTENCY_WINDOW_MS, PURGE_PAGE);
-      purged += page;
-      if (page < PURGE_PAGE || Date.now() - started > PURGE_BUDGET_MS) break;
+      purged += page.deleted;
+      rows += page.rowsWritten;
+      if (!page.more || Date.now() - started > PURGE_BUDGET_MS) break;
     }
   } catch (error) {
     console.error("history purge failed", error);
   }
+  // the purge's rows are billed too: counted with bucket 0's metrics
+  if (rows > 0) await env.BUCKET.getByName(bucketName(0)).bump("d1_rows_written_total", SYSTEM_TENANT, rows).catch(() => undefined);
   return { pulled, failedBuckets, purged };
 }
