@@ -21,7 +21,7 @@ import { planOccurrence } from "../core/cron";
 import { occurrenceId, oneOffExecutionId } from "../core/id";
 import type { JobSpec } from "../core/job";
 import { isNear } from "../core/job";
-import { transition, type ExecutionState, type TerminalState } from "../core/lifecycle";
+import { transition, type ExecutionState, type TerminalState, type Transition } from "../core/lifecycle";
 import { SYSTEM_TENANT, type BucketMetrics, type CounterName } from "../core/metrics";
 import { excerpt } from "../core/response";
 import {
@@ -174,7 +174,7 @@ export class Bucket extends DurableObject<Env> {
       // what was dispatched or running before the restart is scheduled again (transition restart);
       // an attempt of a job canceled or paused meanwhile ends canceled instead
       if (row.jobStatus === "active") this.due.push(row.dueAt, row.id);
-      else this.close(row, "canceled", now, { reason: row.jobStatus });
+      else this.close(row, "cancel", now, { reason: row.jobStatus });
     }
     void ctx.blockConcurrencyWhile(() => this.rearm());
   }
@@ -271,7 +271,7 @@ export class Bucket extends DurableObject<Env> {
         store.updateJobOfExecution(this.sql, updated, def.specJson);
         this.keep(updated);
       } else {
-        this.cancel(row, now, "canceled");
+        this.close(row, "cancel", now, { reason: "canceled" });
       }
       return def.version;
     }
@@ -279,6 +279,7 @@ export class Bucket extends DurableObject<Env> {
       // PATCH of the run time: a fresh budget at the new time; a running attempt finishes first
       // and its outcome then runs the job again (reschedule)
       const moved: HeldRow = { ...updated, dueAt, occurrenceAt: dueAt, budgetBase: row.attempt };
+      if (!lease) this.assertMove(row, "reschedule");
       this.dispatched.delete(id);
       store.moveExecution(this.sql, row.dueAt, moved, null, def.specJson);
       this.keep(moved);
@@ -310,7 +311,7 @@ export class Bucket extends DurableObject<Env> {
         store.updateJobOfExecution(this.sql, updated, null);
         this.keep(updated);
       } else {
-        this.cancel(row, now, active ? "rescheduled" : def.status);
+        this.close(row, "cancel", now, { reason: active ? "rescheduled" : def.status });
       }
     }
     return def.version;
@@ -431,7 +432,6 @@ export class Bucket extends DurableObject<Env> {
         const lease = this.liveLease(report, now);
         if (!lease) return { ok: false, executionId: report.executionId, code: "stale_lease" };
         const row = this.held.get(report.executionId)!;
-        this.running.delete(report.executionId);
         const outcome = report.outcome;
         if (outcome.kind === "succeeded") {
           const attempt = this.attemptRecord(row, lease, now, "succeeded", outcome.httpStatus, null);
@@ -440,7 +440,7 @@ export class Bucket extends DurableObject<Env> {
             this.reschedule(row, attempt);
             return { ok: true, executionId: row.id, status: "scheduled" };
           }
-          this.close(row, "succeeded", now, { attempt, httpStatus: outcome.httpStatus });
+          this.close(row, "succeed", now, { attempt, httpStatus: outcome.httpStatus });
           return { ok: true, executionId: row.id, status: "succeeded" };
         }
         const status = this.fail(row, lease, now, {
@@ -466,8 +466,7 @@ export class Bucket extends DurableObject<Env> {
         if (row.dueAt !== ref.dueAt || transition(this.stateOf(row), "poison") === null) {
           return { executionId: ref.executionId, code: "not_poisoned" };
         }
-        this.dispatched.delete(row.id);
-        this.close(row, "dead", now, { reason: "poison", error: "the queue consumer failed on this message repeatedly" });
+        this.close(row, "poison", now, { reason: "poison", error: "the queue consumer failed on this message repeatedly" });
         return { executionId: ref.executionId, code: "marked_dead" };
       });
     });
@@ -534,21 +533,26 @@ export class Bucket extends DurableObject<Env> {
   override async alarm(): Promise<void> {
     this.armedAt = null;
     const now = Date.now();
-    const sends = await this.change(null, () => {
-      this.expireLeases(now);
-      this.createOccurrences(now);
-      return this.takeDispatches(now);
-    });
-    await this.send(sends);
-    await this.flush(now);
-    await this.change(null, () => this.forgetClosed(now));
+    const steps: [string, () => Promise<unknown>][] = [
+      ["expire leases", () => this.change(null, () => this.expireLeases(now))],
+      ["create occurrences", () => this.change(null, () => this.createOccurrences(now))],
+      ["dispatch", async () => this.send(await this.change(null, () => this.takeDispatches(now)))],
+      ["flush", () => this.flush(now)],
+    ];
+    for (const [name, step] of steps) {
+      try {
+        await step();
+      } catch (error) {
+        console.error(`bucket alarm step "${name}" failed`, error);
+      }
+    }
+    await this.change(null, () => this.forgetClosed(now)); // re-arms, whatever failed above
   }
 
   private expireLeases(now: number): void {
     for (const [id, lease] of this.running) {
       if (lease.deadlineAt > now) break; // deadline order
       const row = this.held.get(id)!;
-      this.running.delete(id);
       this.tally.add("lease_expired_total", row.tenant);
       this.fail(row, lease, now, {
         failure: "retryable",
@@ -580,7 +584,7 @@ export class Bucket extends DurableObject<Env> {
       else {
         // nothing durable: the skip is only history (a crash before the flush loses that line)
         this.hold(row);
-        this.close(row, "canceled", now, { reason: "skipped: missed occurrence (catchUp none)" });
+        this.close(row, "cancel", now, { reason: "skipped: missed occurrence (catchUp none)" });
       }
     }
     this.nextScheduleAt = store.nextScheduleAt(this.sql);
@@ -604,6 +608,7 @@ export class Bucket extends DurableObject<Env> {
         continue;
       }
       const row = this.held.get(id)!;
+      this.assertMove(row, "redispatch");
       this.dispatched.delete(id);
       this.dispatched.set(id, { seq: ++this.dispatchSeq, at: now, count: d.count + 1 });
       this.tally.add("redispatch_total", row.tenant);
@@ -614,6 +619,7 @@ export class Bucket extends DurableObject<Env> {
       if (!top || top.dueAt > now) break;
       this.due.pop();
       const row = this.held.get(top.id)!;
+      this.assertMove(row, "dispatch");
       this.dispatched.set(row.id, { seq: ++this.dispatchSeq, at: now, count: 1 });
       this.tally.add("fired_total", row.tenant);
       fresh.push(this.message(row));
@@ -819,7 +825,7 @@ export class Bucket extends DurableObject<Env> {
       return "scheduled";
     }
     if (row.jobStatus !== "active") {
-      this.close(row, "canceled", now, { attempt, httpStatus: f.httpStatus, error, reason: row.jobStatus });
+      this.close(row, "abandon", now, { attempt, httpStatus: f.httpStatus, error, reason: row.jobStatus });
       return "canceled";
     }
     const spec = store.specOf(this.sql, row);
@@ -834,9 +840,11 @@ export class Bucket extends DurableObject<Env> {
         })
       : ({ kind: "dead", reason: "permanent" } as const);
     if (decision.kind === "dead") {
-      this.close(row, "dead", now, { attempt, httpStatus: f.httpStatus, error, reason: decision.reason });
+      this.close(row, "kill", now, { attempt, httpStatus: f.httpStatus, error, reason: decision.reason });
       return "dead";
     }
+    this.assertMove(row, "retry");
+    this.running.delete(row.id);
     const log = [...store.logOf(this.sql, row), attempt].slice(-LOG_LIMIT);
     const moved: HeldRow = { ...row, dueAt: decision.dueAt, attempt: attempt.attempt };
     store.moveExecution(this.sql, row.dueAt, moved, log);
@@ -848,6 +856,8 @@ export class Bucket extends DurableObject<Env> {
 
   /** The run time changed while an attempt ran: run again at the new time with a fresh budget. */
   private reschedule(row: HeldRow, attempt: AttemptRecord): void {
+    this.assertMove(row, "reschedule");
+    this.running.delete(row.id);
     const log = [...store.logOf(this.sql, row), attempt].slice(-LOG_LIMIT);
     const moved: HeldRow = { ...row, attempt: attempt.attempt, budgetBase: attempt.attempt };
     store.moveExecution(this.sql, row.dueAt, moved, log);
@@ -855,18 +865,14 @@ export class Bucket extends DurableObject<Env> {
     this.due.push(moved.dueAt, moved.id);
   }
 
-  private cancel(row: HeldRow, now: number, reason: string): void {
-    this.dispatched.delete(row.id);
-    this.close(row, "canceled", now, { reason });
-  }
-
-  /** An outcome on its way to D1; the row stays until D1 has it. */
+  /** An outcome on its way to D1 (its state from the lifecycle table); the row stays until D1 has it. */
   private close(
     row: HeldRow,
-    status: TerminalState,
+    event: "succeed" | "kill" | "poison" | "cancel" | "abandon",
     now: number,
     detail: { attempt?: AttemptRecord; httpStatus?: number | null; error?: string | null; reason?: string },
   ): void {
+    const status = this.assertMove(row, event) as TerminalState;
     this.dispatched.delete(row.id);
     this.running.delete(row.id);
     const attempts = detail.attempt?.attempt ?? row.attempt;
@@ -893,6 +899,17 @@ export class Bucket extends DurableObject<Env> {
     if (lease && lease.token === ref.token && lease.deadlineAt > now) return lease;
     this.tally.add("stale_lease_rejects_total", this.held.get(ref.executionId)?.tenant ?? SYSTEM_TENANT);
     return undefined;
+  }
+
+  /**
+   * Every state change asks the lifecycle table first (core/lifecycle.ts): a move the table does
+   * not allow is a bug, and throwing rolls the step's transaction back.
+   */
+  private assertMove(row: HeldRow, event: Transition): ExecutionState {
+    const from = this.stateOf(row);
+    const to = transition(from, event);
+    if (to === null) throw new Error(`lifecycle: ${event} is not allowed from ${from} (${row.id})`);
+    return to;
   }
 
   private stateOf(row: HeldRow): ExecutionState {
