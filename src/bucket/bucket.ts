@@ -130,7 +130,8 @@ export class Bucket extends DurableObject<Env> {
   private readonly deferred = new Map<string, JobDefinition>();
   /** schedules whose next occurrence, fired count or completion D1 has not seen */
   private readonly dirtySchedules = new Set<string>();
-  private readonly closedAt = new Map<string, number>();
+  /** ids that left recently (finished, or a job the bucket did not need to hold), with their tenant */
+  private readonly closedAt = new Map<string, { at: number; tenant: string }>();
   private readonly tally = new Tally();
   private dispatchSeq = 0;
   /** the highest dispatch seq claimed: an older unclaimed dispatch was overtaken */
@@ -246,11 +247,11 @@ export class Bucket extends DurableObject<Env> {
     const row = this.held.get(id);
     if (row && row.version >= def.version) return row.version;
     // read from D1 before it closed here: D1 already has (or is getting) its outcome
-    if (!row && readAt > 0 && (this.closedAt.get(id) ?? -Infinity) >= readAt - 1000) return def.version;
+    if (!row && readAt > 0 && (this.closedAt.get(id)?.at ?? -Infinity) >= readAt - 1000) return def.version;
     const dueAt = def.nextRunAt ?? now;
     if (!row) {
       if (def.status !== "active" || !isNear(dueAt, now, this.config.LOOKAHEAD_MS)) {
-        this.closedAt.set(id, now); // a racing pull must not bring it back
+        this.closedAt.set(id, { at: now, tenant: def.tenant }); // a racing pull must not bring it back
         return def.version;
       }
       const inserted = this.insert(
@@ -306,6 +307,7 @@ export class Bucket extends DurableObject<Env> {
     if (active && !rescheduled) return def.version;
     // pause, cancel or a new schedule: what has not started is canceled, a running attempt finishes
     for (const row of this.rowsOfJob(def.jobId)) {
+      if (this.closing.has(row.id)) continue; // already finished, on its way to D1
       if (this.running.has(row.id)) {
         const updated = { ...row, version: def.version, jobStatus: active ? "active" : def.status };
         store.updateJobOfExecution(this.sql, updated, null);
@@ -362,8 +364,9 @@ export class Bucket extends DurableObject<Env> {
     const id = ref.executionId;
     const row = this.held.get(id);
     if (!row) {
-      if (!this.closedAt.has(id)) return { ok: false, executionId: id, code: "unknown" };
-      this.tally.add("duplicates_suppressed_total", SYSTEM_TENANT);
+      const closed = this.closedAt.get(id);
+      if (!closed) return { ok: false, executionId: id, code: "unknown" };
+      this.tally.add("duplicates_suppressed_total", closed.tenant);
       return { ok: false, executionId: id, code: "duplicate" };
     }
     const state = this.stateOf(row);
@@ -703,7 +706,7 @@ export class Bucket extends DurableObject<Env> {
         for (const c of closing) {
           this.closing.delete(c.row.id);
           this.release(c.row);
-          this.closedAt.set(c.row.id, at);
+          this.closedAt.set(c.row.id, { at, tenant: c.row.tenant });
         }
         for (const jobId of schedules) this.dirtySchedules.delete(jobId);
         if (at >= this.counterWriteAt) this.writeCounters(at);
@@ -727,8 +730,8 @@ export class Bucket extends DurableObject<Env> {
   }
 
   private forgetClosed(now: number): void {
-    for (const [id, at] of this.closedAt) {
-      if (at > now - CLOSED_MEMORY_MS) break; // insertion order
+    for (const [id, closed] of this.closedAt) {
+      if (closed.at > now - CLOSED_MEMORY_MS) break; // insertion order
       this.closedAt.delete(id);
     }
   }
