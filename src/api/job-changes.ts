@@ -8,7 +8,7 @@
 import type { Config } from "../config";
 import { bucketName } from "../core/bucketing";
 import { occurrenceAfter } from "../core/cron";
-import type { JobSpec } from "../core/job";
+import { parseSpec, type JobSpec } from "../core/job";
 import { jobTransition, type JobTransition } from "../core/lifecycle";
 import { changeJob, type Db, definitionOf, type JobChange, markSynced, redriveOneOff } from "../db/queries";
 import type { JobRow } from "../db/schema";
@@ -46,7 +46,7 @@ export async function pauseJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
 /** Resume continues from the next future occurrence; occurrences missed while paused do not fire. */
 export async function resumeJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
   if (job.status === "active") return sync(deps, job);
-  const spec = JSON.parse(job.spec) as JobSpec;
+  const spec = parseSpec(job.spec);
   const next = spec.schedule ? occurrenceAfter(spec.schedule, deps.now - 1) : null;
   return commit(deps, job, "resume", { status: "active", nextRunAt: next ?? job.nextRunAt }, "not_paused");
 }
@@ -62,7 +62,7 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
   const parsed = PatchJobInput.safeParse(raw);
   if (!parsed.success) throw fromZodError(parsed.error);
   const patch = parsed.data;
-  const current = JSON.parse(job.spec) as JobSpec;
+  const current = parseSpec(job.spec);
   const recurring = current.schedule !== null;
   const wrongKind = recurring
     ? (["runAt", "delay"] as const).find((k) => patch[k] !== undefined)

@@ -2,13 +2,13 @@
 import type { AttemptRecord, LiveExecution } from "../bucket/protocol";
 import { occurrencesAfter } from "../core/cron";
 import { oneOffExecutionId } from "../core/id";
-import type { JobSpec } from "../core/job";
+import { parseSpec, type JobSpec } from "../core/job";
 import { toRfc3339 } from "../core/when";
 import type { DeadLetterRow, JobRow, OccurrenceRow } from "../db/schema";
 
 /** A job as the API shows it; `upcoming` > 0 lists that many next occurrences of a recurring job. */
 export function presentJob(row: JobRow, now: number, upcoming = 0) {
-  const spec = JSON.parse(row.spec) as JobSpec;
+  const spec = parseSpec(row.spec);
   const schedule = spec.schedule;
   const active = row.status === "active";
   const next = schedule && active ? occurrencesAfter(schedule, now - 1, Math.max(1, upcoming), row.fired) : [];

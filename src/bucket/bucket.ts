@@ -19,8 +19,7 @@ import { decideAfterFailure, type FailureKind } from "../core/backoff";
 import { fireQueueOf } from "../core/bucketing";
 import { planOccurrence } from "../core/cron";
 import { occurrenceId, oneOffExecutionId } from "../core/id";
-import type { JobSpec } from "../core/job";
-import { isNear } from "../core/job";
+import { isNear, parseSpec, type JobSpec } from "../core/job";
 import { transition, type ExecutionState, type TerminalState, type Transition } from "../core/lifecycle";
 import { SYSTEM_TENANT, type BucketMetrics, type CounterName } from "../core/metrics";
 import { excerpt } from "../core/response";
@@ -76,6 +75,7 @@ const LOG_LIMIT = 20;
  * add what is not written yet; a crash loses at most this much of the counts.
  */
 const COUNTER_WRITE_MS = 10_000;
+const METER_COUNTERS: CounterName[] = ["do_rows_written_total", "d1_rows_written_total", "alarms_set_total"];
 
 interface Dispatch {
   seq: number;
@@ -295,9 +295,9 @@ export class Bucket extends DurableObject<Env> {
   private applyRecurring(def: JobDefinition, now: number): number {
     const current = store.scheduleOf(this.sql, def.jobId);
     if (current && current.version >= def.version) return current.version;
-    const spec = JSON.parse(def.specJson) as JobSpec;
+    const spec = parseSpec(def.specJson);
     const active = def.status === "active";
-    const rescheduled = !current || current.status !== "active" || JSON.stringify((JSON.parse(current.spec) as JobSpec).schedule) !== JSON.stringify(spec.schedule);
+    const rescheduled = !current || current.status !== "active" || JSON.stringify(parseSpec(current.spec).schedule) !== JSON.stringify(spec.schedule);
     const fired = Math.max(current?.fired ?? 0, def.fired);
     const exhausted = spec.schedule?.maxOccurrences != null && fired >= spec.schedule.maxOccurrences;
     const nextAt = !active || exhausted ? null : rescheduled ? (def.nextRunAt ?? null) : (current?.nextAt ?? null);
@@ -378,7 +378,7 @@ export class Bucket extends DurableObject<Env> {
     if (row.dueAt > now) return { ok: false, executionId: id, code: "not_due" };
     const spec = store.specOf(this.sql, row);
     if (spec === null) return { ok: false, executionId: id, code: "unknown" };
-    const parsed = JSON.parse(spec) as JobSpec;
+    const parsed = parseSpec(spec);
     const dispatch = this.dispatched.get(id);
     if (dispatch) {
       this.dispatched.delete(id);
@@ -570,7 +570,7 @@ export class Bucket extends DurableObject<Env> {
   private createOccurrences(now: number): void {
     if (this.nextScheduleAt === null || this.nextScheduleAt > now) return;
     for (const schedule of store.dueSchedules(this.sql, now, this.config.FIRE_BATCH_LIMIT)) {
-      const spec = JSON.parse(schedule.spec) as JobSpec;
+      const spec = parseSpec(schedule.spec);
       const occurrenceAt = schedule.nextAt!;
       const ordinal = schedule.fired + 1;
       const plan = spec.schedule ? planOccurrence(spec.schedule, occurrenceAt, ordinal, now) : { run: false, next: null };
@@ -674,7 +674,7 @@ export class Bucket extends DurableObject<Env> {
   private async flush(now: number): Promise<void> {
     if (this.flushing) return;
     if (this.closing.size === 0 && this.dirtySchedules.size === 0) {
-      if (this.tally.hasPending() && now >= this.counterWriteAt) await this.change(null, () => this.writeCounters(now));
+      if (this.tally.hasPending(METER_COUNTERS) && now >= this.counterWriteAt) await this.change(null, () => this.writeCounters(now));
       return;
     }
     if (now < this.flushAt && this.closing.size < FLUSH_NOW_AT) return;
@@ -777,7 +777,9 @@ export class Bucket extends DurableObject<Env> {
         firstDispatch ? firstDispatch.at + this.config.DISPATCH_TIMEOUT_MS : null,
         this.nextScheduleAt,
         pendingFlush ? Math.max(this.flushAt, now) : null,
-        this.tally.hasPending() ? Math.max(this.counterWriteAt, now) : null,
+        // the meter's own counters ride along with the next write: waking for them alone would
+        // set an alarm, which is metered, which would wake the bucket again
+        this.tally.hasPending(METER_COUNTERS) ? Math.max(this.counterWriteAt, now) : null,
       ],
       now,
       quantumMs: this.config.ALARM_QUANTUM_MS,
@@ -834,7 +836,7 @@ export class Bucket extends DurableObject<Env> {
     const spec = store.specOf(this.sql, row);
     const decision = spec
       ? decideAfterFailure({
-          policy: (JSON.parse(spec) as JobSpec).retry,
+          policy: parseSpec(spec).retry,
           attemptsUsed: attempt.attempt - row.budgetBase,
           failure: f.failure,
           retryAfterMs: f.retryAfterMs,
@@ -889,6 +891,8 @@ export class Bucket extends DurableObject<Env> {
       deadReason: status === "dead" ? (detail.reason ?? null) : null,
       last: detail.attempt ?? null,
     });
+    // the schedule's completion is decided at the flush: a finished occurrence may be its last
+    if (row.recurring) this.dirtySchedules.add(row.jobId);
     if (status === "dead") this.tally.add("dead_total", row.tenant, detail.reason ?? "");
     if (status === "canceled") this.tally.add("canceled_total", row.tenant);
   }

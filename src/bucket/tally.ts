@@ -21,8 +21,11 @@ export class Tally {
     else this.lags.set(key, { tenant, le, count: 1 });
   }
 
-  hasPending(): boolean {
-    return this.counters.size > 0 || this.lags.size > 0;
+  /** Whether anything but the `ignored` counters waits to be written. */
+  hasPending(ignored: readonly CounterName[] = []): boolean {
+    if (this.lags.size > 0) return true;
+    for (const c of this.counters.values()) if (!ignored.includes(c.name)) return true;
+    return false;
   }
 
   /** Stored metrics plus what is gathered and not yet written (reads are exact between writes). */

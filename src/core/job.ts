@@ -21,6 +21,11 @@ export interface JobSpec {
 
 export type { JobState as JobStatus } from "./lifecycle";
 
+/** The one parser of a stored spec (D1 jobs.spec, the bucket's copies): written by the API only. */
+export function parseSpec(json: string): JobSpec {
+  return JSON.parse(json) as JobSpec;
+}
+
 /**
  * Near or far (one owner for the decision): an execution due within the lookahead is held by its
  * bucket; a later one waits in D1 until the sync pass brings it.

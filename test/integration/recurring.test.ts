@@ -1,47 +1,58 @@
 /**
- * Recurring jobs and the two-layer scan inside workerd (issue 4). Proves:
- * - firing an occurrence creates the next one in the same alarm step, unique on (job, due time):
- *   a repeated alarm, a repeated firing step or a repeated hand-off never makes two;
- * - each occurrence is its own execution with its own id (= webhook-id, invariant 5);
- * - maxOccurrences, pause / resume (and the reopen of a canceled occurrence), PATCH of the
- *   schedule, of the target and of a one-off job's runAt; validation at the door (400 naming the field);
+ * Recurring (cron) jobs inside workerd, on the revision-2 data path (docs/data-path.md). Proves:
+ * - a recurring job is one `schedules` row in its bucket from create (whatever the distance to its
+ *   first occurrence) with next_at and fired; the bucket's alarm at next_at creates the occurrence
+ *   as an execution, fires it and plans the next one. Repeated alarms, a repeated hand-off of the
+ *   same version and the sync pass never make two of one occurrence;
+ * - each occurrence is its own execution whose id follows from (job, due time): the webhook-id is
+ *   the same on duplicate messages and on retried attempts (invariant 5, 7);
+ * - D1 history: an occurrence lands in `occurrences` once terminal; the bucket projects
+ *   jobs.next_run_at and jobs.fired at the flush; a schedule with no occurrence left and none live
+ *   projects jobs.status = completed (maxOccurrences, endAt, catchUp "none" skipping the last);
  * - catch-up after downtime: one (default), none, all (bounded);
- * - the two layers: a far-future one-off waits only in D1 until the scan window reaches it; a
- *   cron occurrence beyond the lookahead goes bucket outbox -> D1 (pending) -> scan -> bucket;
- *   the scan, run twice or twice at once, schedules nothing twice.
+ * - pause (nothing new fires; what has not started is canceled), resume (continues from the next
+ *   future occurrence; the missed ones never fire; the fired count is kept), cancel;
+ * - pause and cancel win over a running attempt's retry: the attempt finishes, and if it fails it
+ *   ends canceled instead of being retried;
+ * - PATCH of the schedule (what was scheduled under the old one is canceled, the new one starts
+ *   from its next occurrence), of only the target, and of a one-off job's runAt;
+ * - validation at the door (400 naming the field);
+ * - the two layers: a recurring job is handed to its bucket at create and its alarm is armed for
+ *   the next occurrence even a day away; a lost hand-off is healed by the sync pass; a far one-off
+ *   waits only in D1 until the lookahead reaches it.
  *
- * Time: Date.now() is frozen for this whole file at a virtual time HEAD_START_MS ahead of the real
- * clock and moves only when a test travels (travelTo / advance). The Worker and its Durable
- * Objects run in this isolate and read the same clock, so "the occurrence is due" or "the stack
- * was down for an hour" is a move of the clock, never a sleep, and no row is edited to fake it.
- * Every alarm a bucket arms lies at a virtual time, so at least HEAD_START_MS ahead of the real
- * clock: none fires on its own while this file runs, only the alarms the tests run themselves.
- * captureFires() keeps fire messages off the real queue; tests feed them through worker.queue.
- * helpers.withClockAhead / flushMirror must not be used here (they spy on Date.now themselves);
- * flush() below is the same loop on this file's clock.
- * Storage is shared by the tests of this file: each test uses its own jobs and cancels them when
- * done; the clock only moves forward, so the long travels (a day, 30 days) come last.
+ * Time: one file-wide virtual clock (helpers.fileClock), HEAD_START_MS ahead of the real clock, so
+ * no alarm fires on its own: the tests run the alarms. Fire messages are captured for the whole
+ * file and fed to the consumer with fire(). Storage is shared by the tests of this file: each test
+ * uses its own jobs and cancels them when done; the clock only moves forward, so the long travels
+ * (a day, 30 days) come last.
  */
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
-import { describe, expect, it, onTestFinished } from "vitest";
+import { describe, expect, it, onTestFinished, vi } from "vitest";
+import type { ClaimResult, LiveExecution } from "../../src/bucket/protocol";
 import { occurrenceId } from "../../src/core/id";
 import type { JobSpec } from "../../src/core/job";
+import type { DeliveryOutcome } from "../../src/core/response";
+import { dbOf, definitionOf, getJob } from "../../src/db/queries";
 import type { FireMessage } from "../../src/env";
 import {
   alarmOf,
   api,
   bucketSql,
   bucketStub,
-  captureFires,
+  captureFiresForFile,
   counters,
   createJob,
   fileClock,
   fire,
+  jobRow,
   type JobJson,
+  live,
   received,
   receiverUrl,
+  runAlarm,
   runScan,
   uniquePath,
 } from "./helpers";
@@ -52,16 +63,14 @@ const MINUTE = 60_000;
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
 const LOOKAHEAD_MS = Number(env.LOOKAHEAD_MS ?? 180_000);
-const SCAN_WINDOW_MS = Number(env.SCAN_WINDOW_MS ?? 60_000);
-const MIRROR_DELAY_MS = Number(env.MIRROR_DELAY_MS ?? 1_000);
 const QUANTUM_MS = Number(env.ALARM_QUANTUM_MS ?? 50);
 const quantized = (at: number) => Math.ceil(at / QUANTUM_MS) * QUANTUM_MS;
 
 // ---------------------------------------------------------------------------------------------
-// the file's clock
+// the file's clock and queue
 
 const clock = fileClock(HEAD_START_MS);
-const { travelTo, advance, flush } = clock;
+const sent = captureFiresForFile();
 
 /** The first whole minute at or after `at` (a "* * * * *" schedule's first occurrence). */
 const minuteAtOrAfter = (at: number) => Math.ceil(at / MINUTE) * MINUTE;
@@ -78,7 +87,7 @@ interface Created {
   bucket: number;
   stub: Stub;
   path: string;
-  /** the first execution's due time */
+  /** the job's first run time (D1 next_run_at at create) */
   firstAt: number;
 }
 
@@ -86,63 +95,70 @@ interface Created {
 async function create(fields: Record<string, unknown>, kind = "ok"): Promise<Created> {
   const path = uniquePath(kind);
   const job = await createJob({ target: { url: `${receiverUrl()}${path}` }, ...fields });
+  const row = await jobRow(job.id);
+  if (!row || row.next_run_at === null) throw new Error("no D1 row for the new job");
   onTestFinished(async () => {
-    await api(`/v1/jobs/${job.id}`, { method: "DELETE" }); // 409 once completed: nothing left to stop
+    // outcomes first (the bucket then holds nothing finished of the job), then the cancel;
+    // 409 once completed: nothing left to stop
+    await clock.flush(bucketStub(row.bucket));
+    await api(`/v1/jobs/${job.id}`, { method: "DELETE" });
   });
-  const row = await env.DB.prepare("SELECT bucket, due_at FROM executions WHERE job_id = ? ORDER BY due_at LIMIT 1")
-    .bind(job.id)
-    .first<{ bucket: number; due_at: number }>();
-  if (!row) throw new Error("no D1 execution for the new job");
-  return { job, bucket: row.bucket, stub: bucketStub(row.bucket), path, firstAt: row.due_at };
+  return { job, bucket: row.bucket, stub: bucketStub(row.bucket), path, firstAt: row.next_run_at };
 }
 
-interface Occurrence {
-  id: string;
+interface Schedule {
+  version: number;
   status: string;
-  due_at: number;
-  occurrence_at: number;
-  occurrence: number;
-  spawned: number;
-  last: number;
-  last_error: string | null;
+  next_at: number | null;
+  fired: number;
 }
 
-/** The job's executions held by its bucket, earliest occurrence first. */
-function inBucket(c: Created): Promise<Occurrence[]> {
-  return bucketSql<Occurrence>(
-    c.stub,
-    "SELECT id, status, due_at, occurrence_at, occurrence, spawned, last, last_error FROM executions WHERE job_id = ? ORDER BY occurrence_at",
-    c.job.id,
-  );
+/** The job's schedule row in its bucket, or undefined. */
+async function scheduleOf(c: Created): Promise<Schedule | undefined> {
+  return (await bucketSql<Schedule>(c.stub, "SELECT version, status, next_at, fired FROM schedules WHERE id = ?", c.job.id))[0];
+}
+
+/** The job's executions its bucket holds (live view), earliest occurrence first. */
+async function liveOf(c: Created): Promise<LiveExecution[]> {
+  return (await c.stub.inspect({ jobId: c.job.id })).sort((a, b) => a.occurrenceAt - b.occurrenceAt);
+}
+
+/** [id, status, occurrence] of what the bucket holds. */
+async function heldOf(c: Created): Promise<[string, string, number][]> {
+  return (await liveOf(c)).map((e) => [e.executionId, e.status, e.occurrence]);
 }
 
 interface D1Occurrence {
   id: string;
   status: string;
   due_at: number;
-  time_bucket: number;
   occurrence: number;
   attempts: number;
+  last_http_status: number | null;
+  last_error: string | null;
+  dead_reason: string | null;
 }
 
-/** The job's executions in D1, earliest due first. */
-async function inD1(jobId: string): Promise<D1Occurrence[]> {
+/** The job's finished occurrences in D1 (`occurrences`), earliest first. */
+async function history(jobId: string): Promise<D1Occurrence[]> {
   const { results } = await env.DB.prepare(
-    "SELECT id, status, due_at, time_bucket, occurrence, attempts FROM executions WHERE job_id = ? ORDER BY due_at",
+    `SELECT id, status, due_at, occurrence, attempts, last_http_status, last_error, dead_reason
+     FROM occurrences WHERE job_id = ? ORDER BY due_at`,
   )
     .bind(jobId)
     .all<D1Occurrence>();
   return results;
 }
 
-async function jobStatusInD1(jobId: string): Promise<string | undefined> {
-  return (await env.DB.prepare("SELECT status FROM jobs WHERE id = ?").bind(jobId).first<{ status: string }>())?.status;
+/** Fire messages sent so far for one execution. */
+function sentOf(executionId: string): FireMessage[] {
+  return sent.filter((m) => m.executionId === executionId);
 }
 
-/** Fire messages captured so far for the job's executions (ids: those its bucket holds). */
-async function sentFor(fires: { messages: FireMessage[] }, c: Created): Promise<FireMessage[]> {
-  const ids = new Set((await inBucket(c)).map((r) => r.id));
-  return fires.messages.filter((m) => ids.has(m.executionId));
+/** Fire messages sent so far for any execution of the job (ids end with the job's random part). */
+function sentFor(c: Created): FireMessage[] {
+  const suffix = c.job.id.slice(-16);
+  return sent.filter((m) => m.executionId.endsWith(suffix));
 }
 
 /** Runs the worker's queue handler on messages and expects each to be acked. */
@@ -160,55 +176,68 @@ async function patch(jobId: string, body: unknown): Promise<Response> {
   return api(`/v1/jobs/${jobId}`, { method: "PATCH", body });
 }
 
-/** Moves to an occurrence's due time and fires it by the alarm; returns its fire message. */
-async function fireOccurrence(fires: { messages: FireMessage[] }, c: Created, at: number): Promise<FireMessage> {
+/**
+ * Moves to an occurrence's due time and runs the bucket's alarm (which must be armed); returns
+ * the occurrence's one fire message.
+ */
+async function fireOccurrence(c: Created, at: number): Promise<FireMessage> {
   const id = occurrenceId(c.job.id, at);
-  travelTo(Math.max(at, clock.at));
+  clock.travelTo(Math.max(at, clock.at));
   expect(await runDurableObjectAlarm(c.stub)).toBe(true);
-  const sent = fires.messages.filter((m) => m.executionId === id);
-  expect(sent).toHaveLength(1);
-  return sent[0]!;
+  const messages = sentOf(id);
+  expect(messages).toHaveLength(1);
+  return messages[0]!;
+}
+
+/** A lease taken as the consumer takes it (claim RPC), for tests that act while an attempt runs. */
+async function claim(c: Created, m: FireMessage): Promise<Extract<ClaimResult, { ok: true }>> {
+  const [result] = await c.stub.claim([{ executionId: m.executionId, dueAt: m.dueAt }]);
+  if (!result?.ok) throw new Error(`claim refused: ${JSON.stringify(result)}`);
+  return result;
+}
+
+const FAILED_503: DeliveryOutcome = { kind: "failed", failure: "retryable", httpStatus: 503, error: "HTTP 503: not yet" };
+
+async function shown(jobId: string) {
+  return (await (await api(`/v1/jobs/${jobId}`)).json()) as JobJson & {
+    nextRuns: string[];
+    latestExecution: { id: string; status: string } | null;
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
 
-describe("a cron job fires occurrence by occurrence", () => {
-  it("fires each occurrence by the alarm as its own execution (own id = webhook-id) and creates the next one in the same step (invariant 5)", async () => {
-    const fires = captureFires();
+describe("occurrences: the bucket's alarm creates each one when due and plans the next", () => {
+  it("holds the job as one schedule row from create; the alarm at next_at creates the occurrence (own id = webhook-id), fires it and plans the next; D1 gets the history and the next_run_at/fired projections", async () => {
     const c = await create({ cron: "* * * * *" });
     const first = minuteAtOrAfter(Date.now());
+    const [second, third] = [first + MINUTE, first + 2 * MINUTE];
+    const [id1, id2] = [occurrenceId(c.job.id, first), occurrenceId(c.job.id, second)];
+    expect(c.firstAt).toBe(first);
     expect(Date.parse(c.job.nextRunAt!)).toBe(first);
-    const id1 = occurrenceId(c.job.id, first);
-    // the first occurrence is within the lookahead: D1 says scheduled, the bucket holds it
-    expect(await inD1(c.job.id)).toEqual([
-      { id: id1, status: "scheduled", due_at: first, time_bucket: Math.floor(first / SCAN_WINDOW_MS), occurrence: 1, attempts: 0 },
-    ]);
-    expect(await inBucket(c)).toEqual([
-      { id: id1, status: "scheduled", due_at: first, occurrence_at: first, occurrence: 1, spawned: 0, last: 0, last_error: null },
-    ]);
-    expect(await alarmOf(c.stub)).toBeLessThanOrEqual(quantized(first));
 
-    // occurrence 1 falls due: the alarm dispatches it and creates occurrence 2
-    const second = first + MINUTE;
-    const id2 = occurrenceId(c.job.id, second);
-    const m1 = await fireOccurrence(fires, c, first);
+    // create: D1 has the definition (synced: the bucket acknowledged it), the bucket the schedule,
+    // and no execution exists before the occurrence is due; the alarm is armed for it
+    expect(await jobRow(c.job.id)).toMatchObject({ status: "active", version: 1, synced: 1, next_run_at: first, fired: 0 });
+    expect(await scheduleOf(c)).toEqual({ version: 1, status: "active", next_at: first, fired: 0 });
+    expect(await liveOf(c)).toEqual([]);
+    const armed = await alarmOf(c.stub);
+    expect(armed).not.toBeNull();
+    expect(armed!).toBeLessThanOrEqual(quantized(first));
+
+    // occurrence 1 falls due: the alarm creates it, dispatches it and plans occurrence 2
+    const m1 = await fireOccurrence(c, first);
     expect(m1).toEqual({ v: 1, executionId: id1, bucket: c.bucket, tenant: "acme", dueAt: first });
-    expect(await inBucket(c)).toEqual([
-      expect.objectContaining({ id: id1, status: "dispatched", occurrence: 1, spawned: 1, last: 0 }),
-      { id: id2, status: "scheduled", due_at: second, occurrence_at: second, occurrence: 2, spawned: 0, last: 0, last_error: null },
-    ]);
+    expect(await scheduleOf(c)).toEqual({ version: 1, status: "active", next_at: second, fired: 1 });
+    expect(await heldOf(c)).toEqual([[id1, "dispatched", 1]]);
     await deliver([m1]);
+    expect(await heldOf(c)).toEqual([[id1, "succeeded", 1]]);
 
-    // occurrence 2 falls due: dispatched, occurrence 3 created
-    const third = second + MINUTE;
-    const id3 = occurrenceId(c.job.id, third);
-    const m2 = await fireOccurrence(fires, c, second);
+    // occurrence 2 the same way
+    const m2 = await fireOccurrence(c, second);
+    expect(m2).toMatchObject({ executionId: id2, dueAt: second });
     await deliver([m2]);
-    expect(await inBucket(c)).toEqual([
-      expect.objectContaining({ id: id1, status: "succeeded", occurrence: 1 }),
-      expect.objectContaining({ id: id2, status: "succeeded", occurrence: 2, spawned: 1 }),
-      expect.objectContaining({ id: id3, status: "scheduled", due_at: third, occurrence: 3, spawned: 0 }),
-    ]);
+    expect(await scheduleOf(c)).toMatchObject({ next_at: third, fired: 2 });
 
     // each delivery is its own execution: its own webhook-id and idempotency key, signed, same job
     const got = await received(c.path);
@@ -220,284 +249,478 @@ describe("a cron job fires occurrence by occurrence", () => {
       new Webhook(SECRET).verify(r.body, r.headers);
     }
 
-    // D1 after the mirror: one row per occurrence, the next one included
-    await flush(c.stub);
-    expect(await inD1(c.job.id)).toEqual([
-      expect.objectContaining({ id: id1, status: "succeeded", due_at: first, occurrence: 1, attempts: 1 }),
-      expect.objectContaining({ id: id2, status: "succeeded", due_at: second, occurrence: 2, attempts: 1 }),
-      { id: id3, status: "scheduled", due_at: third, time_bucket: Math.floor(third / SCAN_WINDOW_MS), occurrence: 3, attempts: 0 },
+    // the flush: one history row per finished occurrence, the job's next occurrence and fired count
+    // projected, and the bucket lets the finished rows go
+    await clock.flush(c.stub);
+    expect(await history(c.job.id)).toEqual([
+      { id: id1, status: "succeeded", due_at: first, occurrence: 1, attempts: 1, last_http_status: 200, last_error: null, dead_reason: null },
+      { id: id2, status: "succeeded", due_at: second, occurrence: 2, attempts: 1, last_http_status: 200, last_error: null, dead_reason: null },
     ]);
-    expect(await jobStatusInD1(c.job.id)).toBe("active");
+    expect(await jobRow(c.job.id)).toMatchObject({ status: "active", version: 1, next_run_at: third, fired: 2 });
+    expect(await liveOf(c)).toEqual([]);
+
+    // the API reads the same history
     const listed = (await (await api(`/v1/jobs/${c.job.id}/executions`)).json()) as { executions: { id: string; status: string }[] };
     expect(listed.executions.map((e) => [e.id, e.status])).toEqual([
-      [id3, "scheduled"],
       [id2, "succeeded"],
       [id1, "succeeded"],
     ]);
+    const job = await shown(c.job.id);
+    expect(job).toMatchObject({ status: "active", nextRunAt: new Date(third).toISOString(), latestExecution: { id: id2, status: "succeeded" } });
+    const one = (await (await api(`/v1/executions/${id1}`)).json()) as { id: string; status: string; jobId: string };
+    expect(one).toMatchObject({ id: id1, jobId: c.job.id, status: "succeeded" });
   });
 
-  it("never makes two of one occurrence: a repeated alarm, a repeated firing step, a repeated hand-off (unique on job + due time)", async () => {
-    const fires = captureFires();
+  it("never makes two of one occurrence: repeated alarms, a repeated hand-off of the held version, the sync pass, a duplicate message", async () => {
     const c = await create({ cron: "* * * * *" });
-    const first = c.firstAt;
-    const second = first + MINUTE;
-    const [id1, id2] = [occurrenceId(c.job.id, first), occurrenceId(c.job.id, second)];
-    await fireOccurrence(fires, c, first);
+    const [first, second] = [c.firstAt, c.firstAt + MINUTE];
+    const id1 = occurrenceId(c.job.id, first);
 
-    // the alarm runs again at the same time: nothing new
-    await runDurableObjectAlarm(c.stub);
-    const afterFirst = await inBucket(c);
-    expect(afterFirst.map((r) => [r.id, r.status, r.occurrence])).toEqual([
-      [id1, "dispatched", 1],
-      [id2, "scheduled", 2],
-    ]);
-    expect(fires.messages.filter((m) => m.executionId === id1)).toHaveLength(1);
+    // the alarm runs three times at the due time: one occurrence, one message
+    clock.travelTo(Math.max(first, clock.at));
+    for (let i = 0; i < 3; i++) await runAlarm(c.stub);
+    expect(sentOf(id1)).toHaveLength(1);
+    expect(await heldOf(c)).toEqual([[id1, "dispatched", 1]]);
+    expect(await scheduleOf(c)).toEqual({ version: 1, status: "active", next_at: second, fired: 1 });
 
-    // the firing step runs a second time for the same occurrence (as after a lost write):
-    // the next occurrence collides on (job, due time) and stays one row
-    await bucketSql(c.stub, "UPDATE executions SET status = 'scheduled', spawned = 0, dispatch_deadline_at = NULL WHERE id = ?", id1);
-    expect(await runDurableObjectAlarm(c.stub)).toBe(true);
-    expect((await inBucket(c)).map((r) => [r.id, r.status, r.occurrence])).toEqual([
-      [id1, "dispatched", 1],
-      [id2, "scheduled", 2],
-    ]);
+    // the version the bucket holds, handed over again (a retried create or change): a no-op
+    const definition = definitionOf((await getJob(dbOf(env.DB), "acme", c.job.id))!);
+    expect(definition).toMatchObject({ version: 1, recurring: true, status: "active" });
+    expect(await c.stub.applyJobs(c.bucket, [definition])).toEqual([{ jobId: c.job.id, version: 1 }]);
+    expect(await scheduleOf(c)).toEqual({ version: 1, status: "active", next_at: second, fired: 1 });
 
-    // a repeated hand-off of either occurrence (scanner, create, resume) is a no-op
-    const [{ spec }] = (await bucketSql<{ spec: string }>(c.stub, "SELECT spec FROM jobs WHERE id = ?", c.job.id)) as [{ spec: string }];
-    const handOff = (dueAt: number, occurrence: number, reopen = false) => ({
-      executionId: occurrenceId(c.job.id, dueAt), jobId: c.job.id, tenant: "acme", dueAt, occurrence, reopen,
-      job: { specJson: spec, recurring: true, status: "active" as const },
-    });
-    expect(await c.stub.schedule(c.bucket, [handOff(first, 1), handOff(second, 2)])).toEqual({ scheduled: 0 });
-    expect(await c.stub.schedule(c.bucket, [handOff(first, 1, true), handOff(second, 2, true)])).toEqual({ scheduled: 0 });
-    expect((await inBucket(c)).map((r) => [r.id, r.status, r.occurrence])).toEqual([
-      [id1, "dispatched", 1],
-      [id2, "scheduled", 2],
-    ]);
-
-    // the two fire messages of occurrence 1 are one delivery (invariant 7)
-    const twice = fires.messages.filter((m) => m.executionId === id1);
-    expect(twice).toHaveLength(2);
-    await deliver(twice);
-    expect(await received(c.path)).toHaveLength(1);
-
-    // D1: one row per due time, and the scan finds nothing to hand over again
-    await flush(c.stub);
+    // the sync pass pulls the job (due within the lookahead as D1 has it), alone and twice at once
     await runScan();
-    expect((await inD1(c.job.id)).map((r) => [r.id, r.due_at, r.status])).toEqual([
-      [id1, first, "succeeded"],
-      [id2, second, "scheduled"],
-    ]);
-    expect(await inBucket(c)).toHaveLength(2);
+    await Promise.all([runScan(), runScan()]);
+    await runAlarm(c.stub);
+    expect(await scheduleOf(c)).toEqual({ version: 1, status: "active", next_at: second, fired: 1 });
+    expect(sentOf(id1)).toHaveLength(1);
+    expect(await heldOf(c)).toEqual([[id1, "dispatched", 1]]);
+
+    // the message delivered twice (the queue is at-least-once) is one delivery; both acked
+    const before = await counters();
+    const [m1] = sentOf(id1);
+    await deliver([m1!, m1!]);
+    expect(await received(c.path)).toHaveLength(1);
+    expect((await counters()).duplicates_suppressed_total! - before.duplicates_suppressed_total!).toBe(1);
+
+    // and once more after the flush (the bucket let the row go): still a duplicate
+    await clock.flush(c.stub);
+    await deliver([m1!]);
+    expect(await received(c.path)).toHaveLength(1);
+    expect((await history(c.job.id)).map((r) => [r.id, r.status, r.occurrence])).toEqual([[id1, "succeeded", 1]]);
   });
 
-  it("stops at maxOccurrences: no next after the last one, and the job completes once that execution is terminal", async () => {
-    const fires = captureFires();
+  it("derives an occurrence's id from (job, due time): a retried attempt carries the same webhook-id, and the message of the earlier attempt is a duplicate", async () => {
+    const c = await create({ cron: "* * * * *", retry: { initialDelayMs: 1_000, jitter: 0 } }, "flaky/1");
+    const id1 = occurrenceId(c.job.id, c.firstAt);
+    const m1 = await fireOccurrence(c, c.firstAt);
+    expect(m1.executionId).toBe(id1);
+
+    // attempt 1 fails (503): the same execution waits for its retry at a new due time
+    await deliver([m1]);
+    const [waiting] = await liveOf(c);
+    expect(waiting).toMatchObject({ executionId: id1, status: "scheduled", attempts: 1, occurrenceAt: c.firstAt, lastHttpStatus: 503 });
+    expect(waiting!.dueAt).toBe(clock.at + 1_000);
+
+    // the retry is sent under the same id with its own due time
+    clock.travelTo(waiting!.dueAt);
+    await runAlarm(c.stub);
+    const messages = sentOf(id1);
+    expect(messages.map((m) => m.dueAt)).toEqual([c.firstAt, waiting!.dueAt]);
+
+    // the first message again (a late duplicate) and the retry's, in one batch: one delivery
+    await deliver([m1, messages[1]!]);
+    const got = await received(c.path);
+    expect(got.map((r) => [r.headers["webhook-id"], r.headers["idempotency-key"], r.headers["x-scheduler-attempt"]])).toEqual([
+      [id1, id1, "1"],
+      [id1, id1, "2"],
+    ]);
+    await clock.flush(c.stub);
+    expect(await history(c.job.id)).toEqual([
+      { id: id1, status: "succeeded", due_at: c.firstAt, occurrence: 1, attempts: 2, last_http_status: 200, last_error: null, dead_reason: null },
+    ]);
+  });
+});
+
+describe("the end of a schedule: maxOccurrences, endAt", () => {
+  it("stops at maxOccurrences: nothing is planned after the last occurrence, and the job completes in D1 once that one is terminal", async () => {
     const c = await create({ cron: "* * * * *", maxOccurrences: 2 });
     const [first, second] = [c.firstAt, c.firstAt + MINUTE];
-    await deliver([await fireOccurrence(fires, c, first)]);
+    await deliver([await fireOccurrence(c, first)]);
 
-    const m2 = await fireOccurrence(fires, c, second);
-    // occurrence 2 is the last: nothing after it, in the bucket or on its way to D1
-    expect((await inBucket(c)).map((r) => [r.occurrence, r.status, r.spawned, r.last])).toEqual([
-      [1, "succeeded", 1, 0],
-      [2, "dispatched", 1, 1],
-    ]);
-    expect(await bucketSql(c.stub, "SELECT id FROM outbox_pending WHERE job_id = ?", c.job.id)).toEqual([]);
-    await flush(c.stub);
-    expect(await jobStatusInD1(c.job.id)).toBe("active"); // the last execution is not terminal yet
+    const m2 = await fireOccurrence(c, second);
+    // occurrence 2 is the last: the schedule has no next occurrence
+    expect(await scheduleOf(c)).toEqual({ version: 1, status: "active", next_at: null, fired: 2 });
+    await clock.flush(c.stub);
+    // the last occurrence is live: the job is not completed yet
+    expect(await jobRow(c.job.id)).toMatchObject({ status: "active", fired: 2 });
 
     await deliver([m2]);
-    await flush(c.stub);
-    expect(await jobStatusInD1(c.job.id)).toBe("completed");
-    const shown = (await (await api(`/v1/jobs/${c.job.id}`)).json()) as { status: string; nextRunAt: string | null; nextRuns: string[] };
-    expect(shown).toMatchObject({ status: "completed", nextRunAt: null, nextRuns: [] });
+    await clock.flush(c.stub);
+    expect((await history(c.job.id)).map((r) => [r.occurrence, r.status])).toEqual([
+      [1, "succeeded"],
+      [2, "succeeded"],
+    ]);
+    expect(await jobRow(c.job.id)).toMatchObject({ status: "completed", fired: 2 });
+    expect(await shown(c.job.id)).toMatchObject({ status: "completed", nextRunAt: null, nextRuns: [] });
 
     // later alarms fire nothing more
-    travelTo(second + 3 * MINUTE);
-    await runDurableObjectAlarm(c.stub);
-    expect(await inBucket(c)).toHaveLength(2);
-    expect(await sentFor(fires, c)).toHaveLength(2);
+    clock.travelTo(second + 3 * MINUTE);
+    await runAlarm(c.stub);
+    expect(sentFor(c)).toHaveLength(2);
     expect(await received(c.path)).toHaveLength(2);
+    expect(await liveOf(c)).toEqual([]);
   });
 
-  it("lists in nextRuns only the occurrences maxOccurrences still allows after some fired", async () => {
-    const fires = captureFires();
-    const c = await create({ cron: "* * * * *", maxOccurrences: 2 });
-    const before = (await (await api(`/v1/jobs/${c.job.id}`)).json()) as { nextRuns: string[] };
-    expect(before.nextRuns.map(Date.parse)).toEqual([c.firstAt, c.firstAt + MINUTE]);
+  it("stops at endAt: the occurrence before endAt is the last, and the job completes in D1 once it is terminal", async () => {
+    const first = minuteAtOrAfter(Date.now());
+    const c = await create({ cron: "* * * * *", endAt: new Date(first + MINUTE + 30_000).toISOString() });
+    expect(c.firstAt).toBe(first);
+    await deliver([await fireOccurrence(c, first)]);
+    expect(await scheduleOf(c)).toMatchObject({ next_at: first + MINUTE, fired: 1 });
+    const m2 = await fireOccurrence(c, first + MINUTE);
+    expect(await scheduleOf(c)).toMatchObject({ next_at: null, fired: 2 });
+    await deliver([m2]);
+    await clock.flush(c.stub);
+    expect((await history(c.job.id)).map((r) => r.status)).toEqual(["succeeded", "succeeded"]);
+    await runScan(); // the sync pass (the job is active and "due" in D1) does not complete it either
+    await clock.flush(c.stub);
+    expect(await jobRow(c.job.id)).toMatchObject({ status: "completed", fired: 2 });
 
-    await deliver([await fireOccurrence(fires, c, c.firstAt)]);
-    await flush(c.stub);
+    clock.travelTo(first + 4 * MINUTE);
+    await runAlarm(c.stub);
+    expect(sentFor(c)).toHaveLength(2);
+  });
+
+  it("lists in nextRuns only the occurrences maxOccurrences still allows after some fired (the fired projection)", async () => {
+    const c = await create({ cron: "* * * * *", maxOccurrences: 2 });
+    expect((await shown(c.job.id)).nextRuns.map(Date.parse)).toEqual([c.firstAt, c.firstAt + MINUTE]);
+
+    await deliver([await fireOccurrence(c, c.firstAt)]);
+    await clock.flush(c.stub);
+    expect(await jobRow(c.job.id)).toMatchObject({ fired: 1, next_run_at: c.firstAt + MINUTE });
     // one of two fired: only the second is still to come
-    const after = (await (await api(`/v1/jobs/${c.job.id}`)).json()) as { status: string; nextRuns: string[] };
+    const after = await shown(c.job.id);
     expect(after.status).toBe("active");
     expect(after.nextRuns.map(Date.parse)).toEqual([c.firstAt + MINUTE]);
   });
 });
 
-describe("pause, resume, PATCH", () => {
-  it("pause stops new executions: 200 paused, the scheduled occurrence canceled in the bucket, the alarm fires nothing for the job", async () => {
-    const fires = captureFires();
+describe("pause, resume, cancel", () => {
+  it("pause stops new executions: 200 paused, an occurrence in flight is canceled (its message acked, not delivered), the alarm fires nothing for the job", async () => {
     const c = await create({ cron: "* * * * *" });
-    await deliver([await fireOccurrence(fires, c, c.firstAt)]);
-    const id2 = occurrenceId(c.job.id, c.firstAt + MINUTE);
+    const [first, second] = [c.firstAt, c.firstAt + MINUTE];
+    const [id1, id2] = [occurrenceId(c.job.id, first), occurrenceId(c.job.id, second)];
+    await deliver([await fireOccurrence(c, first)]);
+    await clock.flush(c.stub);
+    const m2 = await fireOccurrence(c, second); // dispatched, not yet claimed
 
     const res = await changeJob(c.job.id, "pause");
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ id: c.job.id, status: "paused", nextRunAt: null });
-    expect((await inBucket(c)).map((r) => [r.id, r.status, r.last_error])).toEqual([
-      [occurrenceId(c.job.id, c.firstAt), "succeeded", null],
-      [id2, "canceled", "paused"],
-    ]);
-    expect(await bucketSql(c.stub, "SELECT status FROM jobs WHERE id = ?", c.job.id)).toEqual([{ status: "paused" }]);
-    expect(await jobStatusInD1(c.job.id)).toBe("paused");
+    expect(await jobRow(c.job.id)).toMatchObject({ status: "paused", version: 2, synced: 1 });
+    expect(await scheduleOf(c)).toEqual({ version: 2, status: "paused", next_at: null, fired: 2 });
+    const [canceled] = await liveOf(c);
+    expect(canceled).toMatchObject({ executionId: id2, status: "canceled", lastError: "paused" });
 
-    // past the canceled occurrence and the one after it: nothing fires, nothing new is made
-    travelTo(c.firstAt + 3 * MINUTE);
-    await runDurableObjectAlarm(c.stub);
-    expect(await inBucket(c)).toHaveLength(2);
-    expect(await sentFor(fires, c)).toHaveLength(1);
-    expect(await received(c.path)).toHaveLength(1);
-    await flush(c.stub);
-    expect((await inD1(c.job.id)).map((r) => r.status)).toEqual(["succeeded", "canceled"]);
+    // the message in flight reaches the consumer: acked, nothing delivered
+    await deliver([m2]);
+    expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([id1]);
+
+    // past the next occurrences: nothing fires, nothing new is made
+    clock.travelTo(first + 4 * MINUTE);
+    await runAlarm(c.stub);
+    expect(sentFor(c).map((m) => m.executionId)).toEqual([id1, id2]);
+    await clock.flush(c.stub);
+    expect((await history(c.job.id)).map((r) => [r.id, r.status, r.attempts, r.last_error])).toEqual([
+      [id1, "succeeded", 1, null],
+      [id2, "canceled", 0, "paused"],
+    ]);
+    expect(await liveOf(c)).toEqual([]);
 
     // pausing again is a no-op; a one-off job cannot be paused (cancel it instead)
     const again = await changeJob(c.job.id, "pause");
     expect(again.status).toBe(200);
     expect(((await again.json()) as { status: string }).status).toBe("paused");
+    expect(await jobRow(c.job.id)).toMatchObject({ version: 2 });
     const oneOff = await create({ delay: "1m" });
     const refused = await changeJob(oneOff.job.id, "pause");
     expect(refused.status).toBe(409);
     expect(await refused.json()).toMatchObject({ error: { code: "not_recurring", field: "id" } });
   });
 
-  it("resume continues from the next future occurrence: status active, a new scheduled execution due after now, the missed ones never fire", async () => {
-    const fires = captureFires();
+  it("resume continues from the next future occurrence: status active, the occurrences missed while paused never fire", async () => {
     const c = await create({ cron: "* * * * *" });
-    await deliver([await fireOccurrence(fires, c, c.firstAt)]);
+    const first = c.firstAt;
+    await deliver([await fireOccurrence(c, first)]);
+    await clock.flush(c.stub);
     expect((await changeJob(c.job.id, "pause")).status).toBe(200);
-    await flush(c.stub); // the pause is long: D1 has long learned what the bucket canceled
+    await clock.flush(c.stub);
 
     // paused across two occurrences
-    travelTo(c.firstAt + 2 * MINUTE + 30_000);
+    clock.travelTo(first + 2 * MINUTE + 30_000);
     const now = Date.now();
     const res = await changeJob(c.job.id, "resume");
     expect(res.status).toBe(200);
     const next = minuteAfter(now);
-    expect(await res.json()).toMatchObject({ status: "active", nextRunAt: new Date(next).toISOString() });
-    const idNext = occurrenceId(c.job.id, next);
-    expect((await inBucket(c)).map((r) => [r.id, r.status, r.due_at, r.occurrence])).toEqual([
-      [occurrenceId(c.job.id, c.firstAt), "succeeded", c.firstAt, 1],
-      [occurrenceId(c.job.id, c.firstAt + MINUTE), "canceled", c.firstAt + MINUTE, 2],
-      [idNext, "scheduled", next, 2], // the second occurrence to fire
-    ]);
     expect(next).toBeGreaterThan(now);
-    expect((await inD1(c.job.id)).find((r) => r.id === idNext)).toMatchObject({ status: "scheduled", due_at: next });
-    expect(await jobStatusInD1(c.job.id)).toBe("active");
+    expect(await res.json()).toMatchObject({ status: "active", nextRunAt: new Date(next).toISOString() });
+    expect(await jobRow(c.job.id)).toMatchObject({ status: "active", version: 3, synced: 1, next_run_at: next });
+    expect(await scheduleOf(c)).toEqual({ version: 3, status: "active", next_at: next, fired: 1 });
 
-    await deliver([await fireOccurrence(fires, c, next)]);
-    expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([occurrenceId(c.job.id, c.firstAt), idNext]);
+    // the alarm runs now: the missed occurrences (first + 1, + 2 minutes) are not made
+    await runAlarm(c.stub);
+    expect(sentFor(c)).toHaveLength(1);
+    expect(await liveOf(c)).toEqual([]);
+
+    // the next one fires, as the job's second occurrence
+    const idNext = occurrenceId(c.job.id, next);
+    await deliver([await fireOccurrence(c, next)]);
+    expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([occurrenceId(c.job.id, first), idNext]);
+    await clock.flush(c.stub);
+    expect((await history(c.job.id)).map((r) => [r.due_at, r.occurrence, r.status])).toEqual([
+      [first, 1, "succeeded"],
+      [next, 2, "succeeded"],
+    ]);
+    for (const missed of [first + MINUTE, first + 2 * MINUTE]) expect(sentOf(occurrenceId(c.job.id, missed))).toEqual([]);
 
     // resuming an active job is a no-op
     const again = await changeJob(c.job.id, "resume");
     expect(again.status).toBe(200);
     expect(((await again.json()) as { status: string }).status).toBe("active");
+    expect(await jobRow(c.job.id)).toMatchObject({ version: 3 });
   });
 
-  it("pause then resume before the next due time reopens that same occurrence: same execution id, one row", async () => {
-    const fires = captureFires();
+  it("pause then resume before the next due time: that same occurrence (same execution id) fires, once", async () => {
     const c = await create({ cron: "* * * * *" });
-    await deliver([await fireOccurrence(fires, c, c.firstAt)]);
+    await deliver([await fireOccurrence(c, c.firstAt)]);
     const second = c.firstAt + MINUTE;
     const id2 = occurrenceId(c.job.id, second);
+    await clock.flush(c.stub);
 
     expect((await changeJob(c.job.id, "pause")).status).toBe(200);
-    expect((await inBucket(c)).find((r) => r.id === id2)?.status).toBe("canceled");
-    await flush(c.stub);
+    await clock.flush(c.stub);
     expect((await changeJob(c.job.id, "resume")).status).toBe(200);
+    expect(await scheduleOf(c)).toMatchObject({ status: "active", next_at: second, fired: 1 });
 
-    expect((await inBucket(c)).map((r) => [r.id, r.status, r.due_at])).toEqual([
-      [occurrenceId(c.job.id, c.firstAt), "succeeded", c.firstAt],
-      [id2, "scheduled", second],
-    ]);
-    await flush(c.stub);
-    expect((await inD1(c.job.id)).map((r) => [r.id, r.status])).toEqual([
-      [occurrenceId(c.job.id, c.firstAt), "succeeded"],
-      [id2, "scheduled"],
-    ]);
-    await deliver([await fireOccurrence(fires, c, second)]);
+    await deliver([await fireOccurrence(c, second)]);
     expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([occurrenceId(c.job.id, c.firstAt), id2]);
-  });
-
-  it("pause and an immediate resume keep the occurrence count: maxOccurrences 3 still fires 3 times", async () => {
-    const fires = captureFires();
-    const c = await create({ cron: "* * * * *", maxOccurrences: 3 });
-    await deliver([await fireOccurrence(fires, c, c.firstAt)]);
-    await flush(c.stub); // D1 knows occurrence 2 as scheduled
-    const second = c.firstAt + MINUTE;
-
-    // resumed within the mirror delay of the pause: D1 has not learned the cancel yet
-    expect((await changeJob(c.job.id, "pause")).status).toBe(200);
-    expect((await changeJob(c.job.id, "resume")).status).toBe(200);
-    expect((await inBucket(c)).find((r) => r.id === occurrenceId(c.job.id, second))?.status).toBe("scheduled");
-
-    await deliver([await fireOccurrence(fires, c, second)]);
-    // two of three fired: the third must still come, as occurrence 3
-    expect((await inBucket(c)).map((r) => [r.occurrence, r.status, r.last])).toEqual([
-      [1, "succeeded", 0],
-      [2, "succeeded", 0],
-      [3, "scheduled", 0],
+    await clock.flush(c.stub);
+    expect((await history(c.job.id)).map((r) => [r.id, r.status, r.occurrence])).toEqual([
+      [occurrenceId(c.job.id, c.firstAt), "succeeded", 1],
+      [id2, "succeeded", 2],
     ]);
   });
 
-  it("PATCH of the schedule cancels the scheduled occurrence and schedules the next occurrence of the new schedule", async () => {
-    const fires = captureFires();
+  it("pause and an immediate resume keep the fired count: maxOccurrences 3 fires exactly 3 times", async () => {
+    const c = await create({ cron: "* * * * *", maxOccurrences: 3 });
+    const [first, second, third] = [c.firstAt, c.firstAt + MINUTE, c.firstAt + 2 * MINUTE];
+    // fired and delivered; the pause and the resume follow each other at once
+    await deliver([await fireOccurrence(c, first)]);
+    await clock.flush(c.stub);
+    expect((await changeJob(c.job.id, "pause")).status).toBe(200);
+    expect((await changeJob(c.job.id, "resume")).status).toBe(200);
+    expect(await scheduleOf(c)).toEqual({ version: 3, status: "active", next_at: second, fired: 1 });
+
+    await deliver([await fireOccurrence(c, second)]);
+    expect(await scheduleOf(c)).toMatchObject({ next_at: third, fired: 2 });
+    await deliver([await fireOccurrence(c, third)]);
+    // three of three fired: nothing after the third
+    expect(await scheduleOf(c)).toMatchObject({ next_at: null, fired: 3 });
+    clock.travelTo(third + 2 * MINUTE);
+    await runAlarm(c.stub);
+    expect(sentFor(c).map((m) => m.dueAt)).toEqual([first, second, third]);
+    expect(await received(c.path)).toHaveLength(3);
+  });
+
+  it("pause and cancel win over a running attempt's retry: the attempt finishes, and failing it ends canceled, never retried", async () => {
+    const retry = { initialDelayMs: 1_000, jitter: 0 };
+    const paused = await create({ cron: "* * * * *", retry });
+    const canceled = await create({ cron: "* * * * *", retry });
+    const mp = await fireOccurrence(paused, paused.firstAt);
+    const mc = await fireOccurrence(canceled, canceled.firstAt);
+
+    // the consumer holds leases on both occurrences: their attempts are running
+    const lp = await claim(paused, mp);
+    const lc = await claim(canceled, mc);
+
+    // meanwhile one job is paused and the other canceled: applied at once (200)
+    expect((await changeJob(paused.job.id, "pause")).status).toBe(200);
+    expect((await api(`/v1/jobs/${canceled.job.id}`, { method: "DELETE" })).status).toBe(200);
+    // a running attempt is left to finish
+    expect(await heldOf(paused)).toEqual([[mp.executionId, "running", 1]]);
+    expect(await heldOf(canceled)).toEqual([[mc.executionId, "running", 1]]);
+
+    // both attempts fail with a retryable 503: not retried, canceled
+    expect(await paused.stub.complete([{ executionId: mp.executionId, token: lp.token, outcome: FAILED_503 }])).toEqual([
+      { ok: true, executionId: mp.executionId, status: "canceled" },
+    ]);
+    expect(await canceled.stub.complete([{ executionId: mc.executionId, token: lc.token, outcome: FAILED_503 }])).toEqual([
+      { ok: true, executionId: mc.executionId, status: "canceled" },
+    ]);
+
+    // past the would-be retry: nothing is sent again; the original message is a duplicate
+    clock.advance(5_000);
+    await runAlarm(paused.stub);
+    await runAlarm(canceled.stub);
+    expect(sentOf(mp.executionId)).toHaveLength(1);
+    expect(sentOf(mc.executionId)).toHaveLength(1);
+    await deliver([mp, mc]);
+    expect(await received(paused.path)).toEqual([]);
+    expect(await received(canceled.path)).toEqual([]);
+
+    await clock.flush(paused.stub);
+    await clock.flush(canceled.stub);
+    for (const [c, m] of [[paused, mp], [canceled, mc]] as const) {
+      expect(await history(c.job.id)).toEqual([
+        { id: m.executionId, status: "canceled", due_at: m.dueAt, occurrence: 1, attempts: 1, last_http_status: 503, last_error: "HTTP 503: not yet", dead_reason: null },
+      ]);
+    }
+    expect(await jobRow(paused.job.id)).toMatchObject({ status: "paused" });
+    expect(await jobRow(canceled.job.id)).toMatchObject({ status: "canceled" });
+  });
+
+  it("a running attempt of a paused job that succeeds stays succeeded; an occurrence waiting for its retry is canceled by the pause", async () => {
+    const c = await create({ cron: "* * * * *", retry: { initialDelayMs: 30_000, jitter: 0 } }, "flaky/1");
+    const first = c.firstAt;
+    const m1 = await fireOccurrence(c, first);
+    const lease = await claim(c, m1);
+    expect((await changeJob(c.job.id, "pause")).status).toBe(200);
+    expect(await c.stub.complete([{ executionId: m1.executionId, token: lease.token, outcome: { kind: "succeeded", httpStatus: 200, excerpt: "ok" } }])).toEqual([
+      { ok: true, executionId: m1.executionId, status: "succeeded" },
+    ]);
+    await clock.flush(c.stub);
+    expect((await history(c.job.id)).map((r) => [r.id, r.status, r.attempts])).toEqual([[m1.executionId, "succeeded", 1]]);
+
+    // resumed: the next occurrence fails once (503) and waits 30 s for its retry; paused again meanwhile
+    expect((await changeJob(c.job.id, "resume")).status).toBe(200);
+    const next = (await scheduleOf(c))!.next_at!;
+    const m2 = await fireOccurrence(c, next);
+    await deliver([m2]);
+    expect(await heldOf(c)).toEqual([[m2.executionId, "scheduled", 2]]);
+    expect((await changeJob(c.job.id, "pause")).status).toBe(200);
+    expect(await heldOf(c)).toEqual([[m2.executionId, "canceled", 2]]);
+
+    clock.advance(60_000);
+    await runAlarm(c.stub);
+    expect(sentOf(m2.executionId)).toHaveLength(1);
+    expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([m2.executionId]); // only the failed attempt
+    await clock.flush(c.stub);
+    expect((await history(c.job.id)).map((r) => [r.id, r.status, r.attempts])).toEqual([
+      [m1.executionId, "succeeded", 1],
+      [m2.executionId, "canceled", 1],
+    ]);
+  });
+
+  it("a pause right after an occurrence succeeded (its outcome not yet in D1) is applied at once: 200, nothing more fires, the occurrence stays succeeded", async () => {
     const c = await create({ cron: "* * * * *" });
-    const id1 = occurrenceId(c.job.id, c.firstAt);
+    const m1 = await fireOccurrence(c, c.firstAt);
+    await deliver([m1]);
+    expect(await heldOf(c)).toEqual([[m1.executionId, "succeeded", 1]]); // on its way to D1 (the next flush)
+
+    const res = await changeJob(c.job.id, "pause");
+    expect(res.status).toBe(200);
+    expect(await scheduleOf(c)).toMatchObject({ version: 2, status: "paused", next_at: null });
+    expect(await heldOf(c)).toEqual([[m1.executionId, "succeeded", 1]]);
+
+    // the next occurrence's time: the paused job fires nothing
+    clock.travelTo(c.firstAt + MINUTE);
+    await runAlarm(c.stub);
+    expect(sentFor(c)).toEqual([m1]);
+    await clock.flush(c.stub);
+    expect((await history(c.job.id)).map((r) => [r.id, r.status])).toEqual([[m1.executionId, "succeeded"]]);
+  });
+
+  it("a PATCH of the schedule right after an occurrence died (not yet in D1) is applied at once: 200, the occurrence stays dead and reaches the dead-letter list", async () => {
+    const c = await create({ cron: "* * * * *" }, "fail/400");
+    const m1 = await fireOccurrence(c, c.firstAt);
+    await deliver([m1]); // 400: permanent, dead
+    expect(await heldOf(c)).toEqual([[m1.executionId, "dead", 1]]);
+
+    const now = Date.now();
+    const res = await patch(c.job.id, { cron: "30 * * * * *" });
+    expect(res.status).toBe(200);
+    expect(await scheduleOf(c)).toMatchObject({ version: 2, status: "active", next_at: minuteAtOrAfter(now - 30_000) + 30_000 });
+    expect(await heldOf(c)).toEqual([[m1.executionId, "dead", 1]]);
+
+    await clock.flush(c.stub);
+    expect((await history(c.job.id)).map((r) => [r.id, r.status, r.dead_reason])).toEqual([[m1.executionId, "dead", "permanent"]]);
+    const dead = await env.DB.prepare("SELECT execution_id FROM dead_letters WHERE execution_id = ?").bind(m1.executionId).first();
+    expect(dead).toEqual({ execution_id: m1.executionId });
+  });
+});
+
+describe("PATCH", () => {
+  it("PATCH of the schedule before its occurrence: the new schedule starts from its next occurrence, the old one's never fires", async () => {
+    const c = await create({ cron: "* * * * *" });
+    const oldId = occurrenceId(c.job.id, c.firstAt);
     const now = Date.now();
 
     const res = await patch(c.job.id, { cron: "30 * * * * *" }); // every minute at second 30
     expect(res.status).toBe(200);
-    const patched = (await res.json()) as { status: string; nextRunAt: string; schedule: { cron: string } };
     const next = minuteAtOrAfter(now - 30_000) + 30_000; // the first second-30 at or after now
-    expect(patched).toMatchObject({ status: "active", schedule: { cron: "30 * * * * *" }, nextRunAt: new Date(next).toISOString() });
-    const idNext = occurrenceId(c.job.id, next);
-    const expected: [string, string, number, string | null][] = [
-      [id1, "canceled", c.firstAt, "rescheduled"],
-      [idNext, "scheduled", next, null],
-    ];
-    expect((await inBucket(c)).map((r) => [r.id, r.status, r.due_at, r.last_error])).toEqual(expected.sort((a, b) => a[2] - b[2]));
+    expect(await res.json()).toMatchObject({ status: "active", schedule: { cron: "30 * * * * *" }, nextRunAt: new Date(next).toISOString() });
+    expect(await jobRow(c.job.id)).toMatchObject({ version: 2, synced: 1, next_run_at: next });
+    expect(await scheduleOf(c)).toEqual({ version: 2, status: "active", next_at: next, fired: 0 });
 
-    // the new schedule goes on: its occurrence fires and the one after it is 60 s later, at :30
-    const m = await fireOccurrence(fires, c, next);
-    await deliver([m]);
-    travelTo(Math.max(c.firstAt, clock.at));
-    await runDurableObjectAlarm(c.stub);
-    expect(fires.messages.filter((x) => x.executionId === id1)).toEqual([]);
-    expect((await inBucket(c)).filter((r) => r.status === "scheduled").map((r) => r.due_at)).toEqual([next + MINUTE]);
+    // the new schedule goes on: its occurrence fires, the one after it is 60 s later, at :30
+    const idNext = occurrenceId(c.job.id, next);
+    await deliver([await fireOccurrence(c, next)]);
+    expect(await scheduleOf(c)).toMatchObject({ next_at: next + MINUTE, fired: 1 });
+    // the old schedule's first occurrence time passes: nothing
+    clock.travelTo(Math.max(c.firstAt, clock.at));
+    await runAlarm(c.stub);
+    expect(sentOf(oldId)).toEqual([]);
+    expect(sentFor(c).map((m) => m.executionId)).toEqual([idNext]);
     expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([idNext]);
-    await flush(c.stub);
-    expect((await inD1(c.job.id)).find((r) => r.id === id1)?.status).toBe("canceled");
+    await clock.flush(c.stub);
+    expect((await history(c.job.id)).map((r) => [r.id, r.status, r.occurrence])).toEqual([[idNext, "succeeded", 1]]);
+    expect(await jobRow(c.job.id)).toMatchObject({ next_run_at: next + MINUTE, fired: 1 });
   });
 
-  it("PATCH of the schedule before any occurrence fired keeps the whole maxOccurrences budget", async () => {
-    const fires = captureFires();
-    const c = await create({ cron: "* * * * *", maxOccurrences: 2 });
-    expect((await patch(c.job.id, { cron: "30 * * * * *" })).status).toBe(200);
+  it("PATCH of the schedule cancels what was scheduled under the old one (an occurrence waiting for its retry)", async () => {
+    const c = await create({ cron: "* * * * *", retry: { initialDelayMs: 30_000, jitter: 0 } }, "flaky/1");
+    const id1 = occurrenceId(c.job.id, c.firstAt);
+    await deliver([await fireOccurrence(c, c.firstAt)]); // 503: retry in 30 s
+    expect(await heldOf(c)).toEqual([[id1, "scheduled", 1]]);
 
-    // nothing has fired yet: the first occurrence of the new schedule is occurrence 1 of 2,
-    // so firing it must create occurrence 2
-    const [scheduled] = (await inBucket(c)).filter((r) => r.status === "scheduled");
-    await deliver([await fireOccurrence(fires, c, scheduled!.due_at)]);
-    expect((await inBucket(c)).filter((r) => r.status !== "canceled").map((r) => [r.due_at, r.occurrence, r.status, r.last])).toEqual([
-      [scheduled!.due_at, 1, "succeeded", 0],
-      [scheduled!.due_at + MINUTE, 2, "scheduled", 0],
+    const now = Date.now();
+    expect((await patch(c.job.id, { cron: "30 * * * * *" })).status).toBe(200);
+    const next = minuteAtOrAfter(now - 30_000) + 30_000;
+    const [old] = await liveOf(c);
+    expect(old).toMatchObject({ executionId: id1, status: "canceled", lastError: "rescheduled", attempts: 1 });
+    expect(await scheduleOf(c)).toEqual({ version: 2, status: "active", next_at: next, fired: 1 });
+
+    // the retry's time passes: nothing is sent for the old occurrence; the new schedule fires
+    const idNext = occurrenceId(c.job.id, next);
+    await deliver([await fireOccurrence(c, next)]);
+    clock.advance(60_000);
+    await runAlarm(c.stub);
+    expect(sentOf(id1)).toHaveLength(1);
+    expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([id1, idNext]);
+    await clock.flush(c.stub);
+    expect((await history(c.job.id)).map((r) => [r.id, r.status, r.occurrence, r.attempts])).toEqual([
+      [id1, "canceled", 1, 1],
+      [idNext, "succeeded", 2, 1],
     ]);
   });
 
-  it("PATCH of only the target keeps the scheduled occurrence; its delivery goes to the new URL", async () => {
-    const fires = captureFires();
+  it("PATCH of the schedule before any occurrence fired keeps the whole maxOccurrences budget", async () => {
+    const c = await create({ cron: "* * * * *", maxOccurrences: 2 });
+    expect((await patch(c.job.id, { cron: "30 * * * * *" })).status).toBe(200);
+    const first = (await scheduleOf(c))!.next_at!;
+    expect(new Date(first).getUTCSeconds()).toBe(30);
+
+    // nothing has fired yet: the new schedule's first occurrence is 1 of 2, so a second is planned
+    await deliver([await fireOccurrence(c, first)]);
+    expect(await scheduleOf(c)).toMatchObject({ next_at: first + MINUTE, fired: 1 });
+    await deliver([await fireOccurrence(c, first + MINUTE)]);
+    expect(await scheduleOf(c)).toMatchObject({ next_at: null, fired: 2 });
+    expect(sentFor(c).map((m) => m.dueAt)).toEqual([first, first + MINUTE]);
+  });
+
+  it("PATCH of only the target keeps the schedule; the occurrence's delivery goes to the new URL", async () => {
     const c = await create({ cron: "* * * * *" });
     const id1 = occurrenceId(c.job.id, c.firstAt);
     const newPath = uniquePath();
@@ -505,45 +728,37 @@ describe("pause, resume, PATCH", () => {
     const res = await patch(c.job.id, { target: { url: `${receiverUrl()}${newPath}` } });
     expect(res.status).toBe(200);
     expect(((await res.json()) as JobJson).target.url).toBe(`${receiverUrl()}${newPath}`);
-    expect((await inBucket(c)).map((r) => [r.id, r.status, r.due_at])).toEqual([[id1, "scheduled", c.firstAt]]);
+    expect(await scheduleOf(c)).toEqual({ version: 2, status: "active", next_at: c.firstAt, fired: 0 });
 
-    await deliver([await fireOccurrence(fires, c, c.firstAt)]);
-    const got = await received(newPath);
-    expect(got.map((r) => r.headers["webhook-id"])).toEqual([id1]);
+    await deliver([await fireOccurrence(c, c.firstAt)]);
+    expect((await received(newPath)).map((r) => r.headers["webhook-id"])).toEqual([id1]);
     expect(await received(c.path)).toEqual([]);
-    const spec = JSON.parse(
-      (await env.DB.prepare("SELECT spec FROM jobs WHERE id = ?").bind(c.job.id).first<{ spec: string }>())!.spec,
-    ) as JobSpec;
+    const spec = JSON.parse((await jobRow(c.job.id))!.spec as string) as JobSpec;
     expect(spec.target.url).toBe(`${receiverUrl()}${newPath}`);
   });
 
-  it("PATCH of a one-off job's runAt reschedules it: the old execution is canceled, the new one fires once", async () => {
-    const fires = captureFires();
+  it("PATCH of a one-off job's runAt moves its execution (same id): nothing at the old time, one delivery at the new one", async () => {
     const c = await create({ delay: "1m" });
     const oldAt = c.firstAt;
     const newAt = Date.now() + 2 * MINUTE;
-    const oldId = (await inBucket(c))[0]!.id;
+    const exeId = `exe_${c.job.id.slice(4)}`;
+    expect(await live(c.stub, exeId)).toMatchObject({ status: "scheduled", dueAt: oldAt });
 
     const res = await patch(c.job.id, { runAt: new Date(newAt).toISOString() });
     expect(res.status).toBe(200);
     expect(await res.json()).toMatchObject({ status: "active", nextRunAt: new Date(newAt).toISOString() });
-    const newId = occurrenceId(c.job.id, newAt);
-    expect((await inBucket(c)).map((r) => [r.id, r.status, r.due_at])).toEqual([
-      [oldId, "canceled", oldAt],
-      [newId, "scheduled", newAt],
-    ]);
+    expect(await live(c.stub, exeId)).toMatchObject({ status: "scheduled", dueAt: newAt });
 
-    travelTo(oldAt);
-    await runDurableObjectAlarm(c.stub);
-    expect(fires.messages.filter((m) => m.executionId === oldId)).toEqual([]);
-    await deliver([await fireOccurrence(fires, c, newAt)]);
-    expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([newId]);
-    await flush(c.stub);
-    expect((await inD1(c.job.id)).map((r) => [r.id, r.status])).toEqual([
-      [oldId, "canceled"],
-      [newId, "succeeded"],
-    ]);
-    expect(await jobStatusInD1(c.job.id)).toBe("completed");
+    clock.travelTo(Math.max(oldAt, clock.at));
+    await runAlarm(c.stub);
+    expect(sentOf(exeId)).toEqual([]);
+    clock.travelTo(newAt);
+    expect(await runDurableObjectAlarm(c.stub)).toBe(true);
+    expect(sentOf(exeId).map((m) => m.dueAt)).toEqual([newAt]);
+    await deliver(sentOf(exeId));
+    expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([exeId]);
+    await clock.flush(c.stub);
+    expect(await jobRow(c.job.id)).toMatchObject({ status: "completed", run_status: "succeeded", attempts: 1, next_run_at: newAt });
   });
 });
 
@@ -580,7 +795,6 @@ describe("validation at the door", () => {
   });
 
   it("refuses a PATCH that would make a bad schedule or mix the job kinds, naming the field, and leaves the job as it was", async () => {
-    captureFires();
     const recurring = await create({ cron: "* * * * *" });
     const oneOff = await create({ delay: "1m" });
     const refusals: [string, unknown, string][] = [
@@ -596,24 +810,21 @@ describe("validation at the door", () => {
       expect(res.status, JSON.stringify(body)).toBe(400);
       expect(((await res.json()) as { error: { field: string } }).error.field).toBe(field);
     }
-    expect((await inBucket(recurring)).map((r) => [r.status, r.due_at])).toEqual([["scheduled", recurring.firstAt]]);
-    expect((await inBucket(oneOff)).map((r) => [r.status, r.due_at])).toEqual([["scheduled", oneOff.firstAt]]);
+    expect(await jobRow(recurring.job.id)).toMatchObject({ version: 1, next_run_at: recurring.firstAt });
+    expect(await jobRow(oneOff.job.id)).toMatchObject({ version: 1, next_run_at: oneOff.firstAt });
+    expect(await scheduleOf(recurring)).toEqual({ version: 1, status: "active", next_at: recurring.firstAt, fired: 0 });
+    expect(await live(oneOff.stub, `exe_${oneOff.job.id.slice(4)}`)).toMatchObject({ status: "scheduled", dueAt: oneOff.firstAt });
   });
 
   it("GET /v1/jobs/:id lists the next five occurrences in nextRuns, in the job's time zone", async () => {
-    captureFires();
     // 09:00 in Kolkata (UTC+05:30, no daylight saving) is 03:30Z every day
     const daily = await create({ cron: "0 9 * * *", timezone: "Asia/Kolkata" });
-    const shown = (await (await api(`/v1/jobs/${daily.job.id}`)).json()) as {
-      nextRunAt: string;
-      nextRuns: string[];
-      schedule: { cron: string; timezone: string; catchUp: string };
-    };
-    expect(shown.schedule).toMatchObject({ cron: "0 9 * * *", timezone: "Asia/Kolkata", catchUp: "one" });
-    expect(shown.nextRuns).toHaveLength(5);
-    expect(shown.nextRuns[0]).toBe(shown.nextRunAt);
-    const runs = shown.nextRuns.map(Date.parse);
-    expect(Date.parse(shown.nextRunAt)).toBe(daily.firstAt);
+    const job = (await shown(daily.job.id)) as Awaited<ReturnType<typeof shown>> & { schedule: { cron: string; timezone: string; catchUp: string } };
+    expect(job.schedule).toMatchObject({ cron: "0 9 * * *", timezone: "Asia/Kolkata", catchUp: "one" });
+    expect(job.nextRuns).toHaveLength(5);
+    expect(job.nextRuns[0]).toBe(job.nextRunAt);
+    const runs = job.nextRuns.map(Date.parse);
+    expect(Date.parse(job.nextRunAt!)).toBe(daily.firstAt);
     expect(runs[0]).toBeGreaterThanOrEqual(Date.now());
     expect(runs[0]! - Date.now()).toBeLessThanOrEqual(DAY);
     for (const [i, at] of runs.entries()) {
@@ -623,8 +834,7 @@ describe("validation at the door", () => {
 
     // seconds field: every 15 s
     const quick = await create({ cron: "*/15 * * * * *" });
-    const q = (await (await api(`/v1/jobs/${quick.job.id}`)).json()) as { nextRuns: string[] };
-    const qRuns = q.nextRuns.map(Date.parse);
+    const qRuns = (await shown(quick.job.id)).nextRuns.map(Date.parse);
     expect(qRuns[0]).toBe(Math.ceil(Date.now() / 15_000) * 15_000);
     expect(qRuns.slice(1).map((at, i) => at - qRuns[i]!)).toEqual([15_000, 15_000, 15_000, 15_000]);
   });
@@ -632,183 +842,194 @@ describe("validation at the door", () => {
 
 describe("catch-up after downtime", () => {
   it("one (default): after an hour down, the missed window fires once and the next occurrence is after now, not a storm", async () => {
-    const fires = captureFires();
     const c = await create({ cron: "* * * * *" });
     const id1 = occurrenceId(c.job.id, c.firstAt);
 
-    travelTo(c.firstAt + HOUR + 15_000); // the stack was down for an hour
+    clock.travelTo(c.firstAt + HOUR + 15_000); // the stack was down for an hour
     const now = Date.now();
     expect(await runDurableObjectAlarm(c.stub)).toBe(true);
-    await runDurableObjectAlarm(c.stub); // and the alarm runs once more: still no storm
+    await runAlarm(c.stub); // and the alarm runs once more: still no storm
     const next = minuteAfter(now);
-    expect((await inBucket(c)).map((r) => [r.id, r.status, r.due_at])).toEqual([
-      [id1, "dispatched", c.firstAt],
-      [occurrenceId(c.job.id, next), "scheduled", next],
-    ]);
     expect(next).toBeGreaterThan(now);
-    expect(await sentFor(fires, c)).toEqual([expect.objectContaining({ executionId: id1 })]);
-    await deliver(await sentFor(fires, c));
+    expect(await heldOf(c)).toEqual([[id1, "dispatched", 1]]);
+    expect(await scheduleOf(c)).toMatchObject({ next_at: next, fired: 1 });
+    expect(sentFor(c).map((m) => m.executionId)).toEqual([id1]);
+    await deliver(sentFor(c));
     expect(await received(c.path)).toHaveLength(1);
+    await clock.flush(c.stub);
+    expect(await jobRow(c.job.id)).toMatchObject({ status: "active", next_run_at: next, fired: 1 });
   });
 
   it("none: after an hour down, the missed occurrence is canceled (skipped) and the next one is after now", async () => {
-    const fires = captureFires();
     const c = await create({ cron: "* * * * *", catchUp: "none" });
     const id1 = occurrenceId(c.job.id, c.firstAt);
 
-    travelTo(c.firstAt + HOUR + 15_000);
+    clock.travelTo(c.firstAt + HOUR + 15_000);
     const now = Date.now();
     expect(await runDurableObjectAlarm(c.stub)).toBe(true);
     const next = minuteAfter(now);
-    expect((await inBucket(c)).map((r) => [r.id, r.status, r.due_at, r.last_error])).toEqual([
-      [id1, "canceled", c.firstAt, "skipped: missed occurrence (catchUp none)"],
-      [occurrenceId(c.job.id, next), "scheduled", next, null],
+    expect(sentFor(c)).toEqual([]);
+    expect(await scheduleOf(c)).toMatchObject({ status: "active", next_at: next });
+    await clock.flush(c.stub);
+    expect(await history(c.job.id)).toEqual([
+      { id: id1, status: "canceled", due_at: c.firstAt, occurrence: 1, attempts: 0, last_http_status: null, last_error: "skipped: missed occurrence (catchUp none)", dead_reason: null },
     ]);
-    expect(await sentFor(fires, c)).toEqual([]);
-    await flush(c.stub);
-    expect((await inD1(c.job.id)).map((r) => [r.id, r.status])).toEqual([
-      [id1, "canceled"],
-      [occurrenceId(c.job.id, next), "scheduled"],
-    ]);
-    expect(await jobStatusInD1(c.job.id)).toBe("active");
+    expect(await jobRow(c.job.id)).toMatchObject({ status: "active", next_run_at: next });
+
+    // the schedule goes on from now
+    await deliver([await fireOccurrence(c, next)]);
+    expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([occurrenceId(c.job.id, next)]);
   });
 
   it("none: when the skipped occurrence was the schedule's last, the job still completes (no occurrence is left to fire)", async () => {
-    const fires = captureFires();
     const c = await create({ cron: "* * * * *", catchUp: "none", maxOccurrences: 1 });
-    travelTo(c.firstAt + HOUR + 15_000);
+    clock.travelTo(c.firstAt + HOUR + 15_000);
     expect(await runDurableObjectAlarm(c.stub)).toBe(true);
-    expect((await inBucket(c)).map((r) => [r.status, r.last])).toEqual([["canceled", 1]]);
-    expect(await sentFor(fires, c)).toEqual([]);
-    await flush(c.stub);
-    const shown = (await (await api(`/v1/jobs/${c.job.id}`)).json()) as { status: string; nextRunAt: string | null };
-    expect(shown).toMatchObject({ status: "completed", nextRunAt: null });
+    expect(sentFor(c)).toEqual([]);
+    expect(await scheduleOf(c)).toMatchObject({ next_at: null, fired: 1 });
+    await clock.flush(c.stub);
+    expect((await history(c.job.id)).map((r) => r.status)).toEqual(["canceled"]);
+    expect(await shown(c.job.id)).toMatchObject({ status: "completed", nextRunAt: null });
   });
 
   it("all: after 5 minutes down every missed occurrence fires, one execution each, then the schedule continues after now", async () => {
-    const fires = captureFires();
     const c = await create({ cron: "* * * * *", catchUp: "all" });
-    travelTo(c.firstAt + 5 * MINUTE + 15_000);
+    clock.travelTo(c.firstAt + 5 * MINUTE + 15_000);
     const now = Date.now();
-    for (let run = 0; run < 10; run++) await runDurableObjectAlarm(c.stub);
+    for (let run = 0; run < 10; run++) await runAlarm(c.stub);
 
     const missed = Array.from({ length: 6 }, (_, i) => c.firstAt + i * MINUTE);
-    expect((await sentFor(fires, c)).map((m) => m.dueAt)).toEqual(missed);
-    expect(new Set((await sentFor(fires, c)).map((m) => m.executionId)).size).toBe(6);
-    expect((await inBucket(c)).filter((r) => r.status === "scheduled").map((r) => r.due_at)).toEqual([minuteAfter(now)]);
+    expect(sentFor(c).map((m) => m.dueAt)).toEqual(missed);
+    expect(sentFor(c).map((m) => m.executionId)).toEqual(missed.map((at) => occurrenceId(c.job.id, at)));
+    expect(await scheduleOf(c)).toMatchObject({ next_at: minuteAfter(now), fired: 6 });
   });
 
   it("all is bounded: after 3 hours down only the 100 most recent missed occurrences fire (plus the one that was due)", async () => {
-    const fires = captureFires();
     const c = await create({ cron: "* * * * *", catchUp: "all" });
-    travelTo(c.firstAt + 3 * HOUR + 15_000);
+    clock.travelTo(c.firstAt + 3 * HOUR + 15_000);
     const now = Date.now();
     for (let run = 0; run < 150; run++) {
-      await runDurableObjectAlarm(c.stub);
-      if ((await inBucket(c)).some((r) => r.status === "scheduled" && r.due_at > now)) break;
+      await runAlarm(c.stub);
+      if (((await scheduleOf(c))?.next_at ?? 0) > now) break;
     }
-    const dues = (await sentFor(fires, c)).map((m) => m.dueAt);
     const lastMissed = minuteAfter(now) - MINUTE;
-    expect(dues).toEqual([c.firstAt, ...Array.from({ length: 100 }, (_, i) => lastMissed - (99 - i) * MINUTE)]);
-    expect((await inBucket(c)).filter((r) => r.status === "scheduled").map((r) => r.due_at)).toEqual([minuteAfter(now)]);
+    expect(sentFor(c).map((m) => m.dueAt)).toEqual([c.firstAt, ...Array.from({ length: 100 }, (_, i) => lastMissed - (99 - i) * MINUTE)]);
+    expect(await scheduleOf(c)).toMatchObject({ next_at: minuteAfter(now), fired: 101 });
   });
 });
 
-describe("the two layers: D1 for the far future, the bucket for what is due soon", () => {
-  it("moves a cron occurrence due beyond the lookahead from the outbox to D1 as pending, not into the bucket; the scan hands it over when its window comes, once", async () => {
-    const fires = captureFires();
-    // a daily schedule whose first occurrence is 1-2 minutes away, so it is in the bucket
-    const firstAt = minuteAtOrAfter(Date.now() + MINUTE);
-    const at = new Date(firstAt);
-    const c = await create({ cron: `${at.getUTCMinutes()} ${at.getUTCHours()} * * *` });
-    expect(c.firstAt).toBe(firstAt);
-    const nextAt = firstAt + DAY;
-    const idNext = occurrenceId(c.job.id, nextAt);
-
-    // a mirror has just run (lastMirrorAt = now), so the firing alarm below leaves the outbox to the next one
-    await bucketSql(c.stub, "UPDATE executions SET dirty = 1 WHERE job_id = ?", c.job.id);
-    travelTo(firstAt - MIRROR_DELAY_MS / 2);
-    expect(await runDurableObjectAlarm(c.stub)).toBe(true);
-    const m1 = await fireOccurrence(fires, c, firstAt);
-
-    // the next occurrence is a day away: into the outbox, not the bucket's executions
-    expect((await inBucket(c)).map((r) => r.id)).toEqual([m1.executionId]);
-    expect(await bucketSql(c.stub, "SELECT id, occurrence_at, occurrence FROM outbox_pending WHERE job_id = ?", c.job.id)).toEqual([
-      { id: idNext, occurrence_at: nextAt, occurrence: 2 },
-    ]);
-    expect((await inD1(c.job.id)).map((r) => r.id)).toEqual([m1.executionId]);
-
-    // the next mirror writes it to D1 as pending, in its time bucket; the bucket still does not hold it
-    advance(MIRROR_DELAY_MS);
-    await runDurableObjectAlarm(c.stub);
-    expect(await bucketSql(c.stub, "SELECT id FROM outbox_pending WHERE job_id = ?", c.job.id)).toEqual([]);
-    expect((await inD1(c.job.id)).find((r) => r.id === idNext)).toEqual({
-      id: idNext, status: "pending", due_at: nextAt, time_bucket: Math.floor(nextAt / SCAN_WINDOW_MS), occurrence: 2, attempts: 0,
+describe("the two layers: a recurring job lives in its bucket from create; a far one-off waits in D1", () => {
+  it("heals a recurring job whose hand-off failed at create: the sync pass hands it over (once) when its next occurrence is within the lookahead", async () => {
+    const getByName = vi.spyOn(env.BUCKET, "getByName").mockImplementationOnce(() => {
+      throw new Error("bucket unreachable");
     });
-    expect((await inBucket(c)).map((r) => r.id)).toEqual([m1.executionId]);
+    let c: Created;
+    try {
+      c = await create({ cron: "* * * * *" });
+    } finally {
+      getByName.mockRestore();
+    }
+    // durable in D1, unknown to its bucket
+    expect(await jobRow(c.job.id)).toMatchObject({ status: "active", version: 1, next_run_at: c.firstAt });
+    expect(await scheduleOf(c)).toBeUndefined();
+
+    await runScan();
+    await Promise.all([runScan(), runScan()]);
+    expect(await scheduleOf(c)).toEqual({ version: 1, status: "active", next_at: c.firstAt, fired: 0 });
+    const m1 = await fireOccurrence(c, c.firstAt);
+    await runScan(); // D1 has not learned of the firing yet: the sync pass makes nothing twice
+    await runAlarm(c.stub);
+    expect(sentFor(c)).toEqual([m1]);
     await deliver([m1]);
-
-    // the scan leaves it in D1 while it is beyond the lookahead
-    await runScan();
-    expect((await inD1(c.job.id)).find((r) => r.id === idNext)?.status).toBe("pending");
-    expect((await inBucket(c)).map((r) => r.id)).toEqual([m1.executionId]);
-
-    // the window reaches it: the scan hands it over, and scanning again, or twice at once, changes nothing
-    travelTo(nextAt - LOOKAHEAD_MS / 2);
-    const before = await counters();
-    await runScan();
-    await Promise.all([runScan(), runScan()]);
-    await env.DB.prepare("UPDATE executions SET status = 'pending' WHERE id = ?").bind(idNext).run(); // as if marking D1 failed
-    await Promise.all([runScan(), runScan()]);
-    expect((await counters()).scanner_recovered_total! - before.scanner_recovered_total!).toBe(1);
-    expect((await inBucket(c)).map((r) => [r.id, r.status, r.occurrence, r.spawned])).toEqual([
-      [m1.executionId, "succeeded", 1, 1],
-      [idNext, "scheduled", 2, 0],
-    ]);
-    expect((await inD1(c.job.id)).find((r) => r.id === idNext)?.status).toBe("scheduled");
-
-    // and it fires by the alarm; the one after it goes the same way, to D1 as pending
-    await deliver([await fireOccurrence(fires, c, nextAt)]);
-    expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([m1.executionId, idNext]);
-    await flush(c.stub);
-    const third = occurrenceId(c.job.id, nextAt + DAY);
-    expect((await inD1(c.job.id)).map((r) => [r.id, r.status, r.occurrence])).toEqual([
-      [m1.executionId, "succeeded", 1],
-      [idNext, "succeeded", 2],
-      [third, "pending", 3],
-    ]);
-    expect((await inBucket(c)).map((r) => r.id)).not.toContain(third);
+    expect(await received(c.path)).toHaveLength(1);
   });
 
-  it("keeps a one-off due in 30 days only in D1 (pending, not in the bucket) until the scan window reaches it; then the scan hands it over once and it fires by the alarm", async () => {
-    const fires = captureFires();
+  it("hands a recurring job to its bucket at create even when its next occurrence is a day away; the alarm is armed for it and fires it, once", async () => {
+    // a daily schedule whose first occurrence is about 20 hours away
+    const nextAt = minuteAtOrAfter(Date.now() + 20 * HOUR);
+    const at = new Date(nextAt);
+    const c = await create({ cron: `${at.getUTCMinutes()} ${at.getUTCHours()} * * *` });
+    expect(c.firstAt).toBe(nextAt);
+    expect(await jobRow(c.job.id)).toMatchObject({ version: 1, synced: 1, next_run_at: nextAt });
+    expect(await scheduleOf(c)).toEqual({ version: 1, status: "active", next_at: nextAt, fired: 0 });
+    expect(await liveOf(c)).toEqual([]);
+
+    // the alarm is armed in time for it; nothing fires early
+    const armed = await alarmOf(c.stub);
+    expect(armed).not.toBeNull();
+    expect(armed!).toBeLessThanOrEqual(quantized(nextAt));
+    clock.travelTo(nextAt - HOUR);
+    await runAlarm(c.stub);
+    expect(sentFor(c)).toEqual([]);
+    expect(await alarmOf(c.stub)).toBeLessThanOrEqual(quantized(nextAt));
+
+    // the sync pass once it is within the lookahead: the bucket already holds it, nothing changes
+    clock.travelTo(nextAt - LOOKAHEAD_MS / 2);
+    await runScan();
+    expect(await scheduleOf(c)).toEqual({ version: 1, status: "active", next_at: nextAt, fired: 0 });
+    expect(await alarmOf(c.stub)).toBeLessThanOrEqual(quantized(nextAt));
+
+    // it fires by the alarm, once; the next is a day later, in the bucket and (after the flush) in D1
+    const id = occurrenceId(c.job.id, nextAt);
+    await deliver([await fireOccurrence(c, nextAt)]);
+    expect(await scheduleOf(c)).toMatchObject({ next_at: nextAt + DAY, fired: 1 });
+    await clock.flush(c.stub);
+    expect(await jobRow(c.job.id)).toMatchObject({ next_run_at: nextAt + DAY, fired: 1 });
+    expect((await history(c.job.id)).map((r) => [r.id, r.status])).toEqual([[id, "succeeded"]]);
+    expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([id]);
+    expect(await alarmOf(c.stub)).toBeLessThanOrEqual(quantized(nextAt + DAY));
+  });
+
+  it("an idle bucket's alarm settles on its next occurrence: it does not wake itself up every few seconds to count its own alarms", async () => {
+    // a daily schedule an hour and a half away: nothing else for its bucket to do meanwhile
+    const nextAt = minuteAtOrAfter(Date.now() + 90 * MINUTE);
+    const at = new Date(nextAt);
+    const c = await create({ cron: `${at.getUTCMinutes()} ${at.getUTCHours()} * * *` });
+    expect(await scheduleOf(c)).toMatchObject({ next_at: nextAt });
+    // run the alarm whenever it is armed before the occurrence: the bucket's pending work (the
+    // flush of the schedule, counters, other tests' leftovers) is done within a few runs
+    const wakeups: number[] = [];
+    for (let i = 0; i < 30; i++) {
+      const alarm = await alarmOf(c.stub);
+      if (alarm === null || alarm >= quantized(nextAt)) break;
+      wakeups.push(alarm - clock.at);
+      clock.travelTo(Math.max(alarm, clock.at));
+      await runDurableObjectAlarm(c.stub);
+    }
+    expect(wakeups.length, `alarm runs before the occurrence (ms ahead of the clock): ${wakeups.join(", ")}`).toBeLessThan(10);
+    expect(await alarmOf(c.stub)).toBe(quantized(nextAt));
+    expect(sentFor(c)).toEqual([]);
+  });
+
+  it("keeps a one-off due in 30 days only in D1 until the lookahead reaches it; then the sync pass hands it over once and it fires by the alarm", async () => {
     const dueAt = Date.now() + 30 * DAY;
     const c = await create({ runAt: new Date(dueAt).toISOString() });
-    const [row] = await inD1(c.job.id);
-    expect(row).toMatchObject({ status: "pending", due_at: dueAt, time_bucket: Math.floor(dueAt / SCAN_WINDOW_MS) });
-    expect(await inBucket(c)).toEqual([]);
+    const exeId = `exe_${c.job.id.slice(4)}`;
+    expect(await jobRow(c.job.id)).toMatchObject({ status: "active", next_run_at: dueAt, run_status: null });
+    expect(await live(c.stub, exeId)).toBeUndefined();
 
-    // scans before the window reaches it leave it in D1
+    // sync passes before the lookahead reaches it leave it in D1
     await runScan();
-    travelTo(dueAt - LOOKAHEAD_MS - MINUTE);
+    clock.travelTo(dueAt - LOOKAHEAD_MS - MINUTE);
     await runScan();
-    expect((await inD1(c.job.id))[0]!.status).toBe("pending");
-    expect(await inBucket(c)).toEqual([]);
+    expect(await live(c.stub, exeId)).toBeUndefined();
 
-    // the window reaches it: handed to its bucket once, however many scans run
-    travelTo(dueAt - LOOKAHEAD_MS + MINUTE);
+    // the lookahead reaches it: handed to its bucket once, however many passes run
+    clock.travelTo(dueAt - LOOKAHEAD_MS + MINUTE);
     const before = await counters();
     await Promise.all([runScan(), runScan()]);
     await runScan();
     expect((await counters()).scanner_recovered_total! - before.scanner_recovered_total!).toBe(1);
-    expect((await inD1(c.job.id))[0]!.status).toBe("scheduled");
-    expect((await inBucket(c)).map((r) => [r.id, r.status, r.due_at])).toEqual([[row!.id, "scheduled", dueAt]]);
+    expect(await live(c.stub, exeId)).toMatchObject({ status: "scheduled", dueAt });
     expect(await alarmOf(c.stub)).toBeLessThanOrEqual(quantized(dueAt));
 
     // and it fires by the alarm, once
-    await deliver([await fireOccurrence(fires, c, dueAt)]);
-    expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([row!.id]);
-    await flush(c.stub);
-    expect((await inD1(c.job.id))[0]).toMatchObject({ status: "succeeded", attempts: 1 });
+    clock.travelTo(dueAt);
+    expect(await runDurableObjectAlarm(c.stub)).toBe(true);
+    expect(sentOf(exeId).map((m) => m.dueAt)).toEqual([dueAt]);
+    await deliver(sentOf(exeId));
+    expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([exeId]);
+    await clock.flush(c.stub);
+    expect(await jobRow(c.job.id)).toMatchObject({ status: "completed", run_status: "succeeded", attempts: 1 });
   });
 });
