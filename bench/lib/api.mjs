@@ -86,6 +86,8 @@ export function perExecution(c) {
     d1Rows: per(c.d1_rows_written_total),
     rows: per((c.do_rows_written_total ?? 0) + (c.d1_rows_written_total ?? 0)),
     alarmsSet: per(c.alarms_set_total),
+    doRequests: per(c.do_requests_total),
+    queueMessages: per((c.fired_total ?? 0) + (c.redispatch_total ?? 0)),
     redispatches: per(c.redispatch_total),
     duplicatesSuppressed: per(c.duplicates_suppressed_total),
   };

@@ -75,7 +75,7 @@ const LOG_LIMIT = 20;
  * add what is not written yet; a crash loses at most this much of the counts.
  */
 const COUNTER_WRITE_MS = 10_000;
-const METER_COUNTERS: CounterName[] = ["do_rows_written_total", "d1_rows_written_total", "alarms_set_total"];
+const METER_COUNTERS: CounterName[] = ["do_rows_written_total", "d1_rows_written_total", "alarms_set_total", "do_requests_total"];
 
 interface Dispatch {
   seq: number;
@@ -188,6 +188,7 @@ export class Bucket extends DurableObject<Env> {
    * returned is held now (a definition for an execution on its way to D1 waits for the flush).
    */
   async applyJobs(bucket: number, definitions: JobDefinition[], meter?: { d1RowsWritten: number }): Promise<Applied[]> {
+    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
     return this.change(bucket, () => {
       // the caller's D1 rows for these jobs, counted here with the rest of the bill
       if (meter && meter.d1RowsWritten > 0) this.tally.add("d1_rows_written_total", SYSTEM_TENANT, "", meter.d1RowsWritten);
@@ -201,6 +202,7 @@ export class Bucket extends DurableObject<Env> {
    * Running it twice, or concurrently, applies nothing twice.
    */
   async pullWindow(bucket: number): Promise<{ pulled: number; synced: number; redriven: number }> {
+    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
     await this.change(bucket, () => undefined);
     const db = dbOf(this.env.DB);
     let pulled = 0;
@@ -323,6 +325,7 @@ export class Bucket extends DurableObject<Env> {
   // redrive (a recurring job's dead occurrence; a one-off job's redrive is a new job version)
 
   async redrive(bucket: number, orders: RedriveOrder[]): Promise<RedriveResult[]> {
+    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
     return this.change(bucket, () => this.redriveAll(orders, Date.now()));
   }
 
@@ -354,6 +357,7 @@ export class Bucket extends DurableObject<Env> {
    * or a message of an earlier due time is a duplicate (invariant 7). Writes nothing.
    */
   async claim(refs: ExecutionRef[]): Promise<ClaimResult[]> {
+    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
     return this.change(null, () => {
       const now = Date.now();
       return refs.map((ref) => this.claimOne(ref, now));
@@ -411,6 +415,7 @@ export class Bucket extends DurableObject<Env> {
 
   /** Extends live leases; a token that is not the live lease is rejected and counted (invariant 3). Writes nothing. */
   async heartbeat(leases: LeaseRef[]): Promise<HeartbeatResult[]> {
+    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
     return this.change(null, () => {
       const now = Date.now();
       return leases.map((ref): HeartbeatResult => {
@@ -429,6 +434,7 @@ export class Bucket extends DurableObject<Env> {
    * rejected and counted and never overwrites a newer attempt (invariant 3).
    */
   async complete(reports: CompletionReport[]): Promise<CompletionResult[]> {
+    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
     return this.change(null, () => {
       const now = Date.now();
       return reports.map((report): CompletionResult => {
@@ -461,6 +467,7 @@ export class Bucket extends DurableObject<Env> {
    * message never kills a healthy retry.
    */
   async markPoisoned(refs: ExecutionRef[]): Promise<PoisonResult[]> {
+    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
     return this.change(null, () => {
       const now = Date.now();
       return refs.map((ref): PoisonResult => {
@@ -479,6 +486,7 @@ export class Bucket extends DurableObject<Env> {
   // observation
 
   async metrics(): Promise<BucketMetrics> {
+    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
     const counters = this.sql
       .exec<{ name: CounterName; tenant: string; reason: string; value: number }>("SELECT name, tenant, reason, value FROM counters")
       .toArray();
@@ -488,11 +496,13 @@ export class Bucket extends DurableObject<Env> {
 
   /** Counts an event observed outside the bucket (e.g. a malformed queue message). */
   async bump(name: CounterName, tenant: string, by: number): Promise<void> {
+    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
     await this.change(null, () => this.tally.add(name, tenant, "", by));
   }
 
   /** Executions held here by state (invariant 4 adds these up with D1). */
   async counts(): Promise<BucketCounts> {
+    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
     const byStatus: Record<string, number> = {};
     for (const row of this.held.values()) {
       const state = this.closing.get(row.id)?.status ?? this.stateOf(row);
@@ -503,6 +513,7 @@ export class Bucket extends DurableObject<Env> {
 
   /** The live executions of a job (or some ids), for reads that must not wait for D1. */
   async inspect(query: { jobId?: string; executionIds?: string[] }): Promise<LiveExecution[]> {
+    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
     const rows = query.jobId !== undefined
       ? this.rowsOfJob(query.jobId)
       : (query.executionIds ?? []).flatMap((id) => this.held.get(id) ?? []);
@@ -534,6 +545,7 @@ export class Bucket extends DurableObject<Env> {
    * (a throwing alarm is retried only a few times, then dropped: DESIGN.md).
    */
   override async alarm(): Promise<void> {
+    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
     this.armedAt = null;
     const now = Date.now();
     const steps: [string, () => Promise<unknown>][] = [

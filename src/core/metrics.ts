@@ -19,6 +19,7 @@ export const COUNTERS = [
   "do_rows_written_total",
   "d1_rows_written_total",
   "alarms_set_total",
+  "do_requests_total",
 ] as const;
 export type CounterName = (typeof COUNTERS)[number];
 
@@ -40,6 +41,7 @@ export const COUNTER_HELP: Record<CounterName, string> = {
   do_rows_written_total: "Durable Object SQLite rows written, index entries included (the platform's cursor.rowsWritten)",
   d1_rows_written_total: "D1 rows written by the job path, index entries included (meta.rows_written)",
   alarms_set_total: "Durable Object alarms set (each is billed like a row written)",
+  do_requests_total: "Durable Object requests: every RPC call and alarm invocation of a bucket (each is billed)",
 };
 
 /** The tenant of events that belong to no tenant (a malformed message names none). */
