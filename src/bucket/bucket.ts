@@ -616,12 +616,8 @@ export class Bucket extends DurableObject<Env> {
     if (now < this.dispatchRetryAt || this.bucket === null) return { fresh, again };
     const limit = this.config.FIRE_BATCH_LIMIT;
     for (const [id, d] of this.dispatched) {
-      if (again.length >= limit) break;
-      const overtaken = this.claimedSeq > d.seq && now - d.at >= this.config.DISPATCH_TIMEOUT_MS;
-      if (!overtaken && now - d.at < MAX_DISPATCH_WAIT_MS) {
-        if (now - d.at < this.config.DISPATCH_TIMEOUT_MS) break; // dispatch order: the rest are younger
-        continue;
-      }
+      // dispatch order: the rest are younger and, if this one was not overtaken, neither were they
+      if (again.length >= limit || now < this.redispatchAt(d)) break;
       const row = this.held.get(id)!;
       this.assertMove(row, "redispatch");
       this.dispatched.delete(id);
@@ -786,7 +782,7 @@ export class Bucket extends DurableObject<Env> {
       candidates: [
         nextDue === undefined ? null : Math.max(nextDue, this.dispatchRetryAt),
         firstLease,
-        firstDispatch ? firstDispatch.at + this.config.DISPATCH_TIMEOUT_MS : null,
+        firstDispatch ? this.redispatchAt(firstDispatch) : null,
         this.nextScheduleAt,
         pendingFlush ? Math.max(this.flushAt, now) : null,
         // the meter's own counters ride along with the next write: waking for them alone would
@@ -907,6 +903,11 @@ export class Bucket extends DurableObject<Env> {
     if (row.recurring) this.dirtySchedules.add(row.jobId);
     if (status === "dead") this.tally.add("dead_total", row.tenant, detail.reason ?? "");
     if (status === "canceled") this.tally.add("canceled_total", row.tenant);
+  }
+
+  /** When a dispatch counts as lost: DISPATCH_TIMEOUT_MS after its send once a later one was claimed, else MAX_DISPATCH_WAIT_MS. */
+  private redispatchAt(d: Dispatch): number {
+    return d.at + (this.claimedSeq > d.seq ? this.config.DISPATCH_TIMEOUT_MS : MAX_DISPATCH_WAIT_MS);
   }
 
   private attemptRecord(row: HeldRow, lease: Lease, now: number, outcome: string, httpStatus: number | null, error: string | null): AttemptRecord {

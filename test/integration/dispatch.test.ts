@@ -1,36 +1,52 @@
 /**
- * The alarm's dispatch: failure rows "queue send fails inside the alarm" (rows stay scheduled,
- * dispatch_errors_total) and "message lost or never consumed" (re-dispatch after the dispatch
- * deadline, redispatch_total; dead "undeliverable" after MAX_DISPATCHES).
+ * The alarm's dispatch: failure rows "queue send fails inside the alarm" (the execution stays
+ * scheduled, dispatch_errors_total, a later alarm sends it) and "message lost or never consumed"
+ * (re-dispatch, redispatch_total).
+ *
+ * The rule for a lost message (docs/data-path.md "Re-dispatch"): a dispatch is sent again only
+ * when a later dispatch of the same bucket was claimed and it is still unclaimed
+ * DISPATCH_TIMEOUT_MS after its send (it was overtaken), or when 10 minutes passed. A queue that
+ * is merely slow (FIFO) overtakes nothing and gets no copies; a consumer down for an hour kills
+ * nothing (there is no "undeliverable" death any more: those tests are replaced by these).
  *
  * The bucket's queue binding is the very object the test sees as env.FIRE_QUEUE_0 (the Durable
  * Object runs in the test isolate), so one spy on its sendBatch captures every send, or fails the
- * sends a test chooses. Nothing reaches the real queue, so nothing is consumed in the background.
+ * sends a test chooses. Nothing reaches the real queue, so nothing is consumed in the background:
+ * a test "loses" a message by not feeding it to fire().
+ * Time: one file-wide virtual clock, HEAD_START_MS ahead of the real one, moved only by tests;
+ * every alarm a bucket arms lies ahead of the real clock, so only the alarms tests run happen.
+ * Storage is shared by the file: every test uses its own jobs and leaves nothing in flight; the
+ * long travels (10 minutes, an hour) come last.
  */
-import { runInDurableObject } from "cloudflare:test";
+import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import type { Bucket } from "../../src/bucket/bucket";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from "vitest";
 import { configOf } from "../../src/config";
-import type { MetricsSummary } from "../../src/core/metrics";
 import type { FireMessage } from "../../src/env";
 import {
   alarmOf,
   api,
-  bucketRow,
-  bucketSql,
-  bucketStub,
-  createJob,
-  executionOf,
+  counters,
+  fileClock,
   fire,
-  fireMessage,
+  jobRow,
+  newExecution,
   received,
   receiverUrl,
+  runAlarm,
+  runScan,
   uniquePath,
-  withClockAhead,
+  type Execution,
 } from "./helpers";
 
-const { MAX_DISPATCHES, DISPATCH_TIMEOUT_MS } = configOf(env);
+const HEAD_START_MS = 10 * 60_000;
+const { DISPATCH_TIMEOUT_MS, ALARM_QUANTUM_MS } = configOf(env);
+/** the bucket holds its sends back this long after a failed send (bucket.ts DISPATCH_RETRY_MS) */
+const DISPATCH_RETRY_MS = 1_000;
+/** a dispatch unclaimed this long is sent again even if nothing overtook it (docs/data-path.md) */
+const MAX_DISPATCH_WAIT_MS = 10 * 60_000;
+
+const clock = fileClock(HEAD_START_MS);
 
 const sent: FireMessage[] = [];
 /** Sends of a batch holding one of these execution ids fail, as a queue outage would. */
@@ -45,135 +61,288 @@ beforeAll(() => {
 });
 afterAll(() => vi.restoreAllMocks());
 
-const sentFor = (executionId: string) => sent.filter((m) => m.executionId === executionId).length;
+/** The fire messages sent for an execution, oldest first. */
+const sentFor = (executionId: string): FireMessage[] => sent.filter((m) => m.executionId === executionId);
+const lastSent = (executionId: string): FireMessage => {
+  const messages = sentFor(executionId);
+  if (messages.length === 0) throw new Error(`nothing was sent for ${executionId}`);
+  return messages[messages.length - 1]!;
+};
 
-/**
- * A job due in 60 s (no alarm fires it on its own during the test), made due by backdating.
- * `failSends` is set before the backdate: a background alarm of the bucket may run at any time.
- */
-async function dueExecution(options: { failSends?: boolean } = {}) {
+type Exe = Execution & { path: string };
+
+/** A one-off job due now (or after `delay`), delivered to its own receiver path. */
+async function oneOff(delay?: string): Promise<Exe> {
   const path = uniquePath();
-  const job = await createJob({ target: { url: `${receiverUrl()}${path}` }, delay: "60s" });
-  const exe = (await executionOf(job.id))!;
-  const stub = bucketStub(exe.bucket);
-  if (options.failSends) failSendsFor.add(exe.id);
-  await bucketSql(stub, "UPDATE executions SET due_at = ? WHERE id = ?", Date.now() - 1, exe.id);
-  return { job, exe, stub, path, row: async () => (await bucketRow(stub, exe.id))!, message: fireMessage(exe) };
-}
-
-function runAlarm(stub: ReturnType<typeof bucketStub>): Promise<void> {
-  return runInDurableObject(stub, (instance: Bucket) => instance.alarm());
-}
-
-/**
- * After a failed send the bucket holds all its dispatches back for a moment (in memory,
- * dispatchRetryAt); forget it so later tests in this file that share the bucket are unaffected.
- */
-function forgetSendFailure(stub: ReturnType<typeof bucketStub>): Promise<void> {
-  return runInDurableObject(stub, (instance: Bucket) => {
-    (instance as unknown as { dispatchRetryAt: number }).dispatchRetryAt = 0;
+  const e = await newExecution({ target: { url: `${receiverUrl()}${path}` }, ...(delay ? { delay } : {}) });
+  // a test that fails midway must not leave a dispatch in flight for the next ones to see re-sent
+  onTestFinished(async () => {
+    const left = (await e.view())?.status;
+    if (left === "scheduled" || left === "dispatched") await api(`/v1/jobs/${e.job.id}`, { method: "DELETE" });
   });
+  return { ...e, path };
 }
 
-const metrics = () => api("/v1/metrics").then((r) => r.json<MetricsSummary>());
-const diff = (a: MetricsSummary, b: MetricsSummary, name: string) => (b.counters[name] ?? 0) - (a.counters[name] ?? 0);
+/** Creates jobs until one lands in `bucket` (the others are canceled before any alarm runs). */
+async function inBucket(bucket: number, make: () => Promise<Exe>): Promise<Exe> {
+  for (let i = 0; i < 64; i++) {
+    const e = await make();
+    if (e.exe.bucket === bucket) return e;
+    expect((await api(`/v1/jobs/${e.job.id}`, { method: "DELETE" })).status).toBe(200);
+  }
+  throw new Error(`no job landed in bucket ${bucket}`);
+}
+
+/** The two executions in the order their (first) dispatches were sent. */
+function byDispatchOrder(a: Exe, b: Exe): [Exe, Exe] {
+  const first = (e: Exe) => sent.findIndex((m) => m.executionId === e.exe.id);
+  expect(first(a)).toBeGreaterThanOrEqual(0);
+  expect(first(b)).toBeGreaterThanOrEqual(0);
+  return first(a) < first(b) ? [a, b] : [b, a];
+}
+
+const status = async (e: Exe) => (await e.view())?.status;
+
+function delta(before: Record<string, number>, after: Record<string, number>, name: string): number {
+  return (after[name] ?? 0) - (before[name] ?? 0);
+}
 
 describe("queue send failure", () => {
-  it("leaves rows scheduled and counts dispatch_errors_total when the send fails; a later alarm sends them (failure row: queue send fails)", async () => {
-    const before = await metrics();
-    const e = await dueExecution({ failSends: true });
+  it("leaves the execution scheduled and counts dispatch_errors_total when the send fails; a later alarm sends it (failure row: queue send fails)", async () => {
+    const before = await counters();
+    const e = await oneOff();
+    failSendsFor.add(e.exe.id);
     try {
       await runAlarm(e.stub); // resolves: the alarm catches its own failures and re-arms
     } finally {
       failSendsFor.delete(e.exe.id);
     }
-    expect(await e.row()).toMatchObject({ status: "scheduled", dispatch_count: 0, dispatch_deadline_at: null });
-    expect(sentFor(e.exe.id)).toBe(0);
-    const failed = await metrics();
-    expect(diff(before, failed, "dispatch_errors_total")).toBe(1);
-    expect(diff(before, failed, "fired_total")).toBe(0);
-    expect(await alarmOf(e.stub)).not.toBeNull();
+    expect(await status(e)).toBe("scheduled");
+    expect(sentFor(e.exe.id)).toHaveLength(0);
+    const failed = await counters();
+    expect(delta(before, failed, "dispatch_errors_total")).toBe(1);
+    expect(delta(before, failed, "fired_total")).toBe(0);
+    const armed = await alarmOf(e.stub);
+    expect(armed).not.toBeNull();
+    expect(armed!).toBeLessThanOrEqual(clock.at + DISPATCH_RETRY_MS + ALARM_QUANTUM_MS);
 
-    // the queue is back; the bucket waits a moment before sending again, then sends
-    await withClockAhead(2_000, () => runAlarm(e.stub));
-    expect(await e.row()).toMatchObject({ status: "dispatched", dispatch_count: 1 });
-    expect(sentFor(e.exe.id)).toBe(1);
-    expect(diff(failed, await metrics(), "fired_total")).toBe(1);
-    expect((await fire([e.message])).explicitAcks).toEqual(["m0"]);
-    expect((await e.row()).status).toBe("succeeded");
+    // the queue is back; the bucket holds its sends back a moment, then its own alarm sends
+    clock.advance(DISPATCH_RETRY_MS / 2);
+    await runAlarm(e.stub);
+    expect(sentFor(e.exe.id)).toHaveLength(0);
+    const next = (await alarmOf(e.stub))!;
+    clock.travelTo(Math.max(clock.at, next));
+    expect(await runDurableObjectAlarm(e.stub)).toBe(true);
+    expect(await status(e)).toBe("dispatched");
+    expect(sentFor(e.exe.id)).toHaveLength(1);
+    expect(delta(failed, await counters(), "fired_total")).toBe(1);
+
+    expect((await fire([lastSent(e.exe.id)])).explicitAcks).toEqual(["m0"]);
+    expect(await status(e)).toBe("succeeded");
     expect(await received(e.path)).toHaveLength(1);
-    await forgetSendFailure(e.stub);
   });
 
-  it("keeps a re-dispatch whose send fails dispatched, to be sent at the next deadline (failure row: queue send fails)", async () => {
-    const e = await dueExecution();
-    await runAlarm(e.stub);
-    expect(await e.row()).toMatchObject({ status: "dispatched", dispatch_count: 1 });
-    const before = await metrics();
+  it("keeps a re-send whose send fails dispatched; it is sent when overtaken again (failure row: queue send fails)", async () => {
+    const first = await oneOff();
+    const second = await inBucket(first.exe.bucket, () => oneOff());
+    const t0 = clock.at;
+    await runAlarm(first.stub);
+    const [older, newer] = byDispatchOrder(first, second);
+    expect((await fire([lastSent(newer.exe.id)])).explicitAcks).toEqual(["m0"]); // older is lost: overtaken
+    const before = await counters();
 
-    failSendsFor.add(e.exe.id);
-    await bucketSql(e.stub, "UPDATE executions SET dispatch_deadline_at = ? WHERE id = ?", Date.now() - 1, e.exe.id);
+    clock.travelTo(t0 + DISPATCH_TIMEOUT_MS);
+    failSendsFor.add(older.exe.id);
     try {
-      await runAlarm(e.stub);
+      await runAlarm(older.stub);
     } finally {
-      failSendsFor.delete(e.exe.id);
+      failSendsFor.delete(older.exe.id);
     }
-    await forgetSendFailure(e.stub);
-    const row = await e.row();
-    expect(row.status).toBe("dispatched");
-    expect(row.dispatch_deadline_at).toBeGreaterThan(Date.now());
-    expect(diff(before, await metrics(), "dispatch_errors_total")).toBe(1);
-    expect((await fire([e.message])).explicitAcks).toEqual(["m0"]);
-    expect((await e.row()).status).toBe("succeeded");
+    expect(await status(older)).toBe("dispatched");
+    expect(sentFor(older.exe.id)).toHaveLength(1);
+    expect(delta(before, await counters(), "dispatch_errors_total")).toBe(1);
+
+    // a later dispatch of the bucket is claimed: the re-send (still unclaimed) is overtaken again
+    const third = await inBucket(first.exe.bucket, () => oneOff("30s"));
+    clock.travelTo((await third.view())!.dueAt);
+    await runAlarm(third.stub);
+    expect(sentFor(third.exe.id)).toHaveLength(1);
+    expect(sentFor(older.exe.id)).toHaveLength(1); // not overtaken yet: its re-send is younger than every claim
+    expect((await fire([lastSent(third.exe.id)])).explicitAcks).toEqual(["m0"]);
+    await runAlarm(older.stub);
+    expect(sentFor(older.exe.id)).toHaveLength(2);
+    expect(lastSent(older.exe.id)).toEqual(sentFor(older.exe.id)[0]);
+
+    expect((await fire([lastSent(older.exe.id)])).explicitAcks).toEqual(["m0"]);
+    expect(await status(older)).toBe("succeeded");
+    for (const e of [older, newer, third]) expect(await received(e.path)).toHaveLength(1);
   });
 });
 
 describe("lost messages", () => {
-  it("re-dispatches an execution whose dispatch deadline passed unclaimed (failure row: message lost)", async () => {
-    const e = await dueExecution();
-    await runAlarm(e.stub);
-    const first = await e.row();
-    expect(first).toMatchObject({ status: "dispatched", dispatch_count: 1 });
-    expect(first.dispatch_deadline_at).toBeGreaterThanOrEqual(Date.now() + DISPATCH_TIMEOUT_MS - 1000);
-    expect(sentFor(e.exe.id)).toBe(1);
-    const before = await metrics();
+  it("re-sends a dispatch overtaken by a later claimed one, DISPATCH_TIMEOUT_MS after its send (failure row: message lost)", async () => {
+    const first = await oneOff();
+    const second = await inBucket(first.exe.bucket, () => oneOff());
+    const t0 = clock.at;
+    await runAlarm(first.stub);
+    const [older, newer] = byDispatchOrder(first, second);
+    const original = lastSent(older.exe.id);
+    const before = await counters();
 
-    // the message is lost: nobody claims it before the deadline
-    await bucketSql(e.stub, "UPDATE executions SET dispatch_deadline_at = ? WHERE id = ?", Date.now() - 1, e.exe.id);
-    await runAlarm(e.stub);
-    const again = await e.row();
-    expect(again).toMatchObject({ status: "dispatched", dispatch_count: 2 });
-    expect(again.dispatch_deadline_at).toBeGreaterThan(Date.now());
-    expect(sentFor(e.exe.id)).toBe(2);
-    const after = await metrics();
-    expect(diff(before, after, "redispatch_total")).toBe(1);
-    expect(diff(before, after, "fired_total")).toBe(0);
+    // the older message is lost; the newer one is consumed
+    expect((await fire([lastSent(newer.exe.id)])).explicitAcks).toEqual(["m0"]);
+    expect(await status(newer)).toBe("succeeded");
+    expect((await alarmOf(older.stub))!).toBeLessThanOrEqual(t0 + DISPATCH_TIMEOUT_MS + ALARM_QUANTUM_MS);
 
-    // the second copy is consumed and the execution runs once
-    expect((await fire([e.message])).explicitAcks).toEqual(["m0"]);
-    expect(await e.row()).toMatchObject({ status: "succeeded", attempt: 1 });
+    // overtaken, but not yet DISPATCH_TIMEOUT_MS old: no copy
+    clock.travelTo(t0 + DISPATCH_TIMEOUT_MS - 1);
+    await runAlarm(older.stub);
+    expect(sentFor(older.exe.id)).toHaveLength(1);
+    expect(delta(before, await counters(), "redispatch_total")).toBe(0);
+    expect((await alarmOf(older.stub))!).toBeLessThanOrEqual(t0 + DISPATCH_TIMEOUT_MS + ALARM_QUANTUM_MS);
+
+    clock.travelTo(t0 + DISPATCH_TIMEOUT_MS);
+    await runAlarm(older.stub);
+    expect(await status(older)).toBe("dispatched");
+    expect(sentFor(older.exe.id)).toHaveLength(2);
+    expect(lastSent(older.exe.id)).toEqual(original); // the same execution and due time
+    const after = await counters();
+    expect(delta(before, after, "redispatch_total")).toBe(1);
+    expect(delta(before, after, "fired_total")).toBe(0);
+
+    // the copy is consumed and the execution runs once
+    expect((await fire([lastSent(older.exe.id)])).explicitAcks).toEqual(["m0"]);
+    expect(await received(older.path)).toHaveLength(1);
+    await clock.flush(older.stub);
+    expect(await jobRow(older.job.id)).toMatchObject({ status: "completed", run_status: "succeeded", attempts: 1, dead_reason: null });
+  });
+
+  it("does not spin the bucket's alarm while a dispatch waits in a slow queue (failure row: message never consumed)", async () => {
+    const e = await oneOff();
+    await runAlarm(e.stub);
+    expect(sentFor(e.exe.id)).toHaveLength(1);
+    const before = await counters();
+
+    // the platform runs the bucket's alarms as armed, for a virtual minute; nobody consumes
+    const until = clock.at + 60_000;
+    let runs = 0;
+    for (; runs < 100; runs++) {
+      const at = await alarmOf(e.stub);
+      if (at === null || at > until) break;
+      if (at > clock.at) clock.travelTo(at);
+      await runDurableObjectAlarm(e.stub);
+    }
+    const after = await counters();
+    console.log(JSON.stringify({ slowQueueMinute: { alarmRuns: runs, alarmsSet: delta(before, after, "alarms_set_total"), virtualMs: clock.at - (until - 60_000) } }));
+    expect(sentFor(e.exe.id)).toHaveLength(1);
+    expect(delta(before, after, "redispatch_total")).toBe(0);
+    // nothing is due, nothing to flush, no claim to overtake it: a few alarms (counters, the
+    // dispatch deadline), never one per alarm quantum
+    expect(runs, "alarm runs in one virtual minute with one dispatch waiting in a slow queue").toBeLessThanOrEqual(12);
+
+    expect((await fire([lastSent(e.exe.id)])).explicitAcks).toEqual(["m0"]);
     expect(await received(e.path)).toHaveLength(1);
   });
 
-  it(`marks an execution dead "undeliverable" after MAX_DISPATCHES unclaimed dispatches (failure row: message lost)`, async () => {
-    const e = await dueExecution();
-    await runAlarm(e.stub);
-    const before = await metrics();
-    for (let i = 0; i < 2 * MAX_DISPATCHES && (await e.row()).status === "dispatched"; i++) {
-      await bucketSql(e.stub, "UPDATE executions SET dispatch_deadline_at = ? WHERE id = ?", Date.now() - 1, e.exe.id);
-      await runAlarm(e.stub);
-    }
-    const row = await e.row();
-    expect(row).toMatchObject({ status: "dead", dead_reason: "undeliverable", dispatch_count: MAX_DISPATCHES, attempt: 0 });
-    expect(row.last_error).toBe(`not claimed after ${MAX_DISPATCHES} dispatches`);
-    expect(sentFor(e.exe.id)).toBe(MAX_DISPATCHES);
-    const after = await metrics();
-    expect(diff(before, after, "redispatch_total")).toBe(MAX_DISPATCHES - 1);
-    expect((after.dead_total_by_reason.undeliverable ?? 0) - (before.dead_total_by_reason.undeliverable ?? 0)).toBe(1);
+  it("gives a slow FIFO queue no copies: nothing is overtaken, redispatch_total stays 0 long after DISPATCH_TIMEOUT_MS", async () => {
+    const before = await counters();
+    const a = await oneOff();
+    const b = await inBucket(a.exe.bucket, () => oneOff("20s"));
+    const t0 = clock.at;
+    await runAlarm(a.stub);
+    clock.travelTo(t0 + 20_000);
+    await runAlarm(a.stub);
+    expect(byDispatchOrder(a, b)).toEqual([a, b]);
 
-    // a copy that turns up late is acked and dropped (invariant 7)
-    expect((await fire([e.message])).explicitAcks).toEqual(["m0"]);
-    expect((await e.row()).status).toBe("dead");
-    expect(await received(e.path)).toHaveLength(0);
+    // the queue is backlogged: alarms keep running, nobody consumes for 5 minutes
+    const runAlarmsUntil = async (to: number) => {
+      while (clock.at + 30_000 <= to) {
+        clock.advance(30_000);
+        await runAlarm(a.stub);
+      }
+    };
+    await runAlarmsUntil(t0 + 5 * 60_000);
+    expect([sentFor(a.exe.id).length, sentFor(b.exe.id).length]).toEqual([1, 1]);
+    expect([await status(a), await status(b)]).toEqual(["dispatched", "dispatched"]);
+
+    // the backlog drains in order: a first (b was sent after it, so nothing is overtaken) ...
+    expect((await fire([lastSent(a.exe.id)])).explicitAcks).toEqual(["m0"]);
+    await runAlarmsUntil(t0 + 9 * 60_000);
+    expect(sentFor(b.exe.id)).toHaveLength(1);
+    // ... then b
+    expect((await fire([lastSent(b.exe.id)])).explicitAcks).toEqual(["m0"]);
+    const after = await counters();
+    expect(delta(before, after, "redispatch_total")).toBe(0);
+    expect(delta(before, after, "duplicates_suppressed_total")).toBe(0);
+    await clock.flush(a.stub);
+    for (const e of [a, b]) {
+      expect(await jobRow(e.job.id)).toMatchObject({ run_status: "succeeded", attempts: 1 });
+      expect(await received(e.path)).toHaveLength(1);
+    }
+  });
+
+  it("re-sends a dispatch nobody claimed for 10 minutes, overtaken or not; a late original is dropped (failure row: message never consumed)", async () => {
+    const e = await oneOff();
+    const t0 = clock.at;
+    await runAlarm(e.stub);
+    const original = lastSent(e.exe.id);
+    const before = await counters();
+
+    for (const at of [t0 + DISPATCH_TIMEOUT_MS, t0 + 5 * 60_000, t0 + MAX_DISPATCH_WAIT_MS - 1]) {
+      clock.travelTo(at);
+      await runAlarm(e.stub);
+      expect(sentFor(e.exe.id)).toHaveLength(1);
+    }
+    expect(delta(before, await counters(), "redispatch_total")).toBe(0);
+
+    clock.travelTo(t0 + MAX_DISPATCH_WAIT_MS);
+    await runAlarm(e.stub);
+    expect(sentFor(e.exe.id)).toHaveLength(2);
+    expect(lastSent(e.exe.id)).toEqual(original);
+    expect(await status(e)).toBe("dispatched");
+    expect(delta(before, await counters(), "redispatch_total")).toBe(1);
+
+    expect((await fire([lastSent(e.exe.id)])).explicitAcks).toEqual(["m0"]);
+    expect(await status(e)).toBe("succeeded");
+    // the original turns up late: acked and dropped (invariant 7)
+    const late = await fire([original]);
+    expect(late.explicitAcks).toEqual(["m0"]);
+    expect(late.retryMessages).toEqual([]);
+    expect(await received(e.path)).toHaveLength(1);
+    expect(delta(before, await counters(), "duplicates_suppressed_total")).toBe(1);
+  });
+
+  it("kills nothing while the consumer is down for an hour; the execution is delivered once when the messages are finally consumed (failure row: message never consumed)", async () => {
+    const e = await oneOff();
+    await runAlarm(e.stub);
+    const before = await counters();
+
+    // an hour without a consumer: the bucket's alarms and the scanner keep running
+    for (let i = 0; i < 12; i++) {
+      clock.advance(5 * 60_000);
+      await runScan();
+      await runAlarm(e.stub);
+      expect(await status(e)).toBe("dispatched");
+    }
+    const down = await counters();
+    expect(delta(before, down, "dead_total")).toBe(0);
+    const copies = sentFor(e.exe.id);
+    // at most one copy per 10 minutes, each of the same execution and due time
+    expect(copies.length).toBeGreaterThanOrEqual(2);
+    expect(copies.length).toBeLessThanOrEqual(1 + 60 / 10);
+    expect(new Set(copies.map((m) => JSON.stringify(m))).size).toBe(1);
+
+    // the consumer is back and takes the whole backlog in one batch: one delivery, the rest dropped
+    const result = await fire(copies);
+    expect(result.explicitAcks.sort()).toEqual(copies.map((_, i) => `m${i}`).sort());
+    expect(result.retryMessages).toEqual([]);
+    expect(await received(e.path)).toHaveLength(1);
+    await clock.flush(e.stub);
+    expect(await jobRow(e.job.id)).toMatchObject({ status: "completed", run_status: "succeeded", attempts: 1, dead_reason: null });
+    const dead = await env.DB.prepare("SELECT count(*) AS n FROM dead_letters WHERE execution_id = ?").bind(e.exe.id).first<{ n: number }>();
+    expect(dead?.n).toBe(0);
+    const after = await counters();
+    expect(delta(before, after, "dead_total")).toBe(0);
+    expect(delta(before, after, "duplicates_suppressed_total")).toBe(copies.length - 1);
   });
 });
