@@ -11,6 +11,7 @@ import {
   getDeadLetter,
   getJob,
   getOccurrence,
+  highestBucket,
   listDead,
   listJobs,
   listOccurrences,
@@ -229,8 +230,10 @@ app.post("/v1/executions/:id/redrive", async (c) => {
 
 async function gatherMetrics(c: Context<ApiEnv>) {
   const config = configOf(c.env);
+  // every bucket any job names, even beyond a lowered BUCKETS
+  const buckets = Math.max(config.BUCKETS, (await highestBucket(dbOf(c.env.DB))) + 1);
   const parts: BucketMetrics[] = await Promise.all(
-    Array.from({ length: config.BUCKETS }, (_, k) => c.env.BUCKET.getByName(bucketName(k)).metrics()),
+    Array.from({ length: buckets }, (_, k) => c.env.BUCKET.getByName(bucketName(k)).metrics()),
   );
   return summarize(parts, c.get("tenant"));
 }

@@ -131,7 +131,7 @@ export class Bucket extends DurableObject<Env> {
   /** schedules whose next occurrence, fired count or completion D1 has not seen */
   private readonly dirtySchedules = new Set<string>();
   /** ids that left recently (finished, or a job the bucket did not need to hold), with their tenant */
-  private readonly closedAt = new Map<string, { at: number; tenant: string }>();
+  private readonly closedAt = new Map<string, { at: number; tenant: string; version: number }>();
   private readonly tally = new Tally();
   private dispatchSeq = 0;
   /** the highest dispatch seq claimed: an older unclaimed dispatch was overtaken */
@@ -203,6 +203,8 @@ export class Bucket extends DurableObject<Env> {
    */
   async pullWindow(bucket: number): Promise<{ pulled: number; synced: number; redriven: number }> {
     this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
+    // the safety net for a dropped alarm: trust storage, not memory, about what is armed
+    if ((await this.ctx.storage.getAlarm()) === null) this.armedAt = null;
     await this.change(bucket, () => undefined);
     const db = dbOf(this.env.DB);
     let pulled = 0;
@@ -241,19 +243,24 @@ export class Bucket extends DurableObject<Env> {
   /** Returns the version held afterwards, or null when it must wait for a flush. */
   private applyOneOff(def: JobDefinition, now: number, readAt: number): number | null {
     const id = oneOffExecutionId(def.jobId);
-    if (this.closing.has(id)) {
+    const finishing = this.closing.get(id);
+    if (finishing) {
+      // the version it finished at (or older) is done; a newer one waits for the outcome to land
+      if (def.version <= finishing.row.version) return finishing.row.version;
       const waiting = this.deferred.get(id);
       if (!waiting || waiting.version < def.version) this.deferred.set(id, def);
       return null;
     }
     const row = this.held.get(id);
     if (row && row.version >= def.version) return row.version;
-    // read from D1 before it closed here: D1 already has (or is getting) its outcome
-    if (!row && readAt > 0 && (this.closedAt.get(id)?.at ?? -Infinity) >= readAt - 1000) return def.version;
+    // it left at this version or a newer one: a definition read from D1 before its outcome landed
+    // there is stale (only a newer version, e.g. a redrive or PATCH, brings it back)
+    const closed = this.closedAt.get(id);
+    if (!row && closed && closed.version >= def.version) return def.version;
     const dueAt = def.nextRunAt ?? now;
     if (!row) {
       if (def.status !== "active" || !isNear(dueAt, now, this.config.LOOKAHEAD_MS)) {
-        this.closedAt.set(id, { at: now, tenant: def.tenant }); // a racing pull must not bring it back
+        this.closedAt.set(id, { at: now, tenant: def.tenant, version: def.version }); // a racing pull must not bring it back
         return def.version;
       }
       const inserted = this.insert(
@@ -714,9 +721,11 @@ export class Bucket extends DurableObject<Env> {
         for (const c of closing) {
           this.closing.delete(c.row.id);
           this.release(c.row);
-          this.closedAt.set(c.row.id, { at, tenant: c.row.tenant });
+          this.closedAt.set(c.row.id, { at, tenant: c.row.tenant, version: c.row.version });
         }
-        for (const jobId of schedules) this.dirtySchedules.delete(jobId);
+        // a change applied while the write was on its way stays marked: its version was not written
+        for (const p of projections) if (store.scheduleOf(this.sql, p.jobId)?.version === p.version) this.dirtySchedules.delete(p.jobId);
+        for (const jobId of schedules) if (!store.scheduleOf(this.sql, jobId)) this.dirtySchedules.delete(jobId);
         if (at >= this.counterWriteAt) this.writeCounters(at);
         const deferred = [...this.deferred.values()].filter((d) => !this.closing.has(oneOffExecutionId(d.jobId)));
         for (const d of deferred) this.deferred.delete(oneOffExecutionId(d.jobId));

@@ -4,14 +4,12 @@
  * (the bucket ignores a message of an earlier dispatch and an execution under a lease).
  * Bounded: this queue has max_retries and no dead-letter queue of its own.
  */
-import { configOf } from "../config";
 import { bucketName } from "../core/bucketing";
 import type { Env } from "../env";
 import { acceptFireMessages, groupByBucket } from "./message";
 
 export async function handleDeadLetterBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
-  const config = configOf(env);
-  const valid = await acceptFireMessages(batch, env, config.BUCKETS);
+  const valid = await acceptFireMessages(batch, env);
   await Promise.all(
     [...groupByBucket(valid)].map(async ([bucket, group]) => {
       try {

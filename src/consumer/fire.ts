@@ -19,7 +19,7 @@ type BucketStub = DurableObjectStub<Bucket>;
 
 export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   const config = configOf(env);
-  const valid = await acceptFireMessages(batch, env, config.BUCKETS);
+  const valid = await acceptFireMessages(batch, env);
   const groups = [...groupByBucket(valid)].map(([bucket, messages]) => ({
     bucket,
     messages,

@@ -12,9 +12,15 @@ const FireMessageSchema = z.object({
   dueAt: z.number().int(),
 });
 
-export function parseFireMessage(body: unknown, buckets: number): FireMessage | null {
+/**
+ * A bucket beyond BUCKETS is still a bucket: jobs keep the bucket they were created in, and a
+ * lowered setting must not strand them. Only a bound far beyond any configuration is refused.
+ */
+export const MAX_BUCKET = 100_000;
+
+export function parseFireMessage(body: unknown): FireMessage | null {
   const parsed = FireMessageSchema.safeParse(body);
-  if (!parsed.success || parsed.data.bucket >= buckets) return null;
+  if (!parsed.success || parsed.data.bucket >= MAX_BUCKET) return null;
   return parsed.data;
 }
 
@@ -36,12 +42,11 @@ export function groupByBucket<M extends { body: FireMessage }>(messages: M[]): M
 export async function acceptFireMessages(
   batch: MessageBatch<unknown>,
   env: Env,
-  buckets: number,
 ): Promise<{ message: Message<unknown>; body: FireMessage }[]> {
   const valid: { message: Message<unknown>; body: FireMessage }[] = [];
   let malformed = 0;
   for (const message of batch.messages) {
-    const body = parseFireMessage(message.body, buckets);
+    const body = parseFireMessage(message.body);
     if (body) valid.push({ message, body });
     else {
       malformed += 1;

@@ -3,13 +3,33 @@
  * field, never a 500, STYLE.md habit 8), the batch endpoint, reads, listing with cursors,
  * cancel, tenant isolation and the one error envelope { error: { code, message, field } }.
  *
- * Near-term jobs here are due minutes ahead (or beyond the lookahead), so no alarm fires them
- * while the file runs; storage is shared by the tests of this file, so every test uses its own
+ * Near-term jobs here are due minutes ahead (or beyond the lookahead) on a file-wide clock that
+ * only moves when a test moves it, and fire-queue sends are captured, so nothing is delivered
+ * in the background; storage is shared by the tests of this file, so every test uses its own
  * jobs and names.
  */
 import { env } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
-import { api, bucketSql, bucketStub, createJob, executionOf, KEYS, receiverUrl, uniquePath, type JobJson } from "./helpers";
+import { describe, expect, it, onTestFinished, vi } from "vitest";
+import {
+  api,
+  bucketRow,
+  bucketSql,
+  bucketStub,
+  captureFiresForFile,
+  createJob,
+  executionOf,
+  fileClock,
+  jobRow,
+  KEYS,
+  live,
+  receiverUrl,
+  runScan,
+  uniquePath,
+  type JobJson,
+} from "./helpers";
+
+const clock = fileClock(0);
+captureFiresForFile();
 
 interface Envelope {
   error: { code: string; message: string; field: string | null };
@@ -209,30 +229,39 @@ describe("POST /v1/jobs/batch", () => {
     });
     expect(new Set(results.map((r) => r.job.id)).size).toBe(1000);
 
+    // D1 holds one row per job, active, no outcome yet
     const { results: rows } = await env.DB.prepare(
-      `SELECT j.id, e.status FROM jobs j JOIN executions e ON e.job_id = j.id WHERE j.name LIKE ? || '-%'`,
+      "SELECT id, status, run_status, next_run_at FROM jobs WHERE name LIKE ? || '-%'",
     )
       .bind(tag)
-      .all<{ id: string; status: string }>();
+      .all<{ id: string; status: string; run_status: string | null; next_run_at: number }>();
     expect(rows).toHaveLength(1000);
-    // the far half waits in D1; the near half was handed to the buckets
-    const byStatus = rows.reduce<Record<string, number>>((acc, r) => ({ ...acc, [r.status]: (acc[r.status] ?? 0) + 1 }), {});
-    expect(byStatus).toEqual({ pending: 500, scheduled: 500 });
+    expect(rows.every((r) => r.status === "active" && r.run_status === null)).toBe(true);
+    // the far half waits in D1; the near half was handed to the buckets (one durable row each)
+    const ids = results.map((r) => r.job.id);
+    const near = new Set(ids.filter((_, i) => i % 2 === 1));
     let inBuckets = 0;
+    const held: string[] = [];
     for (let k = 0; k < Number(env.BUCKETS); k++) {
+      const stub = bucketStub(k);
       const [row] = await bucketSql<{ n: number }>(
-        bucketStub(k),
+        stub,
         `SELECT count(*) AS n FROM executions WHERE job_id IN (SELECT value FROM json_each(?))`,
-        JSON.stringify(results.map((r) => r.job.id)),
+        JSON.stringify(ids),
       );
       inBuckets += row!.n;
+      const views = await stub.inspect({ executionIds: ids.map((id) => `exe_${id.slice(4)}`) });
+      for (const v of views) {
+        expect(v.status).toBe("scheduled");
+        held.push(v.jobId);
+      }
     }
     expect(inBuckets).toBe(500);
-
-    // cleanup only: take the near half out of the buckets so no alarm fires 500 webhooks later
-    for (let k = 0; k < Number(env.BUCKETS); k++) {
-      await bucketSql(bucketStub(k), "DELETE FROM executions WHERE job_id IN (SELECT value FROM json_each(?))", JSON.stringify(results.map((r) => r.job.id)));
-    }
+    expect(new Set(held)).toEqual(near);
+    // as the API shows them: a near one scheduled, a far one pending
+    const shown = async (id: string) => ((await (await api(`/v1/executions/exe_${id.slice(4)}`)).json()) as { status: string }).status;
+    expect(await shown(ids[1]!)).toBe("scheduled");
+    expect(await shown(ids[0]!)).toBe("pending");
   });
 
   it("answers mixed valid and invalid items per item, in order, and creates the valid ones", async () => {
@@ -263,9 +292,14 @@ describe("POST /v1/jobs/batch", () => {
     expect(results.map((r) => r.job?.name ?? null)).toEqual(["mixed-0", null, "mixed-2", null, null, null, "mixed-6"]);
     expect(await jobCount()).toBe(before + 3);
     for (const i of [0, 2, 6]) {
-      const created = await api(`/v1/jobs/${results[i]!.job.id}`);
+      const id = results[i]!.job.id;
+      const created = await api(`/v1/jobs/${id}`);
       expect(created.status).toBe(200);
-      expect((await executionOf(results[i]!.job.id))!.status).toBe("pending");
+      // due in an hour: waiting in D1, not held by its bucket yet
+      const shown = (await created.json()) as JobJson & { latestExecution: { status: string } };
+      expect(shown.latestExecution.status).toBe("pending");
+      const exe = (await executionOf(id))!;
+      expect(await live(bucketStub(exe.bucket), exe.id)).toBeUndefined();
     }
   });
 
@@ -302,7 +336,10 @@ describe("reading jobs", () => {
   it("GET /v1/jobs lists newest first and walks every page by cursor without duplicates or gaps", async () => {
     // globex: this file creates no other globex jobs, so the walk is short and exact
     const created: string[] = [];
-    for (let i = 0; i < 5; i++) created.push((await createJob(farJob({ name: `page-${i}` }), KEYS.globex)).id);
+    for (let i = 0; i < 5; i++) {
+      clock.advance(1); // one creation time each: ids sort by creation
+      created.push((await createJob(farJob({ name: `page-${i}` }), KEYS.globex)).id);
+    }
     const seen: JobJson[] = [];
     let cursor: string | null = null;
     for (let page = 0; page < 10; page++) {
@@ -321,11 +358,12 @@ describe("reading jobs", () => {
     const { results } = await env.DB.prepare("SELECT id FROM jobs WHERE tenant = 'globex'").all<{ id: string }>();
     expect([...ids].sort()).toEqual(results.map((r) => r.id).sort());
     expect(ids).toEqual(expect.arrayContaining(created));
-    // newest first: createdAt descending, ties broken by id descending
+    // newest first: by id descending (ids are time-sortable), so createdAt never grows down the list
+    expect(ids.filter((id) => created.includes(id))).toEqual([...created].reverse());
     for (let i = 1; i < seen.length; i++) {
       const [a, b] = [seen[i - 1]!, seen[i]!];
-      const newer = a.createdAt > b.createdAt || (a.createdAt === b.createdAt && a.id > b.id);
-      expect(newer, `${a.id} before ${b.id}`).toBe(true);
+      expect(a.id > b.id, `${a.id} before ${b.id}`).toBe(true);
+      expect(a.createdAt >= b.createdAt, `${a.id} before ${b.id}`).toBe(true);
     }
   });
 
@@ -356,30 +394,93 @@ describe("reading jobs", () => {
 describe("DELETE /v1/jobs/:id", () => {
   it("cancels a job handed to its bucket: the job and its execution read canceled", async () => {
     const job = await createJob({ target: target(), delay: "2m" });
-    const row = (await executionOf(job.id))!;
-    expect(row.status).toBe("scheduled");
+    const exe = (await executionOf(job.id))!;
+    const stub = bucketStub(exe.bucket);
+    expect((await live(stub, exe.id))?.status).toBe("scheduled");
+    const canceledAt = clock.at;
     const res = await api(`/v1/jobs/${job.id}`, { method: "DELETE" });
-    expect(res.status).toBe(200);
+    expect(res.status).toBe(200); // the bucket applied the cancel
     expect(((await res.json()) as JobJson).status).toBe("canceled");
-    expect((await env.DB.prepare("SELECT status FROM jobs WHERE id = ?").bind(job.id).first<{ status: string }>())!.status).toBe("canceled");
-    const [inBucket] = await bucketSql<{ status: string }>(bucketStub(row.bucket), "SELECT status FROM executions WHERE id = ?", row.id);
-    expect(inBucket!.status).toBe("canceled");
+    expect(await jobRow(job.id)).toMatchObject({ status: "canceled", version: 2, synced: 1 });
+    // the bucket closed its execution canceled; its outcome reaches D1 with the next flush
+    expect((await live(stub, exe.id))?.status).toBe("canceled");
+    await clock.flush(stub);
+    expect(await jobRow(job.id)).toMatchObject({ status: "canceled", run_status: "canceled", finished_at: canceledAt });
+    expect(await bucketRow(stub, exe.id)).toBeUndefined();
+    expect(await live(stub, exe.id)).toBeUndefined();
     const { executions } = (await (await api(`/v1/jobs/${job.id}/executions`)).json()) as { executions: { id: string; status: string }[] };
-    expect(executions).toEqual([expect.objectContaining({ id: row.id, status: "canceled" })]);
+    expect(executions).toEqual([expect.objectContaining({ id: exe.id, status: "canceled" })]);
     const shown = (await (await api(`/v1/jobs/${job.id}`)).json()) as JobJson & { latestExecution: { status: string } };
     expect(shown.status).toBe("canceled");
     expect(shown.nextRunAt).toBeNull();
     expect(shown.latestExecution.status).toBe("canceled");
   });
 
-  it("cancels a job still waiting in D1: its pending execution is canceled there", async () => {
+  it("cancels a job still waiting in D1: its pending execution reads canceled", async () => {
     const job = await createJob(farJob());
-    expect((await api(`/v1/jobs/${job.id}`, { method: "DELETE" })).status).toBe(200);
-    const row = (await executionOf(job.id))!;
-    expect(row.status).toBe("canceled");
-    expect(row.finished_at).not.toBeNull();
+    const exe = (await executionOf(job.id))!;
+    const res = await api(`/v1/jobs/${job.id}`, { method: "DELETE" });
+    expect(res.status).toBe(200);
+    expect(await jobRow(job.id)).toMatchObject({ status: "canceled", version: 2, synced: 1, run_status: null });
+    expect(await live(bucketStub(exe.bucket), exe.id)).toBeUndefined();
+    const shown = (await (await api(`/v1/executions/${exe.id}`)).json()) as { status: string; finishedAt: string | null };
+    expect(shown.status).toBe("canceled");
+    expect(shown.finishedAt).not.toBeNull();
     const { executions } = (await (await api(`/v1/jobs/${job.id}/executions`)).json()) as { executions: { status: string }[] };
     expect(executions.map((e) => e.status)).toEqual(["canceled"]);
+    // canceling again changes nothing and answers the same
+    expect((await api(`/v1/jobs/${job.id}`, { method: "DELETE" })).status).toBe(200);
+    expect((await jobRow(job.id))!.version).toBe(2);
+  });
+});
+
+/** Until the test ends (or `restore`), every bucket stub the Worker takes refuses applyJobs as if unreachable. */
+function bucketsRefuseChanges(): () => void {
+  const getByName = env.BUCKET.getByName.bind(env.BUCKET);
+  const spy = vi.spyOn(env.BUCKET, "getByName").mockImplementation((name: string) => {
+    const real = getByName(name);
+    return new Proxy(real, {
+      get: (target, property) =>
+        property === "applyJobs" ? async () => Promise.reject(new Error("bucket unreachable (test)")) : Reflect.get(target, property),
+    });
+  });
+  onTestFinished(() => spy.mockRestore());
+  return () => spy.mockRestore();
+}
+
+describe("DELETE /v1/jobs/:id while its bucket is unreachable", () => {
+  it("answers 202: the cancel is durable and unsynced; a retried DELETE re-sends it and answers 200", async () => {
+    const job = await createJob({ target: target(), delay: "2m" });
+    const exe = (await executionOf(job.id))!;
+    const stub = bucketStub(exe.bucket);
+    const restore = bucketsRefuseChanges();
+    const res = await api(`/v1/jobs/${job.id}`, { method: "DELETE" });
+    restore();
+    expect(res.status).toBe(202);
+    expect(((await res.json()) as JobJson).status).toBe("canceled");
+    expect(await jobRow(job.id)).toMatchObject({ status: "canceled", version: 2, synced: 0 });
+    expect((await live(stub, exe.id))?.status).toBe("scheduled"); // not applied yet
+    // the client retries: the same change is sent again (no new version) and now applied
+    const again = await api(`/v1/jobs/${job.id}`, { method: "DELETE" });
+    expect(again.status).toBe(200);
+    expect(await jobRow(job.id)).toMatchObject({ status: "canceled", version: 2, synced: 1 });
+    expect((await live(stub, exe.id))?.status).toBe("canceled");
+  });
+
+  it("a cancel answered 202 converges through the sync pass without the client", async () => {
+    const job = await createJob({ target: target(), delay: "2m" });
+    const exe = (await executionOf(job.id))!;
+    const stub = bucketStub(exe.bucket);
+    const restore = bucketsRefuseChanges();
+    expect((await api(`/v1/jobs/${job.id}`, { method: "DELETE" })).status).toBe(202);
+    restore();
+    expect(await jobRow(job.id)).toMatchObject({ status: "canceled", synced: 0 });
+    await runScan();
+    expect(await jobRow(job.id)).toMatchObject({ status: "canceled", version: 2, synced: 1 });
+    expect((await live(stub, exe.id))?.status).toBe("canceled");
+    await clock.flush(stub);
+    expect(await jobRow(job.id)).toMatchObject({ run_status: "canceled" });
+    expect(await bucketRow(stub, exe.id)).toBeUndefined();
   });
 });
 

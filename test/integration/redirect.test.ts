@@ -12,50 +12,65 @@
  * address) while every other request goes to the network: it records every request the
  * consumer made and the redirect mode each one asked the runtime for ("manual").
  *
- * The fire queue binding is replaced for the whole file (sends captured): attempts run only
- * when a test calls fire().
+ * The file runs on one virtual clock and its fire-queue sends are captured: attempts run only
+ * when a test feeds the messages to the consumer with fire().
  */
-import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from "vitest";
-import type { Bucket } from "../../src/bucket/bucket";
+import { describe, expect, it, onTestFinished, vi } from "vitest";
+import type { AttemptRecord } from "../../src/bucket/protocol";
 import { deliver } from "../../src/consumer/webhook";
 import { SigningKeys } from "../../src/consumer/signing";
 import {
   api,
-  bucketAttempts,
   bucketRow,
-  bucketSql,
   bucketStub,
+  captureFiresForFile,
   createJob,
   executionOf,
+  fileClock,
   fire,
-  fireMessage,
-  flushMirror,
+  jobRow,
+  live,
   received,
   receiverUrl,
+  runAlarm,
   uniquePath,
 } from "./helpers";
 
-beforeAll(() => {
-  const metadata = { metrics: { backlogCount: 0, backlogBytes: 0 } };
-  for (let i = 0; env[`FIRE_QUEUE_${i}`] !== undefined; i++) {
-    vi.spyOn(env[`FIRE_QUEUE_${i}`]!, "sendBatch").mockImplementation(async () => ({ metadata }));
-  }
-});
-afterAll(() => vi.restoreAllMocks());
+const clock = fileClock(0);
+const sent = captureFiresForFile();
 
-/** Creates a job aimed at `url` with room for retries, runs its first attempt, and returns where it ended. */
+/** Runs a bucket's alarm and takes the fire messages it sent for this execution. */
+async function dispatch(stub: ReturnType<typeof bucketStub>, executionId: string) {
+  await runAlarm(stub);
+  const mine = sent.filter((m) => m.executionId === executionId);
+  sent.splice(0, sent.length, ...sent.filter((m) => m.executionId !== executionId));
+  return mine;
+}
+
+/**
+ * Creates a job aimed at `url` with room for retries (due now), runs its first attempt through
+ * the consumer, writes its outcome to D1, and returns where it ended: the D1 job row and its
+ * attempt log. A retry would be due 1 s later: the clock is moved past it to show none comes.
+ */
 async function runOnce(url: string) {
-  const job = await createJob({ target: { url, body: { n: 1 } }, retry: { maxAttempts: 5, initialDelayMs: 0, jitter: 0 } });
+  const job = await createJob({ target: { url, body: { n: 1 } }, retry: { maxAttempts: 5, initialDelayMs: 1000, jitter: 0 } });
   const exe = (await executionOf(job.id))!;
   const stub = bucketStub(exe.bucket);
-  await bucketSql(stub, "UPDATE executions SET due_at = ? WHERE id = ?", Date.now() - 1, exe.id);
-  await runInDurableObject(stub, (instance: Bucket) => instance.alarm());
-  const result = await fire([fireMessage(exe)]);
+  const messages = await dispatch(stub, exe.id);
+  expect(messages).toHaveLength(1);
+  const result = await fire(messages);
   expect(result.explicitAcks).toEqual(["m0"]);
   expect(result.retryMessages).toEqual([]);
-  return { job, exe, stub, row: (await bucketRow(stub, exe.id))!, attempts: await bucketAttempts(stub, exe.id) };
+  const view = await live(stub, exe.id);
+  await clock.flush(stub);
+  // no retry: the bucket holds nothing of it and sends nothing more, however long we wait
+  clock.advance(60_000);
+  expect(await dispatch(stub, exe.id)).toEqual([]);
+  expect(await bucketRow(stub, exe.id)).toBeUndefined();
+  const row = (await jobRow(job.id))!;
+  const attempts = row.attempt_log ? (JSON.parse(row.attempt_log) as AttemptRecord[]) : [];
+  return { job, exe, stub, view, row, attempts };
 }
 
 /**
@@ -78,12 +93,12 @@ function redirectingFetch(path: string, location: string): { seen: Request[]; re
 describe("a 3xx answer from the real runtime", () => {
   it.each([301, 302, 303, 307, 308])("fails permanently on %d: dead with reason permanent and the status kept, no retry", async (status) => {
     const path = uniquePath(`fail/${status}`);
-    const { exe, stub, row, attempts } = await runOnce(`${receiverUrl()}${path}`);
-    expect(row).toMatchObject({ status: "dead", dead_reason: "permanent", last_http_status: status, attempt: 1 });
-    expect(attempts).toEqual([expect.objectContaining({ attempt: 1, http_status: status })]);
+    const { exe, view, row, attempts } = await runOnce(`${receiverUrl()}${path}`);
+    expect(view).toMatchObject({ status: "dead", attempts: 1, lastHttpStatus: status });
+    expect(row).toMatchObject({ status: "completed", run_status: "dead", dead_reason: "permanent", last_http_status: status, attempts: 1 });
+    expect(attempts).toEqual([expect.objectContaining({ attempt: 1, httpStatus: status, outcome: "permanent" })]);
     expect(await received(path)).toHaveLength(1);
 
-    await flushMirror(stub);
     const shown = (await (await api(`/v1/executions/${exe.id}`)).json()) as Record<string, unknown>;
     expect(shown).toMatchObject({ status: "dead", deadReason: "permanent", lastHttpStatus: status, attempts: 1 });
     const { executions } = (await (await api("/v1/dlq?limit=200")).json()) as { executions: { id: string }[] };
@@ -98,7 +113,7 @@ describe("the Location of a redirect is never requested", () => {
     const { seen } = redirectingFetch("/redirect-source", `${receiverUrl()}${followed}`);
     const { row } = await runOnce(`${receiverUrl()}/redirect-source?t=${tag}`);
 
-    expect(row).toMatchObject({ status: "dead", dead_reason: "permanent", last_http_status: 302, attempt: 1 });
+    expect(row).toMatchObject({ run_status: "dead", dead_reason: "permanent", last_http_status: 302, attempts: 1 });
     const toTarget = seen.filter((r) => r.url.includes("/redirect-source"));
     expect(toTarget).toHaveLength(1);
     expect(toTarget[0]!.redirect).toBe("manual");

@@ -1,246 +1,387 @@
 /**
- * Retention inside workerd (issue 4, "bucket storage stays bounded"). Proves:
- * - D1 history: the scanner's purge removes terminal executions (succeeded, dead, canceled) that
- *   finished before now - HISTORY_RETENTION_MS, with their attempts, and nothing else: never a
- *   pending, scheduled, dispatched or running row however old, never a recent terminal one;
- *   a finished (completed or canceled) job's record goes once none of its history is left;
- *   idempotency keys older than IDEMPOTENCY_WINDOW_MS go too, younger ones still replay (invariant 8);
- *   a purge of old history must not reset a recurring job's occurrence count (maxOccurrences).
- * - Bucket storage: a terminal row leaves its bucket on the alarm once it is mirrored (dirty = 0)
- *   and older than TERMINAL_RETENTION_MS, with its attempts; D1 keeps its history. A row not yet
- *   mirrored, a younger one, or any non-terminal row stays (invariant 4: nothing is lost).
+ * Retention inside workerd: storage stays bounded and nothing live is ever dropped.
+ * - Bucket storage: an execution's row leaves its bucket with the flush that writes its outcome
+ *   to D1 (succeeded, dead, canceled; a recurring occurrence too), and not before: a flush that
+ *   fails keeps it. There is no terminal retention in the bucket anymore. A live execution
+ *   (scheduled, dispatched, running, backing off) stays however long it waits (invariant 4).
+ * - D1 history: the scan purges finished jobs' rows (a one-off job's row holds its outcome),
+ *   occurrence history and dead letters older than HISTORY_RETENTION_MS, and idempotency keys
+ *   older than IDEMPOTENCY_WINDOW_MS (invariant 8); never an active or paused job however old,
+ *   never recent history, never a dead letter on its way to a redrive (invariant 4); page by
+ *   page until caught up; without resetting a recurring job's occurrence count.
  *
- * Time: as in recurring.test.ts, Date.now() is frozen for this file at a virtual time
- * HEAD_START_MS ahead of the real clock and moves only forward, when a test travels; the
- * Worker and its Durable Objects read the same clock, and no bucket alarm fires on its own while
- * the file runs. helpers.withClockAhead / flushMirror must not be used here (they spy on Date.now).
+ * Time: one file-wide virtual clock 10 minutes ahead of the real one, moved only forward by the
+ * tests (no bucket alarm fires on its own); fire-queue sends are captured for the whole file and
+ * fed to the consumer by the test. Storage is shared by the tests of this file: ids are unique.
  */
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, it, onTestFinished } from "vitest";
-import { bucketOf, timeBucketOf } from "../../src/core/bucketing";
+import { describe, expect, it, onTestFinished, vi } from "vitest";
+import { bucketOfJob } from "../../src/core/bucketing";
 import { newId, occurrenceId } from "../../src/core/id";
 import type { FireMessage } from "../../src/env";
 import {
   api,
+  bucketRow,
   bucketSql,
   bucketStub,
-  captureFires,
+  captureFiresForFile,
   createJob,
   fileClock,
   fire,
   fireMessage,
+  jobRow,
   type JobJson,
+  live,
+  newExecution,
   received,
   receiverUrl,
+  runAlarm,
   runScan,
   uniquePath,
+  type Execution,
 } from "./helpers";
 
-const HEAD_START_MS = 10 * 60_000;
 const MINUTE = 60_000;
 const DAY = 86_400_000;
 const BUCKETS = Number(env.BUCKETS);
-const SCAN_WINDOW_MS = Number(env.SCAN_WINDOW_MS ?? 60_000);
-const MIRROR_DELAY_MS = Number(env.MIRROR_DELAY_MS ?? 1_000);
-const TERMINAL_RETENTION_MS = Number(env.TERMINAL_RETENTION_MS ?? 3_600_000);
 const HISTORY_RETENTION_MS = Number(env.HISTORY_RETENTION_MS ?? 30 * DAY);
 const IDEMPOTENCY_WINDOW_MS = Number(env.IDEMPOTENCY_WINDOW_MS ?? DAY);
+/** the purge's page (src/scanner/scan.ts PURGE_PAGE), split over the buckets for jobs */
+const PURGE_PAGE = 5000;
 
-// ---------------------------------------------------------------------------------------------
-// the file's clock
-
-const clock = fileClock(HEAD_START_MS);
-const { travelTo, advance, flush } = clock;
-
-// ---------------------------------------------------------------------------------------------
-// helpers of this file
+const clock = fileClock(10 * MINUTE);
+const sent = captureFiresForFile();
 
 type Stub = ReturnType<typeof bucketStub>;
 
+/** The captured fire messages of one execution (taken out of the capture). */
+function messagesOf(executionId: string): FireMessage[] {
+  const mine = sent.filter((m) => m.executionId === executionId);
+  for (const m of mine) sent.splice(sent.indexOf(m), 1);
+  return mine;
+}
+
+/** Feeds messages to the consumer; every one is acked. */
 async function deliver(messages: FireMessage[]): Promise<void> {
   const result = await fire(messages);
   expect(result.explicitAcks).toEqual(messages.map((_, i) => `m${i}`));
+  expect(result.retryMessages).toEqual([]);
 }
 
-interface Fired {
-  job: JobJson;
-  executionId: string;
-  bucket: number;
-  stub: Stub;
-  path: string;
-  dueAt: number;
-}
-
-/** Creates a job and cancels it when the test ends (a 409 once it completed is fine). */
-async function create(fields: Record<string, unknown>, kind = "ok"): Promise<Omit<Fired, "executionId" | "dueAt"> & { firstAt: number }> {
-  const path = uniquePath(kind);
-  const job = await createJob({ target: { url: `${receiverUrl()}${path}` }, ...fields });
+/** Cancels a job when the test ends (a 409 once it completed is fine). */
+function cancelAtEnd(jobId: string): void {
   onTestFinished(async () => {
-    await api(`/v1/jobs/${job.id}`, { method: "DELETE" });
+    await api(`/v1/jobs/${jobId}`, { method: "DELETE" });
   });
-  const row = (await env.DB.prepare("SELECT bucket, due_at FROM executions WHERE job_id = ? ORDER BY due_at LIMIT 1")
-    .bind(job.id)
-    .first<{ bucket: number; due_at: number }>())!;
-  return { job, bucket: row.bucket, stub: bucketStub(row.bucket), path, firstAt: row.due_at };
 }
 
-/** A one-off job due in a minute, moved to its due time and dispatched by the alarm (message captured). */
-async function dispatched(fires: { messages: FireMessage[] }, fields: Record<string, unknown> = {}, kind = "ok"): Promise<Fired & { message: FireMessage }> {
-  const c = await create({ delay: "1m", ...fields }, kind);
-  const executionId = occurrenceId(c.job.id, c.firstAt);
-  travelTo(Math.max(c.firstAt, clock.at));
-  await runDurableObjectAlarm(c.stub);
-  const message = fires.messages.find((m) => m.executionId === executionId);
-  if (!message) throw new Error("the alarm sent nothing for the job");
-  return { ...c, executionId, dueAt: c.firstAt, message };
+/** A one-off job due in a minute whose target answers per `kind`. */
+async function oneOff(kind = "ok", fields: Record<string, unknown> = {}): Promise<Execution & { path: string }> {
+  const path = uniquePath(kind);
+  const e = await newExecution({ target: { url: `${receiverUrl()}${path}` }, delay: "1m", ...fields });
+  cancelAtEnd(e.job.id);
+  return { ...e, path };
 }
 
-/** A one-off job fired and succeeded in its bucket (not mirrored yet). */
-async function succeeded(fires: { messages: FireMessage[] }): Promise<Fired> {
-  const d = await dispatched(fires);
-  await deliver([d.message]);
-  expect(await bucketExecution(d.stub, d.executionId)).toMatchObject({ status: "succeeded" });
-  return d;
+/** Travels to the latest due time of `executions` and runs their buckets' alarms: what they sent, by execution. */
+async function dispatchAll(executions: Execution[]): Promise<Map<string, FireMessage[]>> {
+  clock.travelTo(Math.max(clock.at, ...executions.map((e) => e.exe.due_at)));
+  for (const stub of stubsOf(executions)) expect(await runDurableObjectAlarm(stub)).toBe(true);
+  return new Map(executions.map((e) => [e.exe.id, messagesOf(e.exe.id)]));
 }
 
-interface Row {
-  id: string;
-  status: string;
-  finished_at: number | null;
-  dirty: number;
+function stubsOf(executions: { exe: { bucket: number } }[]): Stub[] {
+  return [...new Set(executions.map((e) => e.exe.bucket))].map(bucketStub);
 }
 
-async function bucketExecution(stub: Stub, id: string): Promise<Row | undefined> {
-  return (await bucketSql<Row>(stub, "SELECT id, status, finished_at, dirty FROM executions WHERE id = ?", id))[0];
+/** Writes every bucket's finished outcomes to D1. */
+async function flushAll(): Promise<void> {
+  for (let k = 0; k < BUCKETS; k++) await clock.flush(bucketStub(k));
 }
 
-async function bucketAttemptCount(stub: Stub, id: string): Promise<number> {
-  return (await bucketSql<{ n: number }>(stub, "SELECT count(*) AS n FROM attempts WHERE execution_id = ?", id))[0]!.n;
+async function count(query: string, ...args: unknown[]): Promise<number> {
+  return (await env.DB.prepare(query).bind(...args).first<{ n: number }>())!.n;
 }
 
-// ---------------------------------------------------------------------------------------------
+describe("bucket storage stays bounded", () => {
+  it("a succeeded, a dead and a canceled execution leave their bucket with the flush that writes their outcome to D1, not before", async () => {
+    const ok = await oneOff("ok");
+    const dead = await oneOff("fail/400");
+    const canceled = await oneOff("ok");
+    expect((await api(`/v1/jobs/${canceled.job.id}`, { method: "DELETE" })).status).toBe(200);
+    // canceled in the bucket, D1 not written yet: the row stays (its outcome exists only here)
+    expect(await live(canceled.stub, canceled.exe.id)).toMatchObject({ status: "canceled" });
+    expect(await bucketRow(canceled.stub, canceled.exe.id)).toBeDefined();
+    expect(await jobRow(canceled.job.id)).toMatchObject({ status: "canceled", run_status: null });
+    // the next alarm (the one that dispatches the others) flushes it
+    const messages = await dispatchAll([ok, dead, canceled]);
+    expect(messages.get(canceled.exe.id)).toEqual([]);
+    await deliver([...messages.get(ok.exe.id)!, ...messages.get(dead.exe.id)!]);
 
-describe("D1 history retention (the scanner's purge)", () => {
-  it("removes only terminal executions that finished before HISTORY_RETENTION_MS, with their attempts; never live rows however old, never recent terminal ones", async () => {
-    const now = Date.now();
-    const cutoff = now - HISTORY_RETENTION_MS;
-    const longAgo = now - 2 * HISTORY_RETENTION_MS;
-    const random = () => crypto.getRandomValues(new Uint8Array(16));
-    const jobId = newId("job", longAgo, random());
-    const bucket = bucketOf(jobId, BUCKETS);
-    // a paused job: the scan hands none of its pending rows over, so every row stays as written here
-    const rows: { name: string; status: string; finishedAt: number | null; purged: boolean }[] = [
-      { name: "old succeeded", status: "succeeded", finishedAt: cutoff - MINUTE, purged: true },
-      { name: "old dead", status: "dead", finishedAt: cutoff - DAY, purged: true },
-      { name: "old canceled", status: "canceled", finishedAt: cutoff - 1, purged: true },
-      { name: "recent succeeded", status: "succeeded", finishedAt: cutoff + MINUTE, purged: false },
-      { name: "recent dead", status: "dead", finishedAt: cutoff + MINUTE, purged: false },
-      { name: "recent canceled", status: "canceled", finishedAt: now, purged: false },
-      { name: "old pending", status: "pending", finishedAt: null, purged: false },
-      { name: "old scheduled", status: "scheduled", finishedAt: null, purged: false },
-      { name: "old dispatched", status: "dispatched", finishedAt: null, purged: false },
-      { name: "old running", status: "running", finishedAt: null, purged: false },
+    const cases = [
+      { e: ok, status: "succeeded", job: "completed" },
+      { e: dead, status: "dead", job: "completed" },
+      { e: canceled, status: "canceled", job: "canceled" },
     ];
-    const ids = rows.map((_, i) => occurrenceId(jobId, longAgo + i * MINUTE));
-    const spec = { target: { url: `${receiverUrl()}${uniquePath()}`, method: "POST", headers: {}, body: null }, timeoutMs: 30_000, retry: {}, metadata: null, schedule: null };
+    for (const c of cases.slice(0, 2)) {
+      expect(await live(c.e.stub, c.e.exe.id), c.status).toMatchObject({ status: c.status });
+      expect(await bucketRow(c.e.stub, c.e.exe.id), c.status).toBeDefined();
+      expect(await jobRow(c.e.job.id), c.status).toMatchObject({ run_status: null });
+    }
+
+    // the flush writes the outcomes and the rows leave at once: no retention period
+    for (const stub of stubsOf(cases.map((c) => c.e))) await clock.flush(stub);
+    for (const c of cases) {
+      expect(await jobRow(c.e.job.id), c.status).toMatchObject({ status: c.job, run_status: c.status });
+      expect(await bucketRow(c.e.stub, c.e.exe.id), c.status).toBeUndefined();
+      expect(await live(c.e.stub, c.e.exe.id), c.status).toBeUndefined();
+    }
+    expect(await count("SELECT count(*) AS n FROM dead_letters WHERE execution_id = ?", dead.exe.id)).toBe(1);
+
+    // D1 is the record from now on
+    const shown = (await (await api(`/v1/jobs/${ok.job.id}/executions`)).json()) as {
+      executions: { id: string; status: string; attempts: { attempt: number; outcome: string }[] }[];
+    };
+    expect(shown.executions).toEqual([
+      expect.objectContaining({ id: ok.exe.id, status: "succeeded", attempts: [expect.objectContaining({ attempt: 1, outcome: "succeeded" })] }),
+    ]);
+    // a late duplicate is still dropped, now and after the bucket forgot the id
+    await deliver([fireMessage(ok.exe)]);
+    clock.advance(5 * MINUTE);
+    await deliver([fireMessage(ok.exe)]);
+    expect(await received(ok.path)).toHaveLength(1);
+    expect(await received(dead.path)).toHaveLength(1);
+    expect(await received(canceled.path)).toEqual([]);
+  });
+
+  it("keeps a finished row in its bucket while D1 has not taken its outcome: a failed flush keeps it, the next one lets it go (invariant 4)", async () => {
+    const e = await oneOff("ok");
+    const messages = await dispatchAll([e]);
+    await deliver(messages.get(e.exe.id)!);
+    expect(await live(e.stub, e.exe.id)).toMatchObject({ status: "succeeded" });
+
+    const failing = vi.spyOn(env.DB, "batch").mockRejectedValueOnce(new Error("injected: D1 unavailable"));
+    onTestFinished(() => failing.mockRestore());
+    await clock.flush(e.stub);
+    expect(failing).toHaveBeenCalled();
+    failing.mockRestore();
+    expect(await jobRow(e.job.id)).toMatchObject({ status: "active", run_status: null });
+    expect(await bucketRow(e.stub, e.exe.id)).toBeDefined();
+    expect(await live(e.stub, e.exe.id)).toMatchObject({ status: "succeeded", attempts: 1 });
+
+    // the bucket retries the flush on its own alarm
+    await clock.flush(e.stub);
+    expect(await jobRow(e.job.id)).toMatchObject({ status: "completed", run_status: "succeeded", attempts: 1 });
+    expect(await bucketRow(e.stub, e.exe.id)).toBeUndefined();
+    expect(await received(e.path)).toHaveLength(1);
+  });
+
+  it("never removes a live execution from its bucket nor its job from D1, however long it waits (invariant 4)", async () => {
+    const waiting = await oneOff("ok", { delay: "170s" }); // scheduled, within the lookahead
+    const unclaimed = await oneOff("ok"); // dispatched, never claimed
+    const claimed = await oneOff("ok"); // running (claimed here, never reported)
+    const retrying = await oneOff("fail/500", { retry: { initialDelayMs: 3_600_000, maxDelayMs: 3_600_000, jitter: 0 } });
+    const messages = await dispatchAll([unclaimed, claimed, retrying]);
+    const [lease] = await claimed.stub.claim([{ executionId: claimed.exe.id, dueAt: claimed.exe.due_at }]);
+    expect(lease).toMatchObject({ ok: true });
+    await deliver(messages.get(retrying.exe.id)!); // a 500: backs off an hour
+    const all = [
+      { e: waiting, status: "scheduled" },
+      { e: unclaimed, status: "dispatched" },
+      { e: claimed, status: "running" },
+      { e: retrying, status: "scheduled" },
+    ];
+    const check = async (when: string) => {
+      for (const l of all) {
+        expect(await bucketRow(l.e.stub, l.e.exe.id), `${when}: ${l.status}`).toBeDefined();
+        expect(await jobRow(l.e.job.id), `${when}: ${l.status}`).toMatchObject({ status: "active", run_status: null });
+      }
+    };
+    for (const stub of stubsOf(all.map((l) => l.e))) await clock.flush(stub);
+    for (const l of all) expect(await live(l.e.stub, l.e.exe.id), l.status).toMatchObject({ status: l.status });
+    await check("after a flush");
+
+    // far past every retention: the scan's purge takes none of them
+    clock.advance(HISTORY_RETENTION_MS + IDEMPOTENCY_WINDOW_MS + DAY);
+    await runScan();
+    await check("after the purge");
+    for (const l of all) expect(await live(l.e.stub, l.e.exe.id), l.status).toMatchObject({ status: l.status });
+
+    // the alarm moves them on (expired lease -> retry, lost dispatch -> again, due -> sent), never away
+    for (const stub of stubsOf(all.map((l) => l.e))) await runAlarm(stub);
+    await check("after the alarm");
+    for (const l of all) {
+      expect(["scheduled", "dispatched"], l.status).toContain((await live(l.e.stub, l.e.exe.id))!.status);
+    }
+    expect((await live(claimed.stub, claimed.exe.id))!.attemptLog).toEqual([expect.objectContaining({ attempt: 1, outcome: "lease_expired" })]);
+  });
+});
+
+describe("D1 history retention (the scan's purge)", () => {
+  it("purges finished jobs' rows, their dead letters and a recurring job's occurrences once older than HISTORY_RETENTION_MS, not before", async () => {
+    const startedAt = clock.at;
+    const ok = await oneOff("ok");
+    const dead = await oneOff("fail/400");
+    const canceled = await oneOff("ok");
+    expect((await api(`/v1/jobs/${canceled.job.id}`, { method: "DELETE" })).status).toBe(200);
+    const messages = await dispatchAll([ok, dead, canceled]);
+    await deliver([...messages.get(ok.exe.id)!, ...messages.get(dead.exe.id)!]);
+
+    // a recurring job: two occurrences, then canceled
+    const cron = await createJob({ target: { url: `${receiverUrl()}${uniquePath()}` }, cron: "* * * * *" });
+    cancelAtEnd(cron.id);
+    const cronRow = (await jobRow(cron.id))!;
+    const cronStub = bucketStub(cronRow.bucket);
+    const occurrences: string[] = [];
+    for (const at of [cronRow.next_run_at!, cronRow.next_run_at! + MINUTE]) {
+      clock.travelTo(at);
+      expect(await runDurableObjectAlarm(cronStub)).toBe(true);
+      occurrences.push(occurrenceId(cron.id, at));
+      await deliver(messagesOf(occurrenceId(cron.id, at)));
+    }
+    expect((await api(`/v1/jobs/${cron.id}`, { method: "DELETE" })).status).toBe(200);
+    await flushAll();
+    const finishedBy = clock.at;
+
+    const jobIds = [ok.job.id, dead.job.id, canceled.job.id, cron.id];
+    const history = async () => ({
+      jobs: await count("SELECT count(*) AS n FROM jobs WHERE id IN (SELECT value FROM json_each(?))", JSON.stringify(jobIds)),
+      occurrences: await count("SELECT count(*) AS n FROM occurrences WHERE job_id = ?", cron.id),
+      deadLetters: await count("SELECT count(*) AS n FROM dead_letters WHERE job_id = ?", dead.job.id),
+    });
+    expect(await history()).toEqual({ jobs: 4, occurrences: 2, deadLetters: 1 });
+    expect(await jobRow(cron.id)).toMatchObject({ status: "canceled", fired: 2 });
+    // the occurrences left the bucket with their flush; the canceled schedule holds no execution
+    expect(await bucketSql(cronStub, "SELECT id FROM executions WHERE job_id = ?", cron.id)).toEqual([]);
+
+    // just inside the retention: everything stays
+    clock.travelTo(startedAt + HISTORY_RETENTION_MS - 1);
+    await runScan();
+    expect(await history()).toEqual({ jobs: 4, occurrences: 2, deadLetters: 1 });
+
+    // past it: all of it goes
+    clock.travelTo(finishedBy + HISTORY_RETENTION_MS + MINUTE);
+    await runScan();
+    expect(await history()).toEqual({ jobs: 0, occurrences: 0, deadLetters: 0 });
+    for (const id of jobIds) expect((await api(`/v1/jobs/${id}`)).status).toBe(404);
+    expect((await api(`/v1/executions/${occurrences[0]}`)).status).toBe(404);
+    const dlq = (await (await api("/v1/dlq")).json()) as { executions: { id: string }[] };
+    expect(dlq.executions.map((d) => d.id)).not.toContain(dead.exe.id);
+  });
+
+  it("never purges an active or paused job however old, recent history, or a dead letter on its way to a redrive (invariant 4)", async () => {
+    const now = clock.at;
+    const cutoff = now - HISTORY_RETENTION_MS;
+    const old = cutoff - DAY;
+    const recent = cutoff + MINUTE;
+    const id = () => newId("job", old, crypto.getRandomValues(new Uint8Array(16)));
+    const oneOffSpec = JSON.stringify({
+      target: { url: `${receiverUrl()}${uniquePath()}`, method: "POST", headers: {}, body: null }, timeoutMs: 30_000,
+      retry: { maxAttempts: 5, initialDelayMs: 1_000, maxDelayMs: 300_000, factor: 2, jitter: 0 }, metadata: null, schedule: null,
+    });
+    const cronSpec = JSON.stringify({
+      ...JSON.parse(oneOffSpec),
+      schedule: { cron: "* * * * *", timezone: "UTC", startAt: null, endAt: null, maxOccurrences: null, catchUp: "one" },
+    });
+    const jobs = [
+      { name: "completed long ago", status: "completed", cron: false, nextRunAt: old, updatedAt: old, purged: true },
+      { name: "canceled long ago", status: "canceled", cron: false, nextRunAt: old, updatedAt: old, purged: true },
+      { name: "recurring, canceled long ago", status: "canceled", cron: true, nextRunAt: old, updatedAt: old, purged: true },
+      { name: "due long ago, completed recently", status: "completed", cron: false, nextRunAt: old, updatedAt: recent, purged: false },
+      { name: "active, due long ago", status: "active", cron: false, nextRunAt: old, updatedAt: old, purged: false },
+      { name: "recurring, paused long ago", status: "paused", cron: true, nextRunAt: old, updatedAt: old, purged: false },
+    ].map((j) => ({ ...j, id: id() }));
+    const deadLetters = [
+      { name: "dead long ago", deadAt: old, redriveAt: null, purged: true },
+      { name: "dead recently", deadAt: recent, redriveAt: null, purged: false },
+      { name: "dead long ago, redrive on its way", deadAt: old, redriveAt: now, purged: false },
+    ].map((d, i) => ({ ...d, id: occurrenceId(jobs[5]!.id, old + i * MINUTE) }));
+    const occurrences = [
+      { name: "finished long ago", finishedAt: old, purged: true },
+      { name: "finished recently", finishedAt: recent, purged: false },
+    ].map((o, i) => ({ ...o, id: occurrenceId(jobs[5]!.id, old + (10 + i) * MINUTE) }));
     await env.DB.batch([
-      env.DB.prepare(
-        `INSERT INTO jobs (id, tenant, name, status, bucket, spec, cron, next_run_at, created_at, updated_at)
-         VALUES (?, 'acme', 'retention', 'paused', ?, ?, '* * * * *', NULL, ?, ?)`,
-      ).bind(jobId, bucket, JSON.stringify(spec), longAgo, longAgo),
-      ...rows.map((r, i) =>
+      ...jobs.map((j) =>
         env.DB.prepare(
-          `INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, finished_at, occurrence, created_at, updated_at)
-           VALUES (?, ?, 'acme', ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-        ).bind(ids[i]!, jobId, bucket, timeBucketOf(longAgo + i * MINUTE, SCAN_WINDOW_MS), longAgo + i * MINUTE, r.status,
-          r.finishedAt === null ? 0 : 2, r.finishedAt, i + 1, longAgo, r.finishedAt ?? longAgo),
+          `INSERT INTO jobs (tenant, id, name, bucket, status, version, synced, spec, cron, timezone, next_run_at, created_at, updated_at, fired, attempts)
+           VALUES ('acme', ?, ?, ?, ?, 1, 1, ?, ?, ?, ?, ?, ?, 0, 0)`,
+        ).bind(j.id, j.name, bucketOfJob(j.id, BUCKETS), j.status, j.cron ? cronSpec : oneOffSpec, j.cron ? "* * * * *" : null,
+          j.cron ? "UTC" : null, j.nextRunAt, old, j.updatedAt),
       ),
-      // two attempts for every execution that ran
-      ...rows.flatMap((r, i) =>
-        r.finishedAt === null
-          ? []
-          : [1, 2].map((attempt) =>
-              env.DB.prepare(
-                `INSERT INTO attempts (execution_id, attempt, due_at, started_at, finished_at, outcome, http_status)
-                 VALUES (?, ?, ?, ?, ?, ?, ?)`,
-              ).bind(ids[i]!, attempt, longAgo, longAgo, r.finishedAt, attempt === 2 ? "succeeded" : "retryable", attempt === 2 ? 200 : 503),
-            ),
+      ...deadLetters.map((d) =>
+        env.DB.prepare(
+          `INSERT INTO dead_letters (tenant, execution_id, job_id, bucket, due_at, occurrence, attempts, dead_reason, dead_at, redrive_at)
+           VALUES ('acme', ?, ?, ?, ?, 1, 5, 'attempts_exhausted', ?, ?)`,
+        ).bind(d.id, jobs[5]!.id, bucketOfJob(jobs[5]!.id, BUCKETS), old, d.deadAt, d.redriveAt),
+      ),
+      ...occurrences.map((o) =>
+        env.DB.prepare(
+          `INSERT INTO occurrences (id, tenant, job_id, due_at, occurrence, status, attempts, finished_at)
+           VALUES (?, 'acme', ?, ?, 1, 'succeeded', 1, ?)`,
+        ).bind(o.id, jobs[5]!.id, old, o.finishedAt),
       ),
     ]);
-
-    await runScan();
-
-    const { results: left } = await env.DB.prepare("SELECT id, status FROM executions WHERE job_id = ? ORDER BY due_at").bind(jobId).all<{ id: string; status: string }>();
-    const expected = rows.flatMap((r, i) => (r.purged ? [] : [{ id: ids[i]!, status: r.status }]));
-    expect(left).toEqual(expected);
-    for (const [i, r] of rows.entries()) {
-      const { results: attempts } = await env.DB.prepare("SELECT attempt FROM attempts WHERE execution_id = ?").bind(ids[i]!).all();
-      expect(attempts, r.name).toHaveLength(r.purged || r.finishedAt === null ? 0 : 2);
-    }
-    // the job's record stays
-    expect(await env.DB.prepare("SELECT status FROM jobs WHERE id = ?").bind(jobId).first()).toEqual({ status: "paused" });
-  });
-
-  it("removes a finished job's record once its history is gone and it is older than the retention; never an active or paused one, never one with executions left", async () => {
-    const now = Date.now();
-    const cutoff = now - HISTORY_RETENTION_MS;
-    const longAgo = cutoff - DAY;
-    const random = () => crypto.getRandomValues(new Uint8Array(16));
-    const jobs = [
-      { name: "completed, old history only", status: "completed", updatedAt: longAgo, execution: { status: "succeeded", finishedAt: longAgo }, kept: false },
-      { name: "canceled, no executions", status: "canceled", updatedAt: longAgo, execution: null, kept: false },
-      { name: "canceled, a recent execution", status: "canceled", updatedAt: longAgo, execution: { status: "canceled", finishedAt: cutoff + MINUTE }, kept: true },
-      { name: "completed recently", status: "completed", updatedAt: cutoff + MINUTE, execution: null, kept: true },
-      { name: "active, no executions", status: "active", updatedAt: longAgo, execution: null, kept: true },
-      { name: "paused, old history only", status: "paused", updatedAt: longAgo, execution: { status: "succeeded", finishedAt: longAgo }, kept: true },
-    ].map((j) => ({ ...j, id: newId("job", longAgo, random()) }));
-    const spec = JSON.stringify({ target: { url: `${receiverUrl()}/ok`, method: "POST", headers: {}, body: null }, timeoutMs: 30_000, retry: {}, metadata: null, schedule: null });
-    await env.DB.batch(
-      jobs.flatMap((j) => [
-        env.DB.prepare(
-          `INSERT INTO jobs (id, tenant, name, status, bucket, spec, next_run_at, created_at, updated_at)
-           VALUES (?, 'acme', ?, ?, ?, ?, NULL, ?, ?)`,
-        ).bind(j.id, j.name, j.status, bucketOf(j.id, BUCKETS), spec, longAgo, j.updatedAt),
-        ...(j.execution
-          ? [
-              env.DB.prepare(
-                `INSERT INTO executions (id, job_id, tenant, bucket, time_bucket, due_at, status, attempts, finished_at, created_at, updated_at)
-                 VALUES (?, ?, 'acme', ?, ?, ?, ?, 1, ?, ?, ?)`,
-              ).bind(occurrenceId(j.id, longAgo), j.id, bucketOf(j.id, BUCKETS), timeBucketOf(longAgo, SCAN_WINDOW_MS), longAgo,
-                j.execution.status, j.execution.finishedAt, longAgo, j.execution.finishedAt),
-            ]
-          : []),
-      ]),
-    );
+    cancelAtEnd(jobs[4]!.id);
 
     await runScan();
 
     for (const j of jobs) {
-      const row = await env.DB.prepare("SELECT status FROM jobs WHERE id = ?").bind(j.id).first();
-      expect(row, j.name).toEqual(j.kept ? { status: j.status } : null);
+      expect(await env.DB.prepare("SELECT status FROM jobs WHERE id = ?").bind(j.id).first(), j.name).toEqual(j.purged ? null : { status: j.status });
     }
+    for (const d of deadLetters) {
+      expect(await count("SELECT count(*) AS n FROM dead_letters WHERE execution_id = ?", d.id), d.name).toBe(d.purged ? 0 : 1);
+    }
+    for (const o of occurrences) {
+      expect(await count("SELECT count(*) AS n FROM occurrences WHERE id = ?", o.id), o.name).toBe(o.purged ? 0 : 1);
+    }
+    // the overdue active job was not dropped: the scan handed it to its bucket
+    const active = jobs[4]!;
+    expect(await live(bucketStub(bucketOfJob(active.id, BUCKETS)), `exe_${active.id.slice(4)}`)).toMatchObject({ status: "scheduled", dueAt: old });
+  });
+
+  it("pages the purge until caught up: more finished jobs and occurrences than one page are all purged by one scan", async () => {
+    const now = clock.at;
+    const old = now - HISTORY_RETENTION_MS - DAY;
+    const tenant = `paging-${crypto.randomUUID()}`;
+    // one bucket's jobs take ceil(PURGE_PAGE / BUCKETS) a page: more than twice that, in bucket 0
+    const jobCount = Math.ceil(PURGE_PAGE / BUCKETS) * 2 + 100;
+    const occurrenceCount = PURGE_PAGE + 100;
+    await env.DB.batch([
+      env.DB.prepare(
+        `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+         INSERT INTO jobs (tenant, id, name, bucket, status, version, synced, spec, next_run_at, created_at, updated_at, fired, attempts, run_status)
+         SELECT ?, 'job_' || printf('%026d', i), NULL, 0, 'completed', 1, 1, '{}', ?, ?, ?, 0, 1, 'succeeded' FROM n`,
+      ).bind(jobCount, tenant, old, old, old),
+      env.DB.prepare(
+        `WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?)
+         INSERT INTO occurrences (id, tenant, job_id, due_at, occurrence, status, attempts, finished_at)
+         SELECT ? || '-' || i, ?, 'job_paging', ?, i, 'succeeded', 1, ? FROM n`,
+      ).bind(occurrenceCount, tenant, tenant, old, old),
+    ]);
+    expect(await count("SELECT count(*) AS n FROM jobs WHERE tenant = ?", tenant)).toBe(jobCount);
+    expect(await count("SELECT count(*) AS n FROM occurrences WHERE tenant = ?", tenant)).toBe(occurrenceCount);
+
+    await runScan();
+
+    expect(await count("SELECT count(*) AS n FROM jobs WHERE tenant = ?", tenant)).toBe(0);
+    expect(await count("SELECT count(*) AS n FROM occurrences WHERE tenant = ?", tenant)).toBe(0);
   });
 
   it("purges idempotency keys older than IDEMPOTENCY_WINDOW_MS; a younger key still replays the original job (invariant 8)", async () => {
-    captureFires();
     const url = `${receiverUrl()}${uniquePath()}`;
     const post = (key: string) => api("/v1/jobs", { method: "POST", body: { target: { url }, delay: "1h" }, headers: { "idempotency-key": key } });
     const [oldKey, youngKey] = [`old-${crypto.randomUUID()}`, `young-${crypto.randomUUID()}`];
     const first = await post(oldKey);
     expect(first.status).toBe(201);
     const original = (await first.json()) as JobJson;
-    onTestFinished(async () => {
-      await api(`/v1/jobs/${original.id}`, { method: "DELETE" });
-    });
+    cancelAtEnd(original.id);
 
-    travelTo(Date.now() + IDEMPOTENCY_WINDOW_MS + MINUTE);
+    clock.advance(IDEMPOTENCY_WINDOW_MS + MINUTE);
     const young = await post(youngKey);
     expect(young.status).toBe(201);
     const youngJob = (await young.json()) as JobJson;
-    onTestFinished(async () => {
-      await api(`/v1/jobs/${youngJob.id}`, { method: "DELETE" });
-    });
+    cancelAtEnd(youngJob.id);
 
     await runScan();
     const { results: keys } = await env.DB.prepare("SELECT key FROM idempotency_keys WHERE key IN (?, ?)").bind(oldKey, youngKey).all();
@@ -252,124 +393,74 @@ describe("D1 history retention (the scanner's purge)", () => {
     const fresh = await post(oldKey);
     expect(fresh.status).toBe(201);
     const freshJob = (await fresh.json()) as JobJson;
-    onTestFinished(async () => {
-      await api(`/v1/jobs/${freshJob.id}`, { method: "DELETE" });
-    });
+    cancelAtEnd(freshJob.id);
     expect(freshJob.id).not.toBe(original.id);
   });
-});
 
-describe("bucket storage stays bounded", () => {
-  it("a mirrored terminal row leaves its bucket on the alarm once older than TERMINAL_RETENTION_MS, with its attempts; D1 keeps the history", async () => {
-    const fires = captureFires();
-    const s = await succeeded(fires);
-    await flush(s.stub);
-    const row = (await bucketExecution(s.stub, s.executionId))!;
-    expect(row).toMatchObject({ status: "succeeded", dirty: 0 });
-    expect(await bucketAttemptCount(s.stub, s.executionId)).toBe(1);
-
-    // just younger than the retention: stays
-    travelTo(row.finished_at! + TERMINAL_RETENTION_MS - 1_000);
-    await runDurableObjectAlarm(s.stub);
-    expect(await bucketExecution(s.stub, s.executionId)).toBeDefined();
-
-    // older: the alarm (armed for it) removes the row, its attempts and the job's copy
-    travelTo(row.finished_at! + TERMINAL_RETENTION_MS + 1);
-    expect(await runDurableObjectAlarm(s.stub)).toBe(true);
-    expect(await bucketExecution(s.stub, s.executionId)).toBeUndefined();
-    expect(await bucketAttemptCount(s.stub, s.executionId)).toBe(0);
-    expect(await bucketSql(s.stub, "SELECT id FROM jobs WHERE id = ?", s.job.id)).toEqual([]);
-
-    // D1 is the record from now on
-    const shown = (await (await api(`/v1/jobs/${s.job.id}/executions`)).json()) as {
-      executions: { id: string; status: string; attempts: { attempt: number; outcome: string }[] }[];
-    };
-    expect(shown.executions).toEqual([
-      expect.objectContaining({ id: s.executionId, status: "succeeded", attempts: [expect.objectContaining({ attempt: 1, outcome: "succeeded" })] }),
-    ]);
-    // past the duplicate-suppression horizon a late duplicate is still dropped: the bucket no longer knows it
-    await deliver([fireMessage({ id: s.executionId, bucket: s.bucket })]);
-    expect(await received(s.path)).toHaveLength(1);
-  });
-
-  it("keeps an old terminal row until it is mirrored: not mirrored it stays, and it leaves with the alarm that mirrors it", async () => {
-    const fires = captureFires();
-    const s = await succeeded(fires);
-    await flush(s.stub); // a mirror has just run: the next one is MIRROR_DELAY_MS away
-
-    // a change the mirror has not written yet, on a row finished long ago
-    const old = Date.now() - TERMINAL_RETENTION_MS - MINUTE;
-    await bucketSql(s.stub, "UPDATE executions SET dirty = 1, finished_at = ?, version = version + 1 WHERE id = ?", old, s.executionId);
-    expect(await runDurableObjectAlarm(s.stub)).toBe(true);
-    expect(await bucketExecution(s.stub, s.executionId)).toMatchObject({ status: "succeeded", dirty: 1 });
-    expect(await bucketAttemptCount(s.stub, s.executionId)).toBe(1);
-
-    // the next alarm mirrors it, and then it may go
-    advance(MIRROR_DELAY_MS);
-    expect(await runDurableObjectAlarm(s.stub)).toBe(true);
-    expect(await bucketExecution(s.stub, s.executionId)).toBeUndefined();
-    expect(await env.DB.prepare("SELECT status FROM executions WHERE id = ?").bind(s.executionId).first()).toEqual({ status: "succeeded" });
-  });
-
-  it("never removes a non-terminal row, however old (invariant 4)", async () => {
-    const fires = captureFires();
-    // all created at one instant: three due in a minute, one due later
-    const waiting = await create({ delay: "170s" }); // scheduled, within the lookahead
-    const sent = await create({ delay: "1m" }); // dispatched, never claimed
-    const claimed = await create({ delay: "1m" }); // running
-    const retrying = await create({ delay: "1m", retry: { initialDelayMs: 3_600_000, maxDelayMs: 3_600_000, jitter: 0 } }, "fail/500");
-    travelTo(sent.firstAt);
-    for (const stub of new Set([sent.stub, claimed.stub, retrying.stub])) expect(await runDurableObjectAlarm(stub)).toBe(true);
-    const idOf = (c: { job: JobJson; firstAt: number }) => occurrenceId(c.job.id, c.firstAt);
-    const [lease] = await claimed.stub.claim([idOf(claimed)]);
-    expect(lease).toMatchObject({ ok: true });
-    await deliver(fires.messages.filter((m) => m.executionId === idOf(retrying))); // a 500: back off, scheduled again
-    const live = [
-      { stub: waiting.stub, id: idOf(waiting), status: "scheduled" },
-      { stub: sent.stub, id: idOf(sent), status: "dispatched" },
-      { stub: claimed.stub, id: idOf(claimed), status: "running" },
-      { stub: retrying.stub, id: idOf(retrying), status: "scheduled" },
-    ];
-    // as old as can be, and mirrored
-    for (const l of live) {
-      await bucketSql(l.stub, "UPDATE executions SET finished_at = 0, dirty = 0 WHERE id = ?", l.id);
-      await bucketSql(l.stub, "UPDATE attempts SET finished_at = 0, dirty = 0 WHERE execution_id = ?", l.id);
+  it("a purge of old history does not reset a recurring job's occurrence count: paused past the retention, maxOccurrences 3 still fires 3 times in all", async () => {
+    const job = await createJob({ target: { url: `${receiverUrl()}${uniquePath()}` }, cron: "* * * * *", maxOccurrences: 3 });
+    cancelAtEnd(job.id);
+    const row = (await jobRow(job.id))!;
+    const stub = bucketStub(row.bucket);
+    for (const at of [row.next_run_at!, row.next_run_at! + MINUTE]) {
+      clock.travelTo(at);
+      expect(await runDurableObjectAlarm(stub)).toBe(true);
+      await deliver(messagesOf(occurrenceId(job.id, at)));
     }
-    for (const stub of new Set(live.map((l) => l.stub))) await runDurableObjectAlarm(stub);
-    for (const l of live) expect(await bucketExecution(l.stub, l.id), l.status).toMatchObject({ status: l.status });
-    expect(await bucketAttemptCount(retrying.stub, idOf(retrying))).toBe(1);
-  });
-});
+    expect((await api(`/v1/jobs/${job.id}/pause`, { method: "POST" })).status).toBe(200);
+    await clock.flush(stub);
+    expect(await jobRow(job.id)).toMatchObject({ status: "paused", fired: 2 });
+    expect(await count("SELECT count(*) AS n FROM occurrences WHERE job_id = ?", job.id)).toBe(2);
 
-describe("history retention and recurring jobs", () => {
-  it("a purge of old history does not reset a recurring job's occurrence count: paused for a month, maxOccurrences 3 still fires 3 times in all", async () => {
-    const fires = captureFires();
-    const c = await create({ cron: "* * * * *", maxOccurrences: 3 });
-    for (const at of [c.firstAt, c.firstAt + MINUTE]) {
-      travelTo(at);
-      expect(await runDurableObjectAlarm(c.stub)).toBe(true);
-      await deliver(fires.messages.filter((m) => m.executionId === occurrenceId(c.job.id, at)));
-    }
-    expect((await api(`/v1/jobs/${c.job.id}/pause`, { method: "POST" })).status).toBe(200);
-    await flush(c.stub);
-
-    // paused for longer than the history retention: the scan purges the two that ran
-    travelTo(Date.now() + HISTORY_RETENTION_MS + DAY);
+    // paused for longer than the history retention: the scan purges the two that ran, not the count
+    clock.advance(HISTORY_RETENTION_MS + DAY);
     await runScan();
-    const { results: history } = await env.DB.prepare("SELECT status FROM executions WHERE job_id = ? AND status = 'succeeded'").bind(c.job.id).all();
-    expect(history).toEqual([]);
+    expect(await count("SELECT count(*) AS n FROM occurrences WHERE job_id = ?", job.id)).toBe(0);
+    expect(await jobRow(job.id)).toMatchObject({ status: "paused", fired: 2 });
 
-    // resumed: one occurrence is left, so the one it schedules is the last
-    expect((await api(`/v1/jobs/${c.job.id}/resume`, { method: "POST" })).status).toBe(200);
-    const { results: scheduled } = await env.DB.prepare("SELECT id, due_at, occurrence FROM executions WHERE job_id = ? AND status = 'scheduled'")
-      .bind(c.job.id)
-      .all<{ id: string; due_at: number; occurrence: number }>();
-    expect(scheduled).toHaveLength(1);
-    travelTo(scheduled[0]!.due_at);
-    expect(await runDurableObjectAlarm(c.stub)).toBe(true);
-    await deliver(fires.messages.filter((m) => m.executionId === scheduled[0]!.id));
-    expect(await bucketSql(c.stub, "SELECT occurrence, status, last FROM executions WHERE job_id = ? ORDER BY occurrence_at", c.job.id)).toEqual([
-      { occurrence: 3, status: "succeeded", last: 1 },
-    ]);
+    // resumed: one occurrence is left, so the one it fires is the last
+    expect((await api(`/v1/jobs/${job.id}/resume`, { method: "POST" })).status).toBe(200);
+    const next = (await jobRow(job.id))!.next_run_at!;
+    clock.travelTo(next);
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    await deliver(messagesOf(occurrenceId(job.id, next)));
+    await clock.flush(stub);
+    const { results } = await env.DB.prepare("SELECT occurrence, status FROM occurrences WHERE job_id = ?").bind(job.id).all();
+    expect(results).toEqual([{ occurrence: 3, status: "succeeded" }]);
+    expect(await jobRow(job.id)).toMatchObject({ status: "completed", fired: 3 });
+    // and nothing more fires
+    clock.travelTo(next + 2 * MINUTE);
+    await runAlarm(stub);
+    expect(sent.filter((m) => m.executionId === occurrenceId(job.id, next + MINUTE))).toEqual([]);
+    expect(await bucketSql(stub, "SELECT id FROM executions WHERE job_id = ?", job.id)).toEqual([]);
+  });
+
+  it("a recurring job canceled while its last occurrence's outcome is on its way to D1: the cancel applies (200), the occurrence keeps its outcome and leaves with the flush", async () => {
+    const path = uniquePath();
+    const job = await createJob({ target: { url: `${receiverUrl()}${path}` }, cron: "* * * * *" });
+    cancelAtEnd(job.id);
+    const row = (await jobRow(job.id))!;
+    const stub = bucketStub(row.bucket);
+    onTestFinished(() => clock.flush(stub)); // whatever happens, the bucket writes what it holds
+    const at = row.next_run_at!;
+    const id = occurrenceId(job.id, at);
+    clock.travelTo(at);
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    await deliver(messagesOf(id));
+    expect(await live(stub, id)).toMatchObject({ status: "succeeded" });
+
+    const res = await api(`/v1/jobs/${job.id}`, { method: "DELETE" });
+    expect(res.status).toBe(200);
+    expect(await jobRow(job.id)).toMatchObject({ status: "canceled", synced: 1 });
+    expect(await live(stub, id)).toMatchObject({ status: "succeeded" });
+
+    await clock.flush(stub);
+    const { results } = await env.DB.prepare("SELECT id, status FROM occurrences WHERE job_id = ?").bind(job.id).all();
+    expect(results).toEqual([{ id, status: "succeeded" }]);
+    expect(await bucketSql(stub, "SELECT id FROM executions WHERE job_id = ?", job.id)).toEqual([]);
+    clock.travelTo(at + 2 * MINUTE);
+    await runAlarm(stub);
+    expect(sent.filter((m) => m.executionId === occurrenceId(job.id, at + MINUTE))).toEqual([]);
+    expect(await received(path)).toHaveLength(1);
   });
 });

@@ -9,16 +9,54 @@
  * config of its own: deliver() with SigningKeys of that config against the loopback receiver,
  * and the real fire consumer run on an env carrying WEBHOOK_SECRETS (config is parsed per env
  * object). Receivers verify what actually arrived over HTTP.
+ *
+ * The file runs on one virtual clock; fire-queue sends are captured, and a test feeds the
+ * messages its buckets sent to the consumer itself.
  */
-import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test";
+import { createExecutionContext, createMessageBatch, getQueueResult, type QueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
-import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
-import type { Bucket } from "../../src/bucket/bucket";
+import { describe, expect, it } from "vitest";
 import { MAX_ACTIVE_SECRETS, secretsOf, SigningKeys } from "../../src/consumer/signing";
 import { deliver } from "../../src/consumer/webhook";
+import type { FireMessage } from "../../src/env";
 import worker from "../../src/index";
-import { bucketRow, bucketSql, bucketStub, createJob, executionOf, fireMessage, KEYS, received, receiverUrl, uniquePath, type Received } from "./helpers";
+import {
+  api,
+  bucketRow,
+  bucketStub,
+  captureFiresForFile,
+  createJob,
+  executionOf,
+  fileClock,
+  jobRow,
+  KEYS,
+  live,
+  received,
+  receiverUrl,
+  runAlarm,
+  uniquePath,
+  type Received,
+} from "./helpers";
+
+const clock = fileClock(0);
+const sent = captureFiresForFile();
+
+/** Runs a bucket's alarm and takes the fire messages it sent for these executions. */
+async function dispatch(stub: ReturnType<typeof bucketStub>, executionIds: string[]): Promise<FireMessage[]> {
+  await runAlarm(stub);
+  const mine = sent.filter((m) => executionIds.includes(m.executionId));
+  sent.splice(0, sent.length, ...sent.filter((m) => !executionIds.includes(m.executionId)));
+  return mine;
+}
+
+/** Runs the real fire consumer on `consumerEnv` (ids m0, m1, ...) and returns what it did with each message. */
+async function consume(consumerEnv: unknown, messages: FireMessage[]): Promise<QueueResult> {
+  const batch = createMessageBatch("fire", messages.map((body, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body })));
+  const ctx = createExecutionContext();
+  await expect(worker.queue(batch, consumerEnv as never)).resolves.toBeUndefined();
+  return getQueueResult(batch, ctx);
+}
 
 /** Fresh whsec_ secrets (32 random bytes, base64), one per role. */
 function secret(): string {
@@ -148,30 +186,33 @@ describe("rotation: two active secrets", () => {
 });
 
 describe("rotation through the fire consumer", () => {
-  const metadata = { metrics: { backlogCount: 0, backlogBytes: 0 } };
-  beforeAll(() => {
-    for (let i = 0; env[`FIRE_QUEUE_${i}`] !== undefined; i++) {
-      vi.spyOn(env[`FIRE_QUEUE_${i}`]!, "sendBatch").mockImplementation(async () => ({ metadata }));
-    }
-  });
-  afterAll(() => vi.restoreAllMocks());
-
   it("delivers a real execution of a rotating tenant with both signatures, every attempt carrying the same webhook-id (invariant 5)", async () => {
     const path = uniquePath("flaky/1"); // 503 once, then 200: two attempts
-    const job = await createJob({ target: { url: `${receiverUrl()}${path}`, body: { n: 1 } }, retry: { maxAttempts: 3, initialDelayMs: 0, jitter: 0 } }, KEYS.acme);
+    const job = await createJob(
+      { target: { url: `${receiverUrl()}${path}`, body: { n: 1 } }, retry: { maxAttempts: 3, initialDelayMs: 1000, jitter: 0 } },
+      KEYS.acme,
+    );
     const exe = (await executionOf(job.id))!;
     const stub = bucketStub(exe.bucket);
     // the consumer's env carries WEBHOOK_SECRETS; the bucket keeps the test env
     const rotatingEnv = { ...env, WEBHOOK_SECRETS: `acme:${current} ${next}` };
-    for (let attempt = 1; attempt <= 2; attempt++) {
-      await bucketSql(stub, "UPDATE executions SET due_at = ? WHERE id = ?", Date.now() - 1, exe.id);
-      await runInDurableObject(stub, (instance: Bucket) => instance.alarm());
-      const batch = createMessageBatch("fire", [{ id: `m${attempt}`, timestamp: new Date(), attempts: 1, body: fireMessage(exe) }]);
-      const ctx = createExecutionContext();
-      await worker.queue(batch, rotatingEnv as never);
-      expect((await getQueueResult(batch, ctx)).explicitAcks).toEqual([`m${attempt}`]);
-    }
-    expect((await bucketRow(stub, exe.id))!.status).toBe("succeeded");
+
+    const first = await dispatch(stub, [exe.id]);
+    expect(first).toHaveLength(1);
+    expect((await consume(rotatingEnv, first)).explicitAcks).toEqual(["m0"]);
+    expect(await live(stub, exe.id)).toMatchObject({ status: "scheduled", attempts: 1, lastHttpStatus: 503 });
+
+    clock.advance(1000); // the retry's backoff
+    const second = await dispatch(stub, [exe.id]);
+    expect(second).toHaveLength(1);
+    expect(second[0]!.dueAt).toBeGreaterThan(first[0]!.dueAt);
+    expect((await consume(rotatingEnv, second)).explicitAcks).toEqual(["m0"]);
+    expect(await live(stub, exe.id)).toMatchObject({ status: "succeeded", attempts: 2, lastHttpStatus: 200 });
+
+    await clock.flush(stub);
+    expect(await jobRow(job.id)).toMatchObject({ status: "completed", run_status: "succeeded", attempts: 2, last_http_status: 200 });
+    const shown = (await (await api(`/v1/executions/${exe.id}`)).json()) as Record<string, unknown>;
+    expect(shown).toMatchObject({ id: exe.id, status: "succeeded", attempts: 2 });
 
     const requests = await received(path);
     expect(requests).toHaveLength(2);
@@ -186,14 +227,6 @@ describe("rotation through the fire consumer", () => {
 });
 
 describe("a tenant whose signing secret is unusable", () => {
-  const metadata = { metrics: { backlogCount: 0, backlogBytes: 0 } };
-  beforeAll(() => {
-    for (let i = 0; env[`FIRE_QUEUE_${i}`] !== undefined; i++) {
-      vi.spyOn(env[`FIRE_QUEUE_${i}`]!, "sendBatch").mockImplementation(async () => ({ metadata }));
-    }
-  });
-  afterAll(() => vi.restoreAllMocks());
-
   // STYLE.md habit 7: a consumer acks or retries each message and never throws for one; one
   // tenant's broken configuration must not hold back another tenant's deliveries in the batch
   it.each([
@@ -202,26 +235,39 @@ describe("a tenant whose signing secret is unusable", () => {
   ])("does not fail the batch for the other tenants: %s", async (_label, secrets) => {
     const brokenPath = uniquePath();
     const healthyPath = uniquePath();
-    const broken = await createJob({ target: { url: `${receiverUrl()}${brokenPath}` } }, KEYS.acme);
+    const broken = await createJob({ target: { url: `${receiverUrl()}${brokenPath}` }, retry: { maxAttempts: 3, initialDelayMs: 60_000 } }, KEYS.acme);
     const healthy = await createJob({ target: { url: `${receiverUrl()}${healthyPath}` } }, KEYS.globex);
     const executions = [(await executionOf(broken.id))!, (await executionOf(healthy.id))!];
-    for (const exe of executions) {
-      const stub = bucketStub(exe.bucket);
-      await bucketSql(stub, "UPDATE executions SET due_at = ? WHERE id = ?", Date.now() - 1, exe.id);
-      await runInDurableObject(stub, (instance: Bucket) => instance.alarm());
-    }
-    const batch = createMessageBatch(
-      "fire",
-      executions.map((exe, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: fireMessage({ ...exe, tenant: exe.tenant }) })),
-    );
-    const ctx = createExecutionContext();
-    const misconfigured = { ...env, WEBHOOK_SECRETS: secrets };
-    await expect(worker.queue(batch, misconfigured as never)).resolves.toBeUndefined();
-    const result = await getQueueResult(batch, ctx);
-    expect(result.explicitAcks).toContain("m1");
-    expect((await bucketRow(bucketStub(executions[1]!.bucket), executions[1]!.id))!.status).toBe("succeeded");
+    const ids = executions.map((e) => e.id);
+    const messages: FireMessage[] = [];
+    for (const stub of new Set(executions.map((e) => bucketStub(e.bucket)))) messages.push(...(await dispatch(stub, ids)));
+    messages.sort((a, b) => ids.indexOf(a.executionId) - ids.indexOf(b.executionId));
+    expect(messages.map((m) => m.executionId)).toEqual(ids);
+
+    const result = await consume({ ...env, WEBHOOK_SECRETS: secrets }, messages);
+    // both claimed, so both acked: the broken attempt belongs to its lease and was reported failed
+    expect([...result.explicitAcks].sort()).toEqual(["m0", "m1"]);
+    expect(result.retryMessages).toEqual([]);
+
+    const healthyStub = bucketStub(executions[1]!.bucket);
+    expect(await live(healthyStub, executions[1]!.id)).toMatchObject({ status: "succeeded", attempts: 1 });
     expect(await received(healthyPath)).toHaveLength(1);
-    // the misconfigured tenant's target is never called unsigned
+    await clock.flush(healthyStub);
+    expect(await jobRow(healthy.id)).toMatchObject({ status: "completed", run_status: "succeeded", attempts: 1 });
+
+    // the misconfigured tenant's target is never called unsigned: its attempt failed retryable and waits to retry
+    const brokenStub = bucketStub(executions[0]!.bucket);
+    expect(await live(brokenStub, executions[0]!.id)).toMatchObject({
+      status: "scheduled",
+      attempts: 1,
+      lastError: expect.stringMatching(/no usable signing secret/),
+    });
+    expect(await received(brokenPath)).toHaveLength(0);
+
+    // cleanup only: nothing of this test fires later in the file
+    expect((await api(`/v1/jobs/${broken.id}`, { method: "DELETE" })).status).toBe(200);
+    await clock.flush(brokenStub);
+    expect(await bucketRow(brokenStub, executions[0]!.id)).toBeUndefined();
     expect(await received(brokenPath)).toHaveLength(0);
   });
 });
