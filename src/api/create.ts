@@ -201,7 +201,7 @@ export async function createJobs(
       bucket: p.job.bucket,
       definition: {
         jobId: p.job.id, tenant, version: 1, status: "active", specJson: p.job.spec, recurring: p.spec.schedule !== null,
-        nextRunAt: p.job.nextRunAt, fired: 0, attempts: 0,
+        nextRunAt: p.job.nextRunAt, fired: 0, attempts: 0, attemptLog: null,
       },
     })),
     now,

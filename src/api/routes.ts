@@ -214,7 +214,10 @@ app.post("/v1/executions/:id/redrive", async (c) => {
     await markRedrive(db, tenant, id, deps.now);
     try {
       const [result] = await c.env.BUCKET.getByName(bucketName(job.bucket)).redrive(job.bucket, [
-        { executionId: id, jobId: job.id, tenant, occurrenceAt: dead.dueAt, occurrence: dead.occurrence, attempts: dead.attempts },
+        {
+          executionId: id, jobId: job.id, tenant, occurrenceAt: dead.dueAt, occurrence: dead.occurrence, attempts: dead.attempts,
+          attemptLog: (await getOccurrence(db, tenant, id))?.attemptLog ?? null,
+        },
       ]);
       if (result && !result.ok) throw new ApiError(409, result.code, RESULT_MESSAGES[result.code]!, "id");
       await clearRedrives(db, [{ tenant, executionId: id }]);

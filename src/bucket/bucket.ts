@@ -269,9 +269,11 @@ export class Bucket extends DurableObject<Env> {
           occurrenceAt: dueAt, occurrence: 1, attempt: def.attempts, budgetBase: def.attempts, recurring: false,
         },
         def.specJson,
-        null,
+        parseLog(def.attemptLog),
       );
       if (inserted && readAt > 0) this.tally.add("scanner_recovered_total", def.tenant);
+      // an execution that already ran and is active again was redriven: a fresh budget from here
+      if (inserted && def.attempts > 0) this.tally.add("redrive_total", def.tenant);
       return def.version;
     }
     const updated: HeldRow = { ...row, version: def.version, jobStatus: def.status === "active" ? "active" : "canceled" };
@@ -348,7 +350,7 @@ export class Bucket extends DurableObject<Env> {
           budgetBase: order.attempts, recurring: true,
         },
         null,
-        null,
+        parseLog(order.attemptLog),
       );
       this.tally.add("redrive_total", order.tenant);
       return { executionId: order.executionId, ok: true };
@@ -964,4 +966,8 @@ export class Bucket extends DurableObject<Env> {
   private message(row: HeldRow): FireMessage {
     return { v: 1, executionId: row.id, bucket: this.bucket ?? 0, tenant: row.tenant, dueAt: row.dueAt };
   }
+}
+
+function parseLog(json: string | null): AttemptRecord[] | null {
+  return json ? (JSON.parse(json) as AttemptRecord[]) : null;
 }

@@ -24,6 +24,8 @@ export interface JobDefinition {
   fired: number;
   /** one-off: attempts its execution has used (a redrive starts a fresh budget from here) */
   attempts: number;
+  /** one-off: its attempts as D1 has them (JSON), kept when a redrive runs it again */
+  attemptLog: string | null;
 }
 
 /** A job version the bucket holds now (applied, or already newer). */
@@ -40,6 +42,8 @@ export interface RedriveOrder {
   occurrenceAt: number;
   occurrence: number;
   attempts: number;
+  /** its attempts as D1 has them (JSON), kept in its history */
+  attemptLog: string | null;
 }
 
 export type RedriveResult = { executionId: string; ok: true } | { executionId: string; ok: false; code: "job_inactive" };

@@ -69,6 +69,7 @@ export function definitionOf(row: JobRow): JobDefinition {
     nextRunAt: row.nextRunAt,
     fired: row.fired,
     attempts: row.attempts,
+    attemptLog: row.attemptLog,
   };
 }
 
@@ -241,10 +242,13 @@ export async function unsyncedJobs(db: Db, bucket: number, limit: number): Promi
 /** pendingRedrives: a bucket's redrives of recurring occurrences not yet acknowledged. */
 export async function pendingRedrives(db: Db, bucket: number, limit: number): Promise<(RedriveOrder & { tenant: string })[]> {
   const rows = await db.all<DeadLetterRow & Record<string, unknown>>(sql`
-    SELECT tenant, execution_id AS executionId, job_id AS jobId, due_at AS dueAt, occurrence, attempts
-    FROM dead_letters WHERE bucket = ${bucket} AND redrive_at IS NOT NULL LIMIT ${limit}`);
+    SELECT d.tenant, d.execution_id AS executionId, d.job_id AS jobId, d.due_at AS dueAt, d.occurrence, d.attempts,
+      o.attempt_log AS attemptLog
+    FROM dead_letters d LEFT JOIN occurrences o ON o.id = d.execution_id
+    WHERE d.bucket = ${bucket} AND d.redrive_at IS NOT NULL LIMIT ${limit}`);
   return rows.map((r) => ({
     executionId: r.executionId, jobId: r.jobId, tenant: r.tenant, occurrenceAt: r.dueAt, occurrence: r.occurrence, attempts: r.attempts,
+    attemptLog: (r.attemptLog as string | null) ?? null,
   }));
 }
 

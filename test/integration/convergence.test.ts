@@ -871,7 +871,7 @@ describe("a projection never goes backwards", () => {
     const { job, exe, stub } = await newExecution({ target: { url: url(path), method: "POST" }, delay: "60s" });
     const d1 = await row(job.id);
     const def = (version: number, status: JobDefinition["status"], nextRunAt: number): JobDefinition => ({
-      jobId: job.id, tenant: "acme", version, status, specJson: d1.spec as string, recurring: false, nextRunAt, fired: 0, attempts: 0,
+      jobId: job.id, tenant: "acme", version, status, specJson: d1.spec as string, recurring: false, nextRunAt, fired: 0, attempts: 0, attemptLog: null,
     });
     const later = d1.next_run_at! + 30_000;
     expect(await stub.applyJobs(d1.bucket, [def(20, "active", later)])).toEqual([{ jobId: job.id, version: 20 }]);
@@ -897,7 +897,7 @@ describe("a projection never goes backwards", () => {
     expect(before).toEqual([{ version: 2, status: "paused", next_at: null }]);
     const stale: JobDefinition = {
       jobId: job.id, tenant: "acme", version: 1, status: "active", specJson: d1.spec as string, recurring: true,
-      nextRunAt: d1.next_run_at, fired: 0, attempts: 0,
+      nextRunAt: d1.next_run_at, fired: 0, attempts: 0, attemptLog: null,
     };
     expect(await stub.applyJobs(d1.bucket, [stale])).toEqual([{ jobId: job.id, version: 2 }]);
     expect(await held()).toEqual(before);
