@@ -35,7 +35,7 @@ import {
   type ScheduleProjection,
 } from "../db/queries";
 import type { Env, FireMessage } from "../env";
-import { DueQueue } from "./due-queue";
+import { Executions, type Closing, type Lease } from "./flight";
 import type {
   Applied,
   AttemptRecord,
@@ -64,8 +64,6 @@ const PULL_PAGES = 40;
 const FLUSH_NOW_AT = 1000;
 const FLUSH_RETRY_MS = 1000;
 const DISPATCH_RETRY_MS = 1000;
-/** a dispatch unclaimed this long is sent again even if nothing overtook it */
-const MAX_DISPATCH_WAIT_MS = 600_000;
 /** ids closed this recently are refused by a pull that read D1 before they closed */
 const CLOSED_MEMORY_MS = 120_000;
 const LOG_LIMIT = 20;
@@ -77,33 +75,8 @@ const LOG_LIMIT = 20;
 const COUNTER_WRITE_MS = 10_000;
 const METER_COUNTERS: CounterName[] = ["do_rows_written_total", "d1_rows_written_total", "alarms_set_total", "do_requests_total"];
 
-interface Dispatch {
-  seq: number;
-  at: number;
-  count: number;
-}
 
-interface Lease {
-  token: string;
-  seq: number;
-  deadlineAt: number;
-  attempt: number;
-  startedAt: number;
-  /** the row's occurrence when claimed: a reschedule meanwhile runs it again */
-  occurrenceAt: number;
-}
 
-interface Closing {
-  row: HeldRow;
-  status: TerminalState;
-  attempts: number;
-  finishedAt: number;
-  lastHttpStatus: number | null;
-  lastError: string | null;
-  deadReason: string | null;
-  /** the attempt that ended it, if one ran */
-  last: AttemptRecord | null;
-}
 
 type Failure = { failure: FailureKind; label: string; httpStatus: number | null; error: string; retryAfterMs?: number | undefined };
 
@@ -112,30 +85,14 @@ export class Bucket extends DurableObject<Env> {
   private readonly config: Config;
   private readonly epoch: number;
   private bucket: number | null;
+  private readonly executions: Executions;
 
   // ---- memory (rebuilt at start; see the header) ----------------------------------------------
-  /** every execution row, without its spec and log */
-  private readonly held = new Map<string, HeldRow>();
-  /** recurring jobs' held executions (a one-off job's one execution is named after it) */
-  private readonly heldOfJob = new Map<string, Set<string>>();
-  /** held rows not in flight, by due time */
-  private readonly due = new DueQueue();
-  /** dispatched, in dispatch order (the first is the oldest) */
-  private readonly dispatched = new Map<string, Dispatch>();
-  /** running, in deadline order (a heartbeat moves a lease to the end) */
-  private readonly running = new Map<string, Lease>();
-  /** terminal outcomes not yet in D1 */
-  private readonly closing = new Map<string, Closing>();
   /** job definitions that arrived while their execution was closing: applied after the flush */
   private readonly deferred = new Map<string, JobDefinition>();
   /** schedules whose next occurrence, fired count or completion D1 has not seen */
   private readonly dirtySchedules = new Set<string>();
-  /** ids that left recently (finished, or a job the bucket did not need to hold), with their tenant */
-  private readonly closedAt = new Map<string, { at: number; tenant: string; version: number }>();
   private readonly tally = new Tally();
-  private dispatchSeq = 0;
-  /** the highest dispatch seq claimed: an older unclaimed dispatch was overtaken */
-  private claimedSeq = 0;
   private leaseSeq = 0;
   private dispatchRetryAt = 0;
   private flushAt = 0;
@@ -162,6 +119,7 @@ export class Bucket extends DurableObject<Env> {
       },
     }) as SqlStorage;
     this.config = configOf(env);
+    this.executions = new Executions(this.config.DISPATCH_TIMEOUT_MS);
     const { epoch, rows } = ctx.storage.transactionSync(() => {
       migrateBucket(this.sql);
       return { epoch: store.nextEpoch(this.sql), rows: store.loadHeld(this.sql) };
@@ -171,10 +129,10 @@ export class Bucket extends DurableObject<Env> {
     this.nextScheduleAt = store.nextScheduleAt(this.sql);
     const now = Date.now();
     for (const row of rows) {
-      this.hold(row);
+      this.executions.hold(row);
       // what was dispatched or running before the restart is scheduled again (transition restart);
       // an attempt of a job canceled or paused meanwhile ends canceled instead
-      if (row.jobStatus === "active") this.due.push(row.dueAt, row.id);
+      if (row.jobStatus === "active") this.executions.due.push(row.dueAt, row.id);
       else this.close(row, "cancel", now, { reason: row.jobStatus });
     }
     void ctx.blockConcurrencyWhile(() => this.rearm());
@@ -243,7 +201,7 @@ export class Bucket extends DurableObject<Env> {
   /** Returns the version held afterwards, or null when it must wait for a flush. */
   private applyOneOff(def: JobDefinition, now: number, readAt: number): number | null {
     const id = oneOffExecutionId(def.jobId);
-    const finishing = this.closing.get(id);
+    const finishing = this.executions.closing.get(id);
     if (finishing) {
       // the version it finished at (or older) is done; a newer one waits for the outcome to land
       if (def.version <= finishing.row.version) return finishing.row.version;
@@ -251,16 +209,16 @@ export class Bucket extends DurableObject<Env> {
       if (!waiting || waiting.version < def.version) this.deferred.set(id, def);
       return null;
     }
-    const row = this.held.get(id);
+    const row = this.executions.held.get(id);
     if (row && row.version >= def.version) return row.version;
     // it left at this version or a newer one: a definition read from D1 before its outcome landed
     // there is stale (only a newer version, e.g. a redrive or PATCH, brings it back)
-    const closed = this.closedAt.get(id);
+    const closed = this.executions.closedAt.get(id);
     if (!row && closed && closed.version >= def.version) return def.version;
     const dueAt = def.nextRunAt ?? now;
     if (!row) {
       if (def.status !== "active" || !isNear(dueAt, now, this.config.LOOKAHEAD_MS)) {
-        this.closedAt.set(id, { at: now, tenant: def.tenant, version: def.version }); // a racing pull must not bring it back
+        this.executions.closedAt.set(id, { at: now, tenant: def.tenant, version: def.version }); // a racing pull must not bring it back
         return def.version;
       }
       const inserted = this.insert(
@@ -277,11 +235,11 @@ export class Bucket extends DurableObject<Env> {
       return def.version;
     }
     const updated: HeldRow = { ...row, version: def.version, jobStatus: def.status === "active" ? "active" : "canceled" };
-    const lease = this.running.get(id);
+    const lease = this.executions.running.get(id);
     if (def.status !== "active") {
       if (lease) {
         store.updateJobOfExecution(this.sql, updated, def.specJson);
-        this.keep(updated);
+        this.executions.keep(updated);
       } else {
         this.close(row, "cancel", now, { reason: "canceled" });
       }
@@ -291,15 +249,15 @@ export class Bucket extends DurableObject<Env> {
       // PATCH of the run time: a fresh budget at the new time; a running attempt finishes first
       // and its outcome then runs the job again (reschedule)
       const moved: HeldRow = { ...updated, dueAt, occurrenceAt: dueAt, budgetBase: row.attempt };
-      if (!lease) this.assertMove(row, "reschedule");
-      this.dispatched.delete(id);
+      if (!lease) this.executions.assertMove(row, "reschedule");
+      this.executions.dispatched.delete(id);
       store.moveExecution(this.sql, row.dueAt, moved, null, def.specJson);
-      this.keep(moved);
-      if (!lease) this.due.push(moved.dueAt, id);
+      this.executions.keep(moved);
+      if (!lease) this.executions.due.push(moved.dueAt, id);
       return def.version;
     }
     store.updateJobOfExecution(this.sql, updated, def.specJson);
-    this.keep(updated);
+    this.executions.keep(updated);
     return def.version;
   }
 
@@ -317,12 +275,12 @@ export class Bucket extends DurableObject<Env> {
     this.dirtySchedules.add(def.jobId);
     if (active && !rescheduled) return def.version;
     // pause, cancel or a new schedule: what has not started is canceled, a running attempt finishes
-    for (const row of this.rowsOfJob(def.jobId)) {
-      if (this.closing.has(row.id)) continue; // already finished, on its way to D1
-      if (this.running.has(row.id)) {
+    for (const row of this.executions.rowsOfJob(def.jobId)) {
+      if (this.executions.closing.has(row.id)) continue; // already finished, on its way to D1
+      if (this.executions.running.has(row.id)) {
         const updated = { ...row, version: def.version, jobStatus: active ? "active" : def.status };
         store.updateJobOfExecution(this.sql, updated, null);
-        this.keep(updated);
+        this.executions.keep(updated);
       } else {
         this.close(row, "cancel", now, { reason: active ? "rescheduled" : def.status });
       }
@@ -342,7 +300,7 @@ export class Bucket extends DurableObject<Env> {
     return orders.map((order): RedriveResult => {
       const schedule = store.scheduleOf(this.sql, order.jobId);
       if (!schedule || schedule.status !== "active") return { executionId: order.executionId, ok: false, code: "job_inactive" };
-      if (this.held.has(order.executionId) || this.closing.has(order.executionId)) return { executionId: order.executionId, ok: true };
+      if (this.executions.held.has(order.executionId) || this.executions.closing.has(order.executionId)) return { executionId: order.executionId, ok: true };
       this.insert(
         {
           dueAt: now, id: order.executionId, jobId: order.jobId, tenant: order.tenant, version: schedule.version,
@@ -375,14 +333,14 @@ export class Bucket extends DurableObject<Env> {
 
   private claimOne(ref: ExecutionRef, now: number): ClaimResult {
     const id = ref.executionId;
-    const row = this.held.get(id);
+    const row = this.executions.held.get(id);
     if (!row) {
-      const closed = this.closedAt.get(id);
+      const closed = this.executions.closedAt.get(id);
       if (!closed) return { ok: false, executionId: id, code: "unknown" };
       this.tally.add("duplicates_suppressed_total", closed.tenant);
       return { ok: false, executionId: id, code: "duplicate" };
     }
-    const state = this.stateOf(row);
+    const state = this.executions.stateOf(row);
     if (row.dueAt !== ref.dueAt || transition(state, "claim") === null || row.jobStatus !== "active") {
       // a live lease, or a dispatch of an earlier due time (the execution was retried or moved)
       this.tally.add("duplicates_suppressed_total", row.tenant);
@@ -392,11 +350,7 @@ export class Bucket extends DurableObject<Env> {
     const spec = store.specOf(this.sql, row);
     if (spec === null) return { ok: false, executionId: id, code: "unknown" };
     const parsed = parseSpec(spec);
-    const dispatch = this.dispatched.get(id);
-    if (dispatch) {
-      this.dispatched.delete(id);
-      if (dispatch.seq > this.claimedSeq) this.claimedSeq = dispatch.seq;
-    }
+    this.executions.claimed(id);
     const lease: Lease = {
       token: crypto.randomUUID(),
       seq: this.epoch * 2 ** 32 + ++this.leaseSeq,
@@ -405,7 +359,7 @@ export class Bucket extends DurableObject<Env> {
       startedAt: now,
       occurrenceAt: row.occurrenceAt,
     };
-    this.running.set(id, lease);
+    this.executions.running.set(id, lease);
     this.tally.lag(row.tenant, now - row.dueAt);
     return {
       ok: true,
@@ -431,8 +385,8 @@ export class Bucket extends DurableObject<Env> {
         const lease = this.liveLease(ref, now);
         if (!lease) return { ok: false, executionId: ref.executionId, code: "stale_lease" };
         lease.deadlineAt = now + this.config.LEASE_MS;
-        this.running.delete(ref.executionId); // to the end: the map stays in deadline order
-        this.running.set(ref.executionId, lease);
+        this.executions.running.delete(ref.executionId); // to the end: the map stays in deadline order
+        this.executions.running.set(ref.executionId, lease);
         return { ok: true, executionId: ref.executionId, leaseDeadlineAt: lease.deadlineAt };
       });
     });
@@ -449,7 +403,7 @@ export class Bucket extends DurableObject<Env> {
       return reports.map((report): CompletionResult => {
         const lease = this.liveLease(report, now);
         if (!lease) return { ok: false, executionId: report.executionId, code: "stale_lease" };
-        const row = this.held.get(report.executionId)!;
+        const row = this.executions.held.get(report.executionId)!;
         const outcome = report.outcome;
         if (outcome.kind === "succeeded") {
           const attempt = this.attemptRecord(row, lease, now, "succeeded", outcome.httpStatus, null);
@@ -480,9 +434,9 @@ export class Bucket extends DurableObject<Env> {
     return this.change(null, () => {
       const now = Date.now();
       return refs.map((ref): PoisonResult => {
-        const row = this.held.get(ref.executionId);
-        if (!row || this.closing.has(ref.executionId)) return { executionId: ref.executionId, code: "unknown" };
-        if (row.dueAt !== ref.dueAt || transition(this.stateOf(row), "poison") === null) {
+        const row = this.executions.held.get(ref.executionId);
+        if (!row || this.executions.closing.has(ref.executionId)) return { executionId: ref.executionId, code: "unknown" };
+        if (row.dueAt !== ref.dueAt || transition(this.executions.stateOf(row), "poison") === null) {
           return { executionId: ref.executionId, code: "not_poisoned" };
         }
         this.close(row, "poison", now, { reason: "poison", error: "the queue consumer failed on this message repeatedly" });
@@ -513,8 +467,8 @@ export class Bucket extends DurableObject<Env> {
   async counts(): Promise<BucketCounts> {
     this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
     const byStatus: Record<string, number> = {};
-    for (const row of this.held.values()) {
-      const state = this.closing.get(row.id)?.status ?? this.stateOf(row);
+    for (const row of this.executions.held.values()) {
+      const state = this.executions.closing.get(row.id)?.status ?? this.executions.stateOf(row);
       byStatus[state] = (byStatus[state] ?? 0) + 1;
     }
     return { byStatus };
@@ -524,16 +478,16 @@ export class Bucket extends DurableObject<Env> {
   async inspect(query: { jobId?: string; executionIds?: string[] }): Promise<LiveExecution[]> {
     this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
     const rows = query.jobId !== undefined
-      ? this.rowsOfJob(query.jobId)
-      : (query.executionIds ?? []).flatMap((id) => this.held.get(id) ?? []);
+      ? this.executions.rowsOfJob(query.jobId)
+      : (query.executionIds ?? []).flatMap((id) => this.executions.held.get(id) ?? []);
     return rows.map((row) => {
-      const closing = this.closing.get(row.id);
+      const closing = this.executions.closing.get(row.id);
       const log = store.logOf(this.sql, row);
       if (closing?.last) log.push(closing.last);
       return {
         executionId: row.id,
         jobId: row.jobId,
-        status: closing?.status ?? (this.stateOf(row) as LiveExecution["status"]),
+        status: closing?.status ?? (this.executions.stateOf(row) as LiveExecution["status"]),
         dueAt: row.dueAt,
         occurrenceAt: row.occurrenceAt,
         occurrence: row.occurrence,
@@ -574,9 +528,9 @@ export class Bucket extends DurableObject<Env> {
   }
 
   private expireLeases(now: number): void {
-    for (const [id, lease] of this.running) {
+    for (const [id, lease] of this.executions.running) {
       if (lease.deadlineAt > now) break; // deadline order
-      const row = this.held.get(id)!;
+      const row = this.executions.held.get(id)!;
       this.tally.add("lease_expired_total", row.tenant);
       this.fail(row, lease, now, {
         failure: "retryable",
@@ -603,11 +557,11 @@ export class Bucket extends DurableObject<Env> {
       const next: ScheduleRow = { ...schedule, nextAt: plan.next?.at ?? null, fired: ordinal };
       store.putSchedule(this.sql, next);
       this.dirtySchedules.add(schedule.id);
-      if (this.held.has(row.id) || this.closing.has(row.id)) continue;
+      if (this.executions.held.has(row.id) || this.executions.closing.has(row.id)) continue;
       if (plan.run) this.insert(row, null, null);
       else {
         // nothing durable: the skip is only history (a crash before the flush loses that line)
-        this.hold(row);
+        this.executions.hold(row);
         this.close(row, "cancel", now, { reason: "skipped: missed occurrence (catchUp none)" });
       }
     }
@@ -624,23 +578,20 @@ export class Bucket extends DurableObject<Env> {
     const again: FireMessage[] = [];
     if (now < this.dispatchRetryAt || this.bucket === null) return { fresh, again };
     const limit = this.config.FIRE_BATCH_LIMIT;
-    for (const [id, d] of this.dispatched) {
+    for (const [id, d] of this.executions.dispatched) {
       // dispatch order: the rest are younger and, if this one was not overtaken, neither were they
-      if (again.length >= limit || now < this.redispatchAt(d)) break;
-      const row = this.held.get(id)!;
-      this.assertMove(row, "redispatch");
-      this.dispatched.delete(id);
-      this.dispatched.set(id, { seq: ++this.dispatchSeq, at: now, count: d.count + 1 });
+      if (again.length >= limit || now < this.executions.redispatchAt(d)) break;
+      const row = this.executions.held.get(id)!;
+      this.executions.dispatch(row, "redispatch", now);
       this.tally.add("redispatch_total", row.tenant);
       again.push(this.message(row));
     }
     while (fresh.length + again.length < limit) {
-      const top = this.due.peek((dueAt, id) => this.isScheduledAt(id, dueAt));
+      const top = this.executions.due.peek((dueAt, id) => this.executions.isScheduledAt(id, dueAt));
       if (!top || top.dueAt > now) break;
-      this.due.pop();
-      const row = this.held.get(top.id)!;
-      this.assertMove(row, "dispatch");
-      this.dispatched.set(row.id, { seq: ++this.dispatchSeq, at: now, count: 1 });
+      this.executions.due.pop();
+      const row = this.executions.held.get(top.id)!;
+      this.executions.dispatch(row, "dispatch", now);
       this.tally.add("fired_total", row.tenant);
       fresh.push(this.message(row));
     }
@@ -675,10 +626,10 @@ export class Bucket extends DurableObject<Env> {
     this.dispatchRetryAt = Date.now() + DISPATCH_RETRY_MS;
     await this.change(null, () => {
       for (const m of failed) {
-        const row = this.held.get(m.executionId);
-        if (!row || !this.dispatched.has(m.executionId) || row.dueAt !== m.dueAt) continue;
-        this.dispatched.delete(m.executionId);
-        this.due.push(row.dueAt, row.id);
+        const row = this.executions.held.get(m.executionId);
+        if (!row || !this.executions.dispatched.has(m.executionId) || row.dueAt !== m.dueAt) continue;
+        this.executions.dispatched.delete(m.executionId);
+        this.executions.due.push(row.dueAt, row.id);
         this.tally.add("fired_total", row.tenant, "", -1);
       }
     });
@@ -690,14 +641,15 @@ export class Bucket extends DurableObject<Env> {
    */
   private async flush(now: number): Promise<void> {
     if (this.flushing) return;
-    if (this.closing.size === 0 && this.dirtySchedules.size === 0) {
+    const waiting = this.executions.closing.size;
+    const outcomesDue = (waiting > 0 || this.dirtySchedules.size > 0) && (now >= this.flushAt || waiting >= FLUSH_NOW_AT);
+    if (!outcomesDue) {
       if (this.tally.hasPending(METER_COUNTERS) && now >= this.counterWriteAt) await this.change(null, () => this.writeCounters(now));
       return;
     }
-    if (now < this.flushAt && this.closing.size < FLUSH_NOW_AT) return;
     this.flushing = true;
     try {
-      const closing = [...this.closing.values()];
+      const closing = [...this.executions.closing.values()];
       const finished: FinishedExecution[] = closing.map((c) => {
         const log = store.logOf(this.sql, c.row);
         if (c.last) log.push(c.last);
@@ -712,7 +664,7 @@ export class Bucket extends DurableObject<Env> {
       const projections: ScheduleProjection[] = schedules.flatMap((jobId) => {
         const s = store.scheduleOf(this.sql, jobId);
         if (!s) return [];
-        const live = this.rowsOfJob(jobId).some((r) => !closing.some((c) => c.row.id === r.id));
+        const live = this.executions.rowsOfJob(jobId).some((r) => !closing.some((c) => c.row.id === r.id));
         return [{ tenant: s.tenant, jobId, version: s.version, nextRunAt: s.nextAt, fired: s.fired, completed: s.status === "active" && s.nextAt === null && !live }];
       });
       const d1Rows = await writeOutcomes(dbOf(this.env.DB), finished, projections, now);
@@ -721,15 +673,15 @@ export class Bucket extends DurableObject<Env> {
         const at = Date.now();
         store.deleteExecutions(this.sql, closing.map((c) => c.row));
         for (const c of closing) {
-          this.closing.delete(c.row.id);
-          this.release(c.row);
-          this.closedAt.set(c.row.id, { at, tenant: c.row.tenant, version: c.row.version });
+          this.executions.closing.delete(c.row.id);
+          this.executions.release(c.row);
+          this.executions.closedAt.set(c.row.id, { at, tenant: c.row.tenant, version: c.row.version });
         }
         // a change applied while the write was on its way stays marked: its version was not written
         for (const p of projections) if (store.scheduleOf(this.sql, p.jobId)?.version === p.version) this.dirtySchedules.delete(p.jobId);
         for (const jobId of schedules) if (!store.scheduleOf(this.sql, jobId)) this.dirtySchedules.delete(jobId);
         if (at >= this.counterWriteAt) this.writeCounters(at);
-        const deferred = [...this.deferred.values()].filter((d) => !this.closing.has(oneOffExecutionId(d.jobId)));
+        const deferred = [...this.deferred.values()].filter((d) => !this.executions.closing.has(oneOffExecutionId(d.jobId)));
         for (const d of deferred) this.deferred.delete(oneOffExecutionId(d.jobId));
         this.applyAll(deferred, at, 0);
       });
@@ -749,9 +701,9 @@ export class Bucket extends DurableObject<Env> {
   }
 
   private forgetClosed(now: number): void {
-    for (const [id, closed] of this.closedAt) {
+    for (const [id, closed] of this.executions.closedAt) {
       if (closed.at > now - CLOSED_MEMORY_MS) break; // insertion order
-      this.closedAt.delete(id);
+      this.executions.closedAt.delete(id);
     }
   }
 
@@ -785,15 +737,15 @@ export class Bucket extends DurableObject<Env> {
   /** The alarm is always the earliest thing this bucket must do (STYLE.md habit 4). */
   private async rearm(): Promise<void> {
     const now = Date.now();
-    const nextDue = this.due.peek((dueAt, id) => this.isScheduledAt(id, dueAt))?.dueAt;
-    const firstLease = this.running.values().next().value?.deadlineAt;
-    const firstDispatch = this.dispatched.values().next().value;
-    const pendingFlush = this.closing.size > 0 || this.dirtySchedules.size > 0;
+    const nextDue = this.executions.due.peek((dueAt, id) => this.executions.isScheduledAt(id, dueAt))?.dueAt;
+    const firstLease = this.executions.running.values().next().value?.deadlineAt;
+    const firstDispatch = this.executions.dispatched.values().next().value;
+    const pendingFlush = this.executions.closing.size > 0 || this.dirtySchedules.size > 0;
     const at = nextAlarmAt({
       candidates: [
         nextDue === undefined ? null : Math.max(nextDue, this.dispatchRetryAt),
         firstLease,
-        firstDispatch ? this.redispatchAt(firstDispatch) : null,
+        firstDispatch ? this.executions.redispatchAt(firstDispatch) : null,
         this.nextScheduleAt,
         pendingFlush ? Math.max(this.flushAt, now) : null,
         // the meter's own counters ride along with the next write: waking for them alone would
@@ -814,29 +766,9 @@ export class Bucket extends DurableObject<Env> {
 
   private insert(row: HeldRow, spec: string | null, log: AttemptRecord[] | null): boolean {
     if (!store.insertExecution(this.sql, row, spec, log)) return false;
-    this.hold(row);
-    this.due.push(row.dueAt, row.id);
+    this.executions.hold(row);
+    this.executions.due.push(row.dueAt, row.id);
     return true;
-  }
-
-  private keep(row: HeldRow): void {
-    this.held.set(row.id, row);
-  }
-
-  private hold(row: HeldRow): void {
-    this.held.set(row.id, row);
-    if (!row.recurring) return;
-    const ids = this.heldOfJob.get(row.jobId) ?? new Set<string>();
-    ids.add(row.id);
-    this.heldOfJob.set(row.jobId, ids);
-  }
-
-  private release(row: HeldRow): void {
-    this.held.delete(row.id);
-    const ids = this.heldOfJob.get(row.jobId);
-    if (!ids) return;
-    ids.delete(row.id);
-    if (ids.size === 0) this.heldOfJob.delete(row.jobId);
   }
 
   /** A failed attempt: back off, die, or (the job was canceled or paused) end canceled (invariant 6). */
@@ -867,26 +799,26 @@ export class Bucket extends DurableObject<Env> {
       this.close(row, "kill", now, { attempt, httpStatus: f.httpStatus, error, reason: decision.reason });
       return "dead";
     }
-    this.assertMove(row, "retry");
-    this.running.delete(row.id);
+    this.executions.assertMove(row, "retry");
+    this.executions.running.delete(row.id);
     const log = [...store.logOf(this.sql, row), attempt].slice(-LOG_LIMIT);
     const moved: HeldRow = { ...row, dueAt: decision.dueAt, attempt: attempt.attempt };
     store.moveExecution(this.sql, row.dueAt, moved, log);
-    this.keep(moved);
-    this.due.push(moved.dueAt, moved.id);
+    this.executions.keep(moved);
+    this.executions.due.push(moved.dueAt, moved.id);
     this.tally.add("retries_total", row.tenant);
     return "scheduled";
   }
 
   /** The run time changed while an attempt ran: run again at the new time with a fresh budget. */
   private reschedule(row: HeldRow, attempt: AttemptRecord): void {
-    this.assertMove(row, "reschedule");
-    this.running.delete(row.id);
+    this.executions.assertMove(row, "reschedule");
+    this.executions.running.delete(row.id);
     const log = [...store.logOf(this.sql, row), attempt].slice(-LOG_LIMIT);
     const moved: HeldRow = { ...row, attempt: attempt.attempt, budgetBase: attempt.attempt };
     store.moveExecution(this.sql, row.dueAt, moved, log);
-    this.keep(moved);
-    this.due.push(moved.dueAt, moved.id);
+    this.executions.keep(moved);
+    this.executions.due.push(moved.dueAt, moved.id);
   }
 
   /** An outcome on its way to D1 (its state from the lifecycle table); the row stays until D1 has it. */
@@ -896,11 +828,11 @@ export class Bucket extends DurableObject<Env> {
     now: number,
     detail: { attempt?: AttemptRecord; httpStatus?: number | null; error?: string | null; reason?: string },
   ): void {
-    const status = this.assertMove(row, event) as TerminalState;
-    this.dispatched.delete(row.id);
-    this.running.delete(row.id);
+    const status = this.executions.assertMove(row, event) as TerminalState;
+    this.executions.dispatched.delete(row.id);
+    this.executions.running.delete(row.id);
     const attempts = detail.attempt?.attempt ?? row.attempt;
-    this.closing.set(row.id, {
+    this.executions.closing.set(row.id, {
       row,
       status,
       attempts,
@@ -916,51 +848,15 @@ export class Bucket extends DurableObject<Env> {
     if (status === "canceled") this.tally.add("canceled_total", row.tenant);
   }
 
-  /** When a dispatch counts as lost: DISPATCH_TIMEOUT_MS after its send once a later one was claimed, else MAX_DISPATCH_WAIT_MS. */
-  private redispatchAt(d: Dispatch): number {
-    return d.at + (this.claimedSeq > d.seq ? this.config.DISPATCH_TIMEOUT_MS : MAX_DISPATCH_WAIT_MS);
-  }
-
   private attemptRecord(row: HeldRow, lease: Lease, now: number, outcome: string, httpStatus: number | null, error: string | null): AttemptRecord {
     return { attempt: lease.attempt, dueAt: row.dueAt, startedAt: lease.startedAt, finishedAt: now, outcome, httpStatus, error };
   }
 
   private liveLease(ref: LeaseRef, now: number): Lease | undefined {
-    const lease = this.running.get(ref.executionId);
+    const lease = this.executions.running.get(ref.executionId);
     if (lease && lease.token === ref.token && lease.deadlineAt > now) return lease;
-    this.tally.add("stale_lease_rejects_total", this.held.get(ref.executionId)?.tenant ?? SYSTEM_TENANT);
+    this.tally.add("stale_lease_rejects_total", this.executions.held.get(ref.executionId)?.tenant ?? SYSTEM_TENANT);
     return undefined;
-  }
-
-  /**
-   * Every state change asks the lifecycle table first (core/lifecycle.ts): a move the table does
-   * not allow is a bug, and throwing rolls the step's transaction back.
-   */
-  private assertMove(row: HeldRow, event: Transition): ExecutionState {
-    const from = this.stateOf(row);
-    const to = transition(from, event);
-    if (to === null) throw new Error(`lifecycle: ${event} is not allowed from ${from} (${row.id})`);
-    return to;
-  }
-
-  private stateOf(row: HeldRow): ExecutionState {
-    if (this.closing.has(row.id)) return this.closing.get(row.id)!.status;
-    if (this.running.has(row.id)) return "running";
-    if (this.dispatched.has(row.id)) return "dispatched";
-    return "scheduled";
-  }
-
-  /** Whether `id` is held, scheduled (not in flight, not closing) and due at `dueAt`: a live DueQueue entry. */
-  private isScheduledAt(id: string, dueAt: number): boolean {
-    const row = this.held.get(id);
-    return row !== undefined && row.dueAt === dueAt && row.jobStatus === "active" &&
-      !this.dispatched.has(id) && !this.running.has(id) && !this.closing.has(id);
-  }
-
-  private rowsOfJob(jobId: string): HeldRow[] {
-    const oneOff = this.held.get(oneOffExecutionId(jobId));
-    if (oneOff) return [oneOff];
-    return [...(this.heldOfJob.get(jobId) ?? [])].flatMap((id) => this.held.get(id) ?? []);
   }
 
   private message(row: HeldRow): FireMessage {

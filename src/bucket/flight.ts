@@ -1,0 +1,146 @@
+/**
+ * What a bucket knows of its executions in memory: every durable row (without its spec and log),
+ * the scheduled ones by due time, and the states that live only here (dispatched, running,
+ * closing: on its way to D1), plus the ids that left recently. Rebuilt from storage at every
+ * start (a new epoch): what was dispatched or running is then scheduled again.
+ *
+ * Every state is derived from these maps (stateOf) and every move is checked against the
+ * lifecycle table first (assertMove): the table drives the code.
+ */
+import { transition, type ExecutionState, type TerminalState, type Transition } from "../core/lifecycle";
+import { oneOffExecutionId } from "../core/id";
+import { DueQueue } from "./due-queue";
+import type { AttemptRecord } from "./protocol";
+import type { HeldRow } from "./store";
+
+/** a dispatch is sent again after this long unclaimed even if nothing overtook it */
+export const MAX_DISPATCH_WAIT_MS = 600_000;
+
+export interface Closing {
+  row: HeldRow;
+  status: TerminalState;
+  attempts: number;
+  finishedAt: number;
+  lastHttpStatus: number | null;
+  lastError: string | null;
+  deadReason: string | null;
+  /** the attempt that ended it, if one ran */
+  last: AttemptRecord | null;
+}
+
+export interface Lease {
+  token: string;
+  seq: number;
+  deadlineAt: number;
+  attempt: number;
+  startedAt: number;
+  /** the row's occurrence when claimed: a reschedule meanwhile runs it again */
+  occurrenceAt: number;
+}
+
+export interface Dispatch {
+  seq: number;
+  at: number;
+  count: number;
+}
+
+export class Executions {
+  /** every execution row, without its spec and log */
+  readonly held = new Map<string, HeldRow>();
+  /** recurring jobs' held executions (a one-off job's one execution is named after it) */
+  private readonly heldOfJob = new Map<string, Set<string>>();
+  /** held rows not in flight, by due time */
+  readonly due = new DueQueue();
+  /** dispatched, in dispatch order (the first is the oldest) */
+  readonly dispatched = new Map<string, Dispatch>();
+  /** running, in deadline order (a heartbeat moves a lease to the end) */
+  readonly running = new Map<string, Lease>();
+  /** terminal outcomes not yet in D1 */
+  readonly closing = new Map<string, Closing>();
+  /** ids that left recently (finished, or a job the bucket did not need to hold), with their tenant */
+  readonly closedAt = new Map<string, { at: number; tenant: string; version: number }>();
+  private dispatchSeq = 0;
+  /** the highest dispatch seq claimed: an older unclaimed dispatch was overtaken */
+  private claimedSeq = 0;
+
+  constructor(private readonly dispatchTimeoutMs: number) {}
+
+  /** Records a send (a first dispatch or a re-send) at the end of the dispatch order. */
+  dispatch(row: HeldRow, event: "dispatch" | "redispatch", now: number): void {
+    this.assertMove(row, event);
+    const count = (this.dispatched.get(row.id)?.count ?? 0) + 1;
+    this.dispatched.delete(row.id);
+    this.dispatched.set(row.id, { seq: ++this.dispatchSeq, at: now, count });
+  }
+
+  /** A claim took its dispatch: every older unclaimed one has now been overtaken. */
+  claimed(id: string): void {
+    const dispatch = this.dispatched.get(id);
+    if (!dispatch) return;
+    this.dispatched.delete(id);
+    if (dispatch.seq > this.claimedSeq) this.claimedSeq = dispatch.seq;
+  }
+
+  keep(row: HeldRow): void {
+    this.held.set(row.id, row);
+  }
+
+
+  hold(row: HeldRow): void {
+    this.held.set(row.id, row);
+    if (!row.recurring) return;
+    const ids = this.heldOfJob.get(row.jobId) ?? new Set<string>();
+    ids.add(row.id);
+    this.heldOfJob.set(row.jobId, ids);
+  }
+
+
+  release(row: HeldRow): void {
+    this.held.delete(row.id);
+    const ids = this.heldOfJob.get(row.jobId);
+    if (!ids) return;
+    ids.delete(row.id);
+    if (ids.size === 0) this.heldOfJob.delete(row.jobId);
+  }
+
+
+  /** When a dispatch counts as lost: DISPATCH_TIMEOUT_MS after its send once a later one was claimed, else MAX_DISPATCH_WAIT_MS. */
+  redispatchAt(d: Dispatch): number {
+    return d.at + (this.claimedSeq > d.seq ? this.dispatchTimeoutMs : MAX_DISPATCH_WAIT_MS);
+  }
+
+
+  /**
+   * Every state change asks the lifecycle table first (core/lifecycle.ts): a move the table does
+   * not allow is a bug, and throwing rolls the step's transaction back.
+   */
+  assertMove(row: HeldRow, event: Transition): ExecutionState {
+    const from = this.stateOf(row);
+    const to = transition(from, event);
+    if (to === null) throw new Error(`lifecycle: ${event} is not allowed from ${from} (${row.id})`);
+    return to;
+  }
+
+
+  stateOf(row: HeldRow): ExecutionState {
+    if (this.closing.has(row.id)) return this.closing.get(row.id)!.status;
+    if (this.running.has(row.id)) return "running";
+    if (this.dispatched.has(row.id)) return "dispatched";
+    return "scheduled";
+  }
+
+
+  /** Whether `id` is held, scheduled (not in flight, not closing) and due at `dueAt`: a live DueQueue entry. */
+  isScheduledAt(id: string, dueAt: number): boolean {
+    const row = this.held.get(id);
+    return row !== undefined && row.dueAt === dueAt && row.jobStatus === "active" &&
+      !this.dispatched.has(id) && !this.running.has(id) && !this.closing.has(id);
+  }
+
+
+  rowsOfJob(jobId: string): HeldRow[] {
+    const oneOff = this.held.get(oneOffExecutionId(jobId));
+    if (oneOff) return [oneOff];
+    return [...(this.heldOfJob.get(jobId) ?? [])].flatMap((id) => this.held.get(id) ?? []);
+  }
+}
