@@ -9,9 +9,9 @@
  * is merely slow (FIFO) overtakes nothing and gets no copies; a consumer down for an hour kills
  * nothing (there is no "undeliverable" death any more: those tests are replaced by these).
  *
- * The bucket's queue binding is the very object the test sees as env.FIRE_QUEUE_0 (the Durable
- * Object runs in the test isolate), so one spy on its sendBatch captures every send, or fails the
- * sends a test chooses. Nothing reaches the real queue, so nothing is consumed in the background:
+ * The buckets' queue bindings are the very objects the test sees as env.FIRE_QUEUE_<n> (the
+ * Durable Object runs in the test isolate), so a spy on each sendBatch captures every send, or
+ * fails the sends a test chooses. Nothing reaches the real queue, so nothing is consumed in the background:
  * a test "loses" a message by not feeding it to fire().
  * Time: one file-wide virtual clock, HEAD_START_MS ahead of the real one, moved only by tests;
  * every alarm a bucket arms lies ahead of the real clock, so only the alarms tests run happen.
@@ -37,6 +37,7 @@ import {
   runScan,
   uniquePath,
   type Execution,
+  fireQueues,
 } from "./helpers";
 
 const HEAD_START_MS = 10 * 60_000;
@@ -52,12 +53,14 @@ const sent: FireMessage[] = [];
 /** Sends of a batch holding one of these execution ids fail, as a queue outage would. */
 const failSendsFor = new Set<string>();
 beforeAll(() => {
-  vi.spyOn(env.FIRE_QUEUE_0!, "sendBatch").mockImplementation(async (messages) => {
-    const batch = [...messages];
-    if (batch.some((m) => failSendsFor.has(m.body.executionId))) throw new Error("queue unavailable");
-    for (const m of batch) sent.push(m.body);
-    return { metadata: { metrics: { backlogCount: 0, backlogBytes: 0 } } };
-  });
+  for (const queue of fireQueues()) {
+    vi.spyOn(queue, "sendBatch").mockImplementation(async (messages) => {
+      const batch = [...messages];
+      if (batch.some((m) => failSendsFor.has(m.body.executionId))) throw new Error("queue unavailable");
+      for (const m of batch) sent.push(m.body);
+      return { metadata: { metrics: { backlogCount: 0, backlogBytes: 0 } } };
+    });
+  }
 });
 afterAll(() => vi.restoreAllMocks());
 

@@ -251,6 +251,13 @@ export function captureFires(): { messages: FireMessage[] } {
   return captured;
 }
 
+/** The fire queue bindings FIRE_QUEUE_0..N-1 (a bucket sends to queue bucket % N). */
+export function fireQueues(): Queue<FireMessage>[] {
+  const queues: Queue<FireMessage>[] = [];
+  for (let i = 0; env[`FIRE_QUEUE_${i}`] !== undefined; i++) queues.push(env[`FIRE_QUEUE_${i}`]!);
+  return queues;
+}
+
 /**
  * For a whole test file: every fire-queue sendBatch is captured instead of reaching the queue, so
  * nothing is consumed in the background; tests feed messages to the consumer themselves.
@@ -258,10 +265,12 @@ export function captureFires(): { messages: FireMessage[] } {
 export function captureFiresForFile(): FireMessage[] {
   const sent: FireMessage[] = [];
   beforeAll(() => {
-    vi.spyOn(env.FIRE_QUEUE_0!, "sendBatch").mockImplementation(async (messages) => {
-      for (const m of messages) sent.push(m.body);
-      return { metadata: { metrics: { backlogCount: 0, backlogBytes: 0 } } };
-    });
+    for (const queue of fireQueues()) {
+      vi.spyOn(queue, "sendBatch").mockImplementation(async (messages) => {
+        for (const m of messages) sent.push(m.body);
+        return { metadata: { metrics: { backlogCount: 0, backlogBytes: 0 } } };
+      });
+    }
   });
   afterAll(() => vi.restoreAllMocks());
   return sent;
