@@ -18,7 +18,7 @@
 // SOAK_PORT + 1, wrangler's inspector for the scheduler's worker on SOAK_PORT + 2). Run heavy
 // things one at a time on a shared machine: flock /tmp/heavy.lock npm run soak.
 // SOAK_VAR_<NAME>=<value> sets the scheduler's setting <NAME> for the run (e.g.
-// SOAK_VAR_TERMINAL_RETENTION_MS=60000 to see memory once finished rows age out of the buckets).
+// SOAK_VAR_HISTORY_RETENTION_MS=60000 to see memory once finished jobs leave D1).
 import { randomBytes, randomInt } from "node:crypto";
 import { rmSync } from "node:fs";
 import { createServer } from "node:http";
@@ -332,7 +332,7 @@ async function main() {
       }
       await sleep(2000);
     }
-    await sleep(2500); // the mirror to D1 runs at most once per MIRROR_DELAY_MS
+    await sleep(2500); // outcomes reach D1 at most once per FLUSH_DELAY_MS
     metrics = (await api("GET", "/v1/metrics")).body;
     clearInterval(sampler);
     sampler = null;

@@ -116,7 +116,7 @@ export function deliveredCount(target, n) {
 /**
  * Per-stage timing of a sample of jobs, from the scheduler's own record (GET /v1/jobs/:id/executions):
  * claimLag = attempt startedAt (the claim in the bucket) - due; deliver = target arrival - startedAt.
- * Read after the run (the bucket mirrors to D1 within MIRROR_DELAY_MS).
+ * Read after the run (outcomes reach D1 within FLUSH_DELAY_MS).
  */
 export async function stageSample(api, ids, due, first, sampleSize) {
   const candidates = [];
