@@ -36,6 +36,8 @@ import {
   runAlarm,
   uniquePath,
   type Execution,
+  dispatchNow,
+  sentFor,
 } from "./helpers";
 
 const HEAD_START_MS = 10 * 60_000;
@@ -47,23 +49,10 @@ type Lease = Extract<ClaimResult, { ok: true }>;
 
 const OK_200 = { kind: "succeeded", httpStatus: 200, excerpt: "ok" } as const;
 
-/** The fire messages the buckets sent for an execution, oldest first. */
-const sentFor = (executionId: string): FireMessage[] => sent.filter((m) => m.executionId === executionId);
 
-/** Moves the clock to the execution's due time (if later) and lets the alarm dispatch it; returns the message sent. */
-async function dispatch(stub: Stub, executionId: string): Promise<FireMessage> {
-  const view = await live(stub, executionId);
-  if (!view) throw new Error(`the bucket does not hold ${executionId}`);
-  if (view.dueAt > clock.at) clock.travelTo(view.dueAt);
-  const before = sentFor(executionId).length;
-  await runAlarm(stub);
-  expect((await live(stub, executionId))?.status).toBe("dispatched");
-  const messages = sentFor(executionId);
-  expect(messages).toHaveLength(before + 1);
-  return messages[messages.length - 1]!;
-}
+const dispatch = (stub: Stub, executionId: string) => dispatchNow({ stub, executionId }, clock, sent);
 
-const dispatchNow = (e: Execution) => dispatch(e.stub, e.exe.id);
+const dispatchExecution = (e: Execution) => dispatch(e.stub, e.exe.id);
 
 async function claim(e: Execution, message: FireMessage): Promise<Lease> {
   const [lease] = await e.stub.claim([{ executionId: message.executionId, dueAt: message.dueAt }]);
@@ -142,7 +131,7 @@ async function fireWithDelays(bodies: unknown[], options: { queue?: string; atte
 describe("poison messages (DLQ consumer)", () => {
   it("marks the dispatch a dead-lettered fire message names dead with reason poison and acks it (failure row: poison)", async () => {
     const e = await oneOff();
-    const message = await dispatchNow(e);
+    const message = await dispatchExecution(e);
     const before = await metrics();
 
     const result = await fire([message], { queue: "fire-dlq", attempts: 1 });
@@ -166,7 +155,7 @@ describe("poison messages (DLQ consumer)", () => {
 
   it("changes nothing for an execution under a lease: the running attempt's report stands (failure row: poison)", async () => {
     const e = await oneOff();
-    const message = await dispatchNow(e);
+    const message = await dispatchExecution(e);
     const lease = await claim(e, message);
     const before = await metrics();
 
@@ -185,7 +174,7 @@ describe("poison messages (DLQ consumer)", () => {
 
   it("changes nothing with an old DLQ message for an execution waiting for a retry backoff; only the current dispatch's message kills it", async () => {
     const e = await oneOff("fail/503", { retry: { maxAttempts: 5, initialDelayMs: 5_000, jitter: 0 } });
-    const first = await dispatchNow(e);
+    const first = await dispatchExecution(e);
     expect((await fire([first])).explicitAcks).toEqual(["m0"]);
     const waiting = (await e.view())!;
     expect(waiting).toMatchObject({ status: "scheduled", attempts: 1, lastHttpStatus: 503 });
@@ -217,7 +206,7 @@ describe("poison messages (DLQ consumer)", () => {
 
   it("acks a DLQ message for an already terminal or unknown execution and changes nothing", async () => {
     const e = await oneOff();
-    const message = await dispatchNow(e);
+    const message = await dispatchExecution(e);
     expect((await fire([message])).explicitAcks).toEqual(["m0"]);
     expect((await e.view())?.status).toBe("succeeded");
     const before = await metrics();
@@ -243,7 +232,7 @@ describe("poison messages (DLQ consumer)", () => {
 
   it("acks malformed DLQ messages without affecting the others in the batch, and counts them", async () => {
     const e = await oneOff();
-    const message = await dispatchNow(e);
+    const message = await dispatchExecution(e);
     const before = await bucketCounter(0, "malformed_messages_total");
     const result = await fire([{ nonsense: true }, message, { ...message, bucket: MAX_BUCKET }], { queue: "fire-dlq" });
     expect(result.explicitAcks.sort()).toEqual(["m0", "m1", "m2"]);
@@ -255,7 +244,7 @@ describe("poison messages (DLQ consumer)", () => {
 
   it("retries a DLQ batch whose markPoisoned RPC fails, and kills on the redelivery", async () => {
     const e = await oneOff();
-    const message = await dispatchNow(e);
+    const message = await dispatchExecution(e);
     const spy = vi.spyOn(Bucket.prototype, "markPoisoned").mockRejectedValue(new Error("bucket unavailable"));
     const result = await fire([message], { queue: "fire-dlq" }).finally(() => spy.mockRestore());
     expect(result.explicitAcks).toEqual([]);
@@ -273,8 +262,8 @@ describe("fire consumer acks and retries", () => {
     let healthy = await oneOff();
     for (let i = 0; i < 30 && healthy.exe.bucket === failing.exe.bucket; i++) healthy = await oneOff();
     expect(healthy.exe.bucket).not.toBe(failing.exe.bucket);
-    const failingMessage = await dispatchNow(failing);
-    const healthyMessage = await dispatchNow(healthy);
+    const failingMessage = await dispatchExecution(failing);
+    const healthyMessage = await dispatchExecution(healthy);
 
     // the failing execution's bucket cannot answer the claim (an unreachable or crashing object)
     const realClaim = Bucket.prototype.claim;
@@ -311,7 +300,7 @@ describe("fire consumer acks and retries", () => {
 
   it("acks and counts malformed fire messages without affecting the others in the batch", async () => {
     const e = await oneOff();
-    const message = await dispatchNow(e);
+    const message = await dispatchExecution(e);
     const before = await bucketCounter(0, "malformed_messages_total");
     const malformed: unknown[] = [
       { hello: "world" }, // wrong shape
@@ -335,7 +324,7 @@ describe("fire consumer acks and retries", () => {
 describe("redrive and the DLQ API", () => {
   it("redrives a dead one-off job with a fresh attempt budget: active again, it runs and completes again (failure row: target keeps failing)", async () => {
     const e = await oneOff("flaky/1", { retry: { maxAttempts: 1, initialDelayMs: 1000, jitter: 0 } }); // fails once, then 200
-    expect((await fire([await dispatchNow(e)])).explicitAcks).toEqual(["m0"]);
+    expect((await fire([await dispatchExecution(e)])).explicitAcks).toEqual(["m0"]);
     expect(await e.view()).toMatchObject({ status: "dead", attempts: 1, lastHttpStatus: 503 });
     await clock.flush(e.stub);
     const dead = (await jobRow(e.job.id))!;
@@ -355,7 +344,7 @@ describe("redrive and the DLQ API", () => {
     expect(twice.status).toBe(409);
     expect(await twice.json()).toMatchObject({ error: { code: "not_dead", field: "id" } });
 
-    const again = await dispatchNow(e);
+    const again = await dispatchExecution(e);
     expect((await fire([again])).explicitAcks).toEqual(["m0"]);
     expect(await e.view()).toMatchObject({ status: "succeeded", attempts: 2 });
     await clock.flush(e.stub);
@@ -368,7 +357,7 @@ describe("redrive and the DLQ API", () => {
 
   it("counts a one-off job's redrive in redrive_total (dead executions given a fresh attempt budget)", async () => {
     const e = await oneOff("fail/404");
-    expect((await fire([await dispatchNow(e)])).explicitAcks).toEqual(["m0"]);
+    expect((await fire([await dispatchExecution(e)])).explicitAcks).toEqual(["m0"]);
     await clock.flush(e.stub);
     expect(await jobRow(e.job.id)).toMatchObject({ run_status: "dead", dead_reason: "permanent" });
     const before = await metrics();
@@ -380,10 +369,10 @@ describe("redrive and the DLQ API", () => {
 
   it("keeps the attempts made before a redrive in the execution's history (README: each execution with its attempts)", async () => {
     const e = await oneOff("flaky/1", { retry: { maxAttempts: 1, initialDelayMs: 1000, jitter: 0 } });
-    expect((await fire([await dispatchNow(e)])).explicitAcks).toEqual(["m0"]);
+    expect((await fire([await dispatchExecution(e)])).explicitAcks).toEqual(["m0"]);
     await clock.flush(e.stub);
     expect((await redrive(e.exe.id)).status).toBe(202);
-    expect((await fire([await dispatchNow(e)])).explicitAcks).toEqual(["m0"]);
+    expect((await fire([await dispatchExecution(e)])).explicitAcks).toEqual(["m0"]);
     await clock.flush(e.stub);
     expect(await jobRow(e.job.id)).toMatchObject({ run_status: "succeeded", attempts: 2 });
     const res = await api(`/v1/jobs/${e.job.id}/executions`);
@@ -456,7 +445,7 @@ describe("redrive and the DLQ API", () => {
     const messages: FireMessage[] = [];
     for (let i = 0; i < 3; i++) {
       const e = await oneOff();
-      messages.push(await dispatchNow(e));
+      messages.push(await dispatchExecution(e));
       mine.push(e);
     }
     expect((await fire(messages, { queue: "fire-dlq" })).explicitAcks).toHaveLength(3);

@@ -38,6 +38,7 @@ import {
   uniquePath,
   type Execution,
   fireQueues,
+  sentFor,
 } from "./helpers";
 
 const HEAD_START_MS = 10 * 60_000;
@@ -64,10 +65,9 @@ beforeAll(() => {
 });
 afterAll(() => vi.restoreAllMocks());
 
-/** The fire messages sent for an execution, oldest first. */
-const sentFor = (executionId: string): FireMessage[] => sent.filter((m) => m.executionId === executionId);
+const sentOf = (executionId: string): FireMessage[] => sentFor(sent, executionId);
 const lastSent = (executionId: string): FireMessage => {
-  const messages = sentFor(executionId);
+  const messages = sentOf(executionId);
   if (messages.length === 0) throw new Error(`nothing was sent for ${executionId}`);
   return messages[messages.length - 1]!;
 };
@@ -121,7 +121,7 @@ describe("queue send failure", () => {
       failSendsFor.delete(e.exe.id);
     }
     expect(await status(e)).toBe("scheduled");
-    expect(sentFor(e.exe.id)).toHaveLength(0);
+    expect(sentOf(e.exe.id)).toHaveLength(0);
     const failed = await counters();
     expect(delta(before, failed, "dispatch_errors_total")).toBe(1);
     expect(delta(before, failed, "fired_total")).toBe(0);
@@ -132,12 +132,12 @@ describe("queue send failure", () => {
     // the queue is back; the bucket holds its sends back a moment, then its own alarm sends
     clock.advance(DISPATCH_RETRY_MS / 2);
     await runAlarm(e.stub);
-    expect(sentFor(e.exe.id)).toHaveLength(0);
+    expect(sentOf(e.exe.id)).toHaveLength(0);
     const next = (await alarmOf(e.stub))!;
     clock.travelTo(Math.max(clock.at, next));
     expect(await runDurableObjectAlarm(e.stub)).toBe(true);
     expect(await status(e)).toBe("dispatched");
-    expect(sentFor(e.exe.id)).toHaveLength(1);
+    expect(sentOf(e.exe.id)).toHaveLength(1);
     expect(delta(failed, await counters(), "fired_total")).toBe(1);
 
     expect((await fire([lastSent(e.exe.id)])).explicitAcks).toEqual(["m0"]);
@@ -162,19 +162,19 @@ describe("queue send failure", () => {
       failSendsFor.delete(older.exe.id);
     }
     expect(await status(older)).toBe("dispatched");
-    expect(sentFor(older.exe.id)).toHaveLength(1);
+    expect(sentOf(older.exe.id)).toHaveLength(1);
     expect(delta(before, await counters(), "dispatch_errors_total")).toBe(1);
 
     // a later dispatch of the bucket is claimed: the re-send (still unclaimed) is overtaken again
     const third = await inBucket(first.exe.bucket, () => oneOff("30s"));
     clock.travelTo((await third.view())!.dueAt);
     await runAlarm(third.stub);
-    expect(sentFor(third.exe.id)).toHaveLength(1);
-    expect(sentFor(older.exe.id)).toHaveLength(1); // not overtaken yet: its re-send is younger than every claim
+    expect(sentOf(third.exe.id)).toHaveLength(1);
+    expect(sentOf(older.exe.id)).toHaveLength(1); // not overtaken yet: its re-send is younger than every claim
     expect((await fire([lastSent(third.exe.id)])).explicitAcks).toEqual(["m0"]);
     await runAlarm(older.stub);
-    expect(sentFor(older.exe.id)).toHaveLength(2);
-    expect(lastSent(older.exe.id)).toEqual(sentFor(older.exe.id)[0]);
+    expect(sentOf(older.exe.id)).toHaveLength(2);
+    expect(lastSent(older.exe.id)).toEqual(sentOf(older.exe.id)[0]);
 
     expect((await fire([lastSent(older.exe.id)])).explicitAcks).toEqual(["m0"]);
     expect(await status(older)).toBe("succeeded");
@@ -200,14 +200,14 @@ describe("lost messages", () => {
     // overtaken, but not yet DISPATCH_TIMEOUT_MS old: no copy
     clock.travelTo(t0 + DISPATCH_TIMEOUT_MS - 1);
     await runAlarm(older.stub);
-    expect(sentFor(older.exe.id)).toHaveLength(1);
+    expect(sentOf(older.exe.id)).toHaveLength(1);
     expect(delta(before, await counters(), "redispatch_total")).toBe(0);
     expect((await alarmOf(older.stub))!).toBeLessThanOrEqual(t0 + DISPATCH_TIMEOUT_MS + ALARM_QUANTUM_MS);
 
     clock.travelTo(t0 + DISPATCH_TIMEOUT_MS);
     await runAlarm(older.stub);
     expect(await status(older)).toBe("dispatched");
-    expect(sentFor(older.exe.id)).toHaveLength(2);
+    expect(sentOf(older.exe.id)).toHaveLength(2);
     expect(lastSent(older.exe.id)).toEqual(original); // the same execution and due time
     const after = await counters();
     expect(delta(before, after, "redispatch_total")).toBe(1);
@@ -223,7 +223,7 @@ describe("lost messages", () => {
   it("does not spin the bucket's alarm while a dispatch waits in a slow queue (failure row: message never consumed)", async () => {
     const e = await oneOff();
     await runAlarm(e.stub);
-    expect(sentFor(e.exe.id)).toHaveLength(1);
+    expect(sentOf(e.exe.id)).toHaveLength(1);
     const before = await counters();
 
     // the platform runs the bucket's alarms as armed, for a virtual minute; nobody consumes
@@ -237,7 +237,7 @@ describe("lost messages", () => {
     }
     const after = await counters();
     console.log(JSON.stringify({ slowQueueMinute: { alarmRuns: runs, alarmsSet: delta(before, after, "alarms_set_total"), virtualMs: clock.at - (until - 60_000) } }));
-    expect(sentFor(e.exe.id)).toHaveLength(1);
+    expect(sentOf(e.exe.id)).toHaveLength(1);
     expect(delta(before, after, "redispatch_total")).toBe(0);
     // nothing is due, nothing to flush, no claim to overtake it: a few alarms (counters, the
     // dispatch deadline), never one per alarm quantum
@@ -265,13 +265,13 @@ describe("lost messages", () => {
       }
     };
     await runAlarmsUntil(t0 + 5 * 60_000);
-    expect([sentFor(a.exe.id).length, sentFor(b.exe.id).length]).toEqual([1, 1]);
+    expect([sentOf(a.exe.id).length, sentOf(b.exe.id).length]).toEqual([1, 1]);
     expect([await status(a), await status(b)]).toEqual(["dispatched", "dispatched"]);
 
     // the backlog drains in order: a first (b was sent after it, so nothing is overtaken) ...
     expect((await fire([lastSent(a.exe.id)])).explicitAcks).toEqual(["m0"]);
     await runAlarmsUntil(t0 + 9 * 60_000);
-    expect(sentFor(b.exe.id)).toHaveLength(1);
+    expect(sentOf(b.exe.id)).toHaveLength(1);
     // ... then b
     expect((await fire([lastSent(b.exe.id)])).explicitAcks).toEqual(["m0"]);
     const after = await counters();
@@ -294,13 +294,13 @@ describe("lost messages", () => {
     for (const at of [t0 + DISPATCH_TIMEOUT_MS, t0 + 5 * 60_000, t0 + MAX_DISPATCH_WAIT_MS - 1]) {
       clock.travelTo(at);
       await runAlarm(e.stub);
-      expect(sentFor(e.exe.id)).toHaveLength(1);
+      expect(sentOf(e.exe.id)).toHaveLength(1);
     }
     expect(delta(before, await counters(), "redispatch_total")).toBe(0);
 
     clock.travelTo(t0 + MAX_DISPATCH_WAIT_MS);
     await runAlarm(e.stub);
-    expect(sentFor(e.exe.id)).toHaveLength(2);
+    expect(sentOf(e.exe.id)).toHaveLength(2);
     expect(lastSent(e.exe.id)).toEqual(original);
     expect(await status(e)).toBe("dispatched");
     expect(delta(before, await counters(), "redispatch_total")).toBe(1);
@@ -329,7 +329,7 @@ describe("lost messages", () => {
     }
     const down = await counters();
     expect(delta(before, down, "dead_total")).toBe(0);
-    const copies = sentFor(e.exe.id);
+    const copies = sentOf(e.exe.id);
     // at most one copy per 10 minutes, each of the same execution and due time
     expect(copies.length).toBeGreaterThanOrEqual(2);
     expect(copies.length).toBeLessThanOrEqual(1 + 60 / 10);

@@ -37,6 +37,7 @@ import {
   runScan,
   uniquePath,
   type Execution,
+  takeSent,
 } from "./helpers";
 
 const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
@@ -49,12 +50,7 @@ const quantized = (at: number) => Math.ceil(at / QUANTUM_MS) * QUANTUM_MS;
 const clock = fileClock(10 * 60_000);
 const sent = captureFiresForFile();
 
-/** The captured fire messages of one execution (taken out of the capture). */
-function messagesOf(executionId: string): FireMessage[] {
-  const mine = sent.filter((m) => m.executionId === executionId);
-  for (const m of mine) sent.splice(sent.indexOf(m), 1);
-  return mine;
-}
+const messagesOf = (executionId: string): FireMessage[] => takeSent(sent, executionId);
 
 /** Travels to the execution's due time and runs its bucket's alarm: returns what it sent for it. */
 async function dispatchAtDue(e: Execution): Promise<FireMessage[]> {

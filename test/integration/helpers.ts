@@ -286,6 +286,39 @@ export async function newExecution(body: Record<string, unknown>) {
 }
 export type Execution = Awaited<ReturnType<typeof newExecution>>;
 
+/** The captured fire messages of one execution, oldest first. */
+export function sentFor(sent: FireMessage[], executionId: string): FireMessage[] {
+  return sent.filter((m) => m.executionId === executionId);
+}
+
+/** The captured fire messages of one execution, taken out of the capture. */
+export function takeSent(sent: FireMessage[], executionId: string): FireMessage[] {
+  const mine = sentFor(sent, executionId);
+  for (const m of mine) sent.splice(sent.indexOf(m), 1);
+  return mine;
+}
+
+/**
+ * Moves the file's clock to the execution's due time (if later) and runs its bucket's alarm,
+ * which must dispatch it; returns the fire message it sent.
+ */
+export async function dispatchNow(
+  target: { stub: Stub; executionId: string },
+  clock: { readonly at: number; travelTo(at: number): void },
+  sent: FireMessage[],
+): Promise<FireMessage> {
+  const view = await live(target.stub, target.executionId);
+  if (!view) throw new Error(`the bucket does not hold ${target.executionId}`);
+  if (view.dueAt > clock.at) clock.travelTo(view.dueAt);
+  const before = sentFor(sent, target.executionId).length;
+  await runAlarm(target.stub);
+  const state = (await live(target.stub, target.executionId))?.status;
+  if (state !== "dispatched") throw new Error(`${target.executionId} is ${state} after the alarm, not dispatched`);
+  const messages = sentFor(sent, target.executionId);
+  if (messages.length !== before + 1) throw new Error(`the alarm sent ${messages.length - before} messages for ${target.executionId}`);
+  return messages[messages.length - 1]!;
+}
+
 /** Runs the bucket's alarm now, whether or not one is scheduled. */
 export function runAlarm(stub: ReturnType<typeof bucketStub>): Promise<void> {
   return runInDurableObject(stub, (instance: Bucket) => instance.alarm());

@@ -34,6 +34,8 @@ import {
   runAlarm,
   uniquePath,
   type Execution,
+  dispatchNow,
+  sentFor,
 } from "./helpers";
 
 const HEAD_START_MS = 10 * 60_000;
@@ -49,21 +51,8 @@ const FAILED_503 = { kind: "failed", failure: "retryable", httpStatus: 503, erro
 
 type Lease = Extract<ClaimResult, { ok: true }>;
 
-/** The fire messages the buckets sent for an execution, oldest first. */
-const sentFor = (executionId: string): FireMessage[] => sent.filter((m) => m.executionId === executionId);
 
-/** Moves the clock to the execution's due time (if it is later) and lets the alarm dispatch it; returns the message sent. */
-async function dispatchNow(e: Execution): Promise<FireMessage> {
-  const view = await e.view();
-  if (!view) throw new Error(`the bucket does not hold ${e.exe.id}`);
-  if (view.dueAt > clock.at) clock.travelTo(view.dueAt);
-  const before = sentFor(e.exe.id).length;
-  await runAlarm(e.stub);
-  expect((await e.view())?.status).toBe("dispatched");
-  const messages = sentFor(e.exe.id);
-  expect(messages).toHaveLength(before + 1);
-  return messages[messages.length - 1]!;
-}
+const dispatch = (e: Execution) => dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent);
 
 async function claim(e: Execution, message: FireMessage): Promise<Lease> {
   const [lease] = await e.stub.claim([{ executionId: message.executionId, dueAt: message.dueAt }]);
@@ -107,7 +96,7 @@ describe("leases", () => {
     expect(await e.stub.claim([{ executionId: unknown, dueAt }])).toEqual([{ ok: false, executionId: unknown, code: "unknown" }]);
     expect((await e.view())?.status).toBe("scheduled");
 
-    const message = await dispatchNow(e);
+    const message = await dispatch(e);
     expect(message.dueAt).toBe(dueAt);
     // a message naming another due time (a dispatch of an earlier attempt) is a duplicate
     expect(await e.stub.claim([{ executionId: e.exe.id, dueAt: dueAt - 1_000 }])).toEqual([
@@ -137,7 +126,7 @@ describe("leases", () => {
     const seqs: number[] = [];
     const tokens = new Set<string>();
     for (let i = 0; i < 3; i++) {
-      const lease = await claim(e, await dispatchNow(e));
+      const lease = await claim(e, await dispatch(e));
       expect(lease.attempt).toBe(i + 1);
       seqs.push(lease.seq);
       tokens.add(lease.token);
@@ -160,7 +149,7 @@ describe("leases", () => {
   it("retries an attempt whose lease expired: failed attempt 'lease_expired', backoff, counted; the retry delivers (failure row: worker crashes mid-handler)", async () => {
     const url = `${receiverUrl()}${uniquePath()}`;
     const e = await newExecution({ target: { url }, retry: { maxAttempts: 3, initialDelayMs: 1000, jitter: 0 } });
-    const lease = await claim(e, await dispatchNow(e)); // the worker takes it, then dies: nobody heartbeats
+    const lease = await claim(e, await dispatch(e)); // the worker takes it, then dies: nobody heartbeats
     const before = await counters();
 
     // one moment before the deadline the lease still stands
@@ -180,7 +169,7 @@ describe("leases", () => {
     expect(delta(before, after, "retries_total")).toBe(1);
 
     // the retry goes through the real consumer and succeeds; D1 gets the whole story once
-    const { result } = await fireObserved([await dispatchNow(e)]);
+    const { result } = await fireObserved([await dispatch(e)]);
     expect(result.explicitAcks).toEqual(["m0"]);
     expect(await received(pathOf(url))).toHaveLength(1);
     await clock.flush(e.stub);
@@ -195,7 +184,7 @@ describe("leases", () => {
   it("rejects a zombie completion and heartbeat after lease expiry; the newer attempt's result stands (invariant 3, failure row: zombie)", async () => {
     const url = `${receiverUrl()}${uniquePath()}`;
     const e = await newExecution({ target: { url }, retry: { maxAttempts: 3, initialDelayMs: 1000, jitter: 0 } });
-    const zombie = await claim(e, await dispatchNow(e));
+    const zombie = await claim(e, await dispatch(e));
     const start = await counters();
 
     // the first worker stalls past its deadline; the alarm expires the lease and backs off
@@ -206,7 +195,7 @@ describe("leases", () => {
     expect(delta(start, expired, "lease_expired_total")).toBe(1);
 
     // the retry is dispatched and taken by a second worker (the real consumer)
-    const { result, leases } = await fireObserved([await dispatchNow(e)]);
+    const { result, leases } = await fireObserved([await dispatch(e)]);
     expect(result.explicitAcks).toEqual(["m0"]);
     expect(leases).toHaveLength(1);
     expect(leases[0]).toMatchObject({ attempt: 2 });
@@ -241,7 +230,7 @@ describe("leases", () => {
 
   it("keeps a heartbeating attempt alive past the base lease and rejects a wrong token (invariant 3)", async () => {
     const e = await newExecution({ target: { url: `${receiverUrl()}${uniquePath()}` } });
-    const lease = await claim(e, await dispatchNow(e));
+    const lease = await claim(e, await dispatch(e));
     const start = await counters();
     const claimedAt = clock.at;
     expect(lease.leaseDeadlineAt).toBe(claimedAt + LEASE_MS);
@@ -274,7 +263,7 @@ describe("leases", () => {
   it("rejects a lease granted before a bucket restart as stale after it; the execution is delivered again with the same id and key (invariants 3, 5; failure row: process restart)", async () => {
     const path = uniquePath();
     const e = await newExecution({ target: { url: `${receiverUrl()}${path}` } });
-    const message = await dispatchNow(e);
+    const message = await dispatch(e);
 
     // a worker claims and delivers, but its report never reaches the bucket, which restarts
     const lost: CompletionReport[] = [];
@@ -309,7 +298,7 @@ describe("leases", () => {
     // what was running is scheduled again, the restarted bucket armed its alarm, and it dispatches again
     expect(await e.view()).toMatchObject({ status: "scheduled", dueAt: message.dueAt });
     expect(await alarmOf(e.stub)).not.toBeNull();
-    const again = await dispatchNow(e);
+    const again = await dispatch(e);
     expect(again).toEqual(message); // the same execution and due time: a duplicate delivery, never a new execution
     const second = await fireObserved([again]);
     expect(second.result.explicitAcks).toEqual(["m0"]);
@@ -339,7 +328,7 @@ describe("duplicate deliveries", () => {
   it("acks and drops a message delivered twice, before and after the outcome reached D1; the target is called once (invariant 7)", async () => {
     const path = uniquePath();
     const e = await newExecution({ target: { url: `${receiverUrl()}${path}` } });
-    const message = await dispatchNow(e);
+    const message = await dispatch(e);
     const start = await counters();
 
     const first = await fire([message]);
@@ -368,7 +357,7 @@ describe("duplicate deliveries", () => {
   it("acks and drops the second copy of a message in the same batch (invariant 7)", async () => {
     const path = uniquePath();
     const e = await newExecution({ target: { url: `${receiverUrl()}${path}` } });
-    const message = await dispatchNow(e);
+    const message = await dispatch(e);
     const start = await counters();
     const result = await fire([message, message]);
     expect(result.explicitAcks.sort()).toEqual(["m0", "m1"]);
@@ -381,7 +370,7 @@ describe("duplicate deliveries", () => {
   it("acks and drops a delivery while another worker holds the live lease (invariant 7)", async () => {
     const path = uniquePath();
     const e = await newExecution({ target: { url: `${receiverUrl()}${path}` } });
-    const message = await dispatchNow(e);
+    const message = await dispatch(e);
     const lease = await claim(e, message);
     const start = await counters();
 
@@ -422,7 +411,7 @@ describe("idempotency key on delivery", () => {
       retry: { maxAttempts: 3, initialDelayMs: 1000, jitter: 0 },
     });
     for (let attempt = 1; attempt <= 2; attempt++) {
-      expect((await fire([await dispatchNow(e)])).explicitAcks).toEqual(["m0"]);
+      expect((await fire([await dispatch(e)])).explicitAcks).toEqual(["m0"]);
       expect(await e.view()).toMatchObject({ status: "scheduled", attempts: attempt, lastHttpStatus: 503 });
     }
 

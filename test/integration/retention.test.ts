@@ -40,6 +40,7 @@ import {
   runScan,
   uniquePath,
   type Execution,
+  takeSent,
 } from "./helpers";
 
 const MINUTE = 60_000;
@@ -55,12 +56,7 @@ const sent = captureFiresForFile();
 
 type Stub = ReturnType<typeof bucketStub>;
 
-/** The captured fire messages of one execution (taken out of the capture). */
-function messagesOf(executionId: string): FireMessage[] {
-  const mine = sent.filter((m) => m.executionId === executionId);
-  for (const m of mine) sent.splice(sent.indexOf(m), 1);
-  return mine;
-}
+const messagesOf = (executionId: string): FireMessage[] => takeSent(sent, executionId);
 
 /** Feeds messages to the consumer; every one is acked. */
 async function deliver(messages: FireMessage[]): Promise<void> {

@@ -31,6 +31,8 @@ import {
   runAlarm,
   uniquePath,
   type Execution,
+  dispatchNow,
+  sentFor,
 } from "./helpers";
 
 const HEAD_START_MS = 10 * 60_000;
@@ -39,32 +41,19 @@ const sent = captureFiresForFile();
 
 type Lease = Extract<ClaimResult, { ok: true }>;
 
-/** The fire messages the buckets sent for an execution, oldest first. */
-const sentFor = (executionId: string): FireMessage[] => sent.filter((m) => m.executionId === executionId);
 
-/** Moves the clock to the execution's due time (if later) and lets the alarm dispatch it; returns the message sent. */
-async function dispatchNow(e: Execution): Promise<FireMessage> {
-  const view = await e.view();
-  if (!view) throw new Error(`the bucket does not hold ${e.exe.id}`);
-  if (view.dueAt > clock.at) clock.travelTo(view.dueAt);
-  const before = sentFor(e.exe.id).length;
-  await runAlarm(e.stub);
-  expect((await e.view())?.status).toBe("dispatched");
-  const messages = sentFor(e.exe.id);
-  expect(messages).toHaveLength(before + 1);
-  return messages[messages.length - 1]!;
-}
+const dispatch = (e: Execution) => dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent);
 
 /** One attempt: at its due time the alarm dispatches it and the consumer delivers it (and acks the message). */
 async function attemptOnce(e: Execution): Promise<void> {
-  const result = await fire([await dispatchNow(e)]);
+  const result = await fire([await dispatch(e)]);
   expect(result.explicitAcks).toEqual(["m0"]);
   expect(result.retryMessages).toEqual([]);
 }
 
 /** A worker that claimed the execution and then crashed: it never reports. */
 async function claimAndCrash(e: Execution): Promise<Lease> {
-  const message = await dispatchNow(e);
+  const message = await dispatch(e);
   const [lease] = await e.stub.claim([{ executionId: message.executionId, dueAt: message.dueAt }]);
   if (!lease?.ok) throw new Error(`claim refused: ${JSON.stringify(lease)}`);
   return lease;

@@ -35,6 +35,7 @@ import {
   runScan,
   uniquePath,
   type Execution,
+  takeSent,
 } from "./helpers";
 
 const BUCKETS = Number(env.BUCKETS); // 4 in vitest.config.ts
@@ -45,12 +46,7 @@ const quantized = (at: number) => Math.ceil(at / QUANTUM_MS) * QUANTUM_MS;
 const clock = fileClock(10 * 60_000);
 const sent = captureFiresForFile();
 
-/** The captured fire messages of one execution (taken out of the capture). */
-function messagesOf(executionId: string): FireMessage[] {
-  const mine = sent.filter((m) => m.executionId === executionId);
-  for (const m of mine) sent.splice(sent.indexOf(m), 1);
-  return mine;
-}
+const messagesOf = (executionId: string): FireMessage[] => takeSent(sent, executionId);
 
 /**
  * Until `restore` (or the test's end), every bucket stub the Worker gets rejects applyJobs: the
