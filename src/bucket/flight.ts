@@ -8,13 +8,11 @@
  * lifecycle table first (assertMove): the table drives the code.
  */
 import { transition, type ExecutionState, type TerminalState, type Transition } from "../core/lifecycle";
+import { redispatchAt } from "../core/backoff";
 import { oneOffExecutionId } from "../core/id";
 import { DueQueue } from "./due-queue";
 import type { AttemptRecord } from "./protocol";
 import type { HeldRow } from "./store";
-
-/** a dispatch is sent again after this long unclaimed even if nothing overtook it */
-export const MAX_DISPATCH_WAIT_MS = 600_000;
 
 export interface Closing {
   row: HeldRow;
@@ -104,9 +102,9 @@ export class Executions {
   }
 
 
-  /** When a dispatch counts as lost: DISPATCH_TIMEOUT_MS after its send once a later one was claimed, else MAX_DISPATCH_WAIT_MS. */
+  /** When a dispatch counts as lost (core/backoff.ts redispatchAt). */
   redispatchAt(d: Dispatch): number {
-    return d.at + (this.claimedSeq > d.seq ? this.dispatchTimeoutMs : MAX_DISPATCH_WAIT_MS);
+    return redispatchAt(d.at, this.claimedSeq > d.seq, this.dispatchTimeoutMs);
   }
 
 

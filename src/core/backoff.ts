@@ -50,14 +50,15 @@ export function decideAfterFailure(input: {
   return { kind: "retry", dueAt: input.now + delayMs, delayMs };
 }
 
-/** The longest wait for a claim before an execution is dispatched again. */
+/** A dispatch nobody claimed is sent again after this long, whether or not anything overtook it. */
 export const MAX_DISPATCH_WAIT_MS = 600_000;
 
 /**
- * How long the n-th dispatch of an attempt waits for a claim: doubling from the dispatch timeout,
- * so a backlogged queue (messages slow, not lost) is not flooded with copies, and an attempt is
- * declared undeliverable only after a long time (10 dispatches from 10 s: about 50 minutes).
+ * When an unclaimed dispatch counts as lost and is sent again (failure row "message lost"): once
+ * a later dispatch of the same bucket was claimed (it was overtaken), `timeoutMs` after it was
+ * sent; otherwise only after MAX_DISPATCH_WAIT_MS. A queue that is merely slow overtakes
+ * nothing, so it gets no copies however long its backlog.
  */
-export function dispatchWaitMs(timeoutMs: number, dispatchCount: number): number {
-  return Math.min(MAX_DISPATCH_WAIT_MS, timeoutMs * Math.pow(2, Math.max(0, dispatchCount - 1)));
+export function redispatchAt(sentAt: number, overtaken: boolean, timeoutMs: number): number {
+  return sentAt + (overtaken ? timeoutMs : MAX_DISPATCH_WAIT_MS);
 }

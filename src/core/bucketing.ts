@@ -28,8 +28,3 @@ export function bucketName(bucket: number): string {
 export function fireQueueOf(bucket: number, queues: number): number {
   return bucket % queues;
 }
-
-/** Due time floored to the scan window, so a scan is an index range over (bucket, time_bucket). */
-export function timeBucketOf(dueAt: number, scanWindowMs: number): number {
-  return Math.floor(dueAt / scanWindowMs);
-}

@@ -70,9 +70,19 @@ export function transition<T extends Transition>(from: ExecutionState, event: T)
   return canApply(event, from) ? TRANSITIONS[event].to : null;
 }
 
-/** "'a','b'" for a transition's from-states, for SQL guards (constants only, never user input). */
+/** "'a','b'" for SQL guards (constants from these tables only, never user input). */
+function sqlList(states: readonly string[]): string {
+  return states.map((s) => `'${s}'`).join(",");
+}
+
+/** A transition's from-states, for SQL guards. */
 export function fromStatesSql(transition: Transition): string {
-  return TRANSITIONS[transition].from.map((s) => `'${s}'`).join(",");
+  return sqlList(TRANSITIONS[transition].from);
+}
+
+/** The execution states a finished execution reaches by the given transitions, for SQL guards. */
+export function toStatesSql(transitions: readonly Transition[]): string {
+  return sqlList([...new Set(transitions.map((t) => TRANSITIONS[t].to))]);
 }
 
 /** The CHECK constraint of a column holding execution states. */
@@ -110,6 +120,7 @@ export function jobTransition(from: JobState, event: JobTransition): JobState | 
   return t.to ?? from;
 }
 
-export function jobStatusCheckSql(column = "status"): string {
-  return `CHECK (${column} IN (${JOB_STATES.map((s) => `'${s}'`).join(",")}))`;
+/** A job transition's from-states, for SQL guards. */
+export function jobFromStatesSql(transition: JobTransition): string {
+  return sqlList(JOB_TRANSITIONS[transition].from);
 }

@@ -10,7 +10,7 @@
 import { and, desc, eq, inArray, lt, or, sql, type SQL } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { SQLiteSyncDialect } from "drizzle-orm/sqlite-core";
-import type { JobState } from "../core/lifecycle";
+import { jobFromStatesSql, toStatesSql, type JobState } from "../core/lifecycle";
 import type { JobDefinition, RedriveOrder } from "../bucket/protocol";
 import { deadLetters, jobs, occurrences, type DeadLetterRow, type JobRow, type OccurrenceRow } from "./schema";
 
@@ -292,16 +292,23 @@ export interface ScheduleProjection {
  * - dead: a dead-letter row.
  * - schedules: next_run_at, fired and completion, only at the version the bucket holds.
  */
+/**
+ * A one-off job completes (the job table's "complete") when its execution ends succeeded or dead
+ * while the job is still due at the run time that execution was for.
+ */
+const completes = sql.raw(
+  `jobs.status IN (${jobFromStatesSql("complete")}) AND m.status IN (${toStatesSql(["succeed", "kill", "poison"])})
+   AND jobs.next_run_at = m.occurrence_at`,
+);
+
 export async function writeOutcomes(db: Db, finished: FinishedExecution[], schedules: ScheduleProjection[], now: number): Promise<number> {
   const statements: D1PreparedStatement[] = [];
   for (const chunk of jsonChunks(finished.filter((f) => !f.recurring))) {
     statements.push(statement(db, sql`
       UPDATE jobs SET run_status = m.status, attempts = m.attempts, last_http_status = m.http, last_error = m.error,
         dead_reason = m.reason, finished_at = m.finished_at, attempt_log = m.log,
-        status = CASE WHEN jobs.status = 'active' AND m.status IN ('succeeded', 'dead') AND jobs.next_run_at = m.occurrence_at
-          THEN 'completed' ELSE jobs.status END,
-        updated_at = CASE WHEN jobs.status = 'active' AND m.status IN ('succeeded', 'dead') AND jobs.next_run_at = m.occurrence_at
-          THEN ${now} ELSE jobs.updated_at END
+        status = CASE WHEN ${completes} THEN 'completed' ELSE jobs.status END,
+        updated_at = CASE WHEN ${completes} THEN ${now} ELSE jobs.updated_at END
       FROM (SELECT json_extract(value, '$.tenant') AS tenant, json_extract(value, '$.jobId') AS job_id,
               json_extract(value, '$.status') AS status, json_extract(value, '$.attempts') AS attempts,
               json_extract(value, '$.lastHttpStatus') AS http, json_extract(value, '$.lastError') AS error,
@@ -348,14 +355,14 @@ export async function writeOutcomes(db: Db, finished: FinishedExecution[], sched
   for (const chunk of jsonChunks(schedules)) {
     statements.push(statement(db, sql`
       UPDATE jobs SET next_run_at = COALESCE(m.next_run_at, jobs.next_run_at), fired = MAX(jobs.fired, m.fired),
-        status = CASE WHEN m.completed AND jobs.status = 'active' THEN 'completed' ELSE jobs.status END,
-        updated_at = CASE WHEN m.completed AND jobs.status = 'active' THEN ${now} ELSE jobs.updated_at END
+        status = CASE WHEN m.completed AND jobs.status IN (${sql.raw(jobFromStatesSql("complete"))}) THEN 'completed' ELSE jobs.status END,
+        updated_at = CASE WHEN m.completed AND jobs.status IN (${sql.raw(jobFromStatesSql("complete"))}) THEN ${now} ELSE jobs.updated_at END
       FROM (SELECT json_extract(value, '$.tenant') AS tenant, json_extract(value, '$.jobId') AS id,
               json_extract(value, '$.version') AS version, json_extract(value, '$.nextRunAt') AS next_run_at,
               json_extract(value, '$.fired') AS fired, json_extract(value, '$.completed') AS completed
             FROM json_each(${chunk})) AS m
       WHERE jobs.tenant = m.tenant AND jobs.id = m.id AND jobs.version = m.version
-        AND ((m.next_run_at IS NOT NULL AND jobs.next_run_at IS NOT m.next_run_at) OR jobs.fired < m.fired OR (m.completed AND jobs.status = 'active'))`));
+        AND ((m.next_run_at IS NOT NULL AND jobs.next_run_at IS NOT m.next_run_at) OR jobs.fired < m.fired OR (m.completed AND jobs.status IN (${sql.raw(jobFromStatesSql("complete"))})))`));
   }
   return statements.length > 0 ? rowsWritten(await db.$client.batch(statements)) : 0;
 }

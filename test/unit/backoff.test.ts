@@ -2,7 +2,7 @@
  * Retry delay and the decision after a failed attempt (invariant 6; failure row "target keeps failing").
  */
 import { describe, expect, it } from "vitest";
-import { decideAfterFailure, DEFAULT_RETRY_POLICY, dispatchWaitMs, MAX_DISPATCH_WAIT_MS, retryDelayMs, type RetryPolicy } from "../../src/core/backoff";
+import { decideAfterFailure, DEFAULT_RETRY_POLICY, MAX_DISPATCH_WAIT_MS, redispatchAt, retryDelayMs, type RetryPolicy } from "../../src/core/backoff";
 
 const policy = (overrides: Partial<RetryPolicy> = {}): RetryPolicy => ({ ...DEFAULT_RETRY_POLICY, jitter: 0, ...overrides });
 
@@ -121,20 +121,15 @@ describe("decideAfterFailure (invariant 6)", () => {
   });
 });
 
-describe("dispatchWaitMs (failure row: message lost, without flooding a backlogged queue)", () => {
-  it.each([
-    [1, 10_000],
-    [2, 20_000],
-    [3, 40_000],
-    [6, 320_000],
-    [7, 600_000],
-    [10, 600_000],
-  ])("dispatch %i waits %i ms for a claim", (count, expected) => {
-    expect(dispatchWaitMs(10_000, count)).toBe(expected);
+describe("redispatchAt (failure row: message lost, without copies for a slow queue)", () => {
+  it.each<[string, boolean, number]>([
+    ["overtaken: DISPATCH_TIMEOUT_MS after the send", true, 1_000 + 10_000],
+    ["not overtaken: only after MAX_DISPATCH_WAIT_MS", false, 1_000 + MAX_DISPATCH_WAIT_MS],
+  ])("%s", (_name, overtaken, expected) => {
+    expect(redispatchAt(1_000, overtaken, 10_000)).toBe(expected);
   });
 
-  it("gives ten dispatches of 10 s about 50 minutes before an attempt is undeliverable", () => {
-    const total = Array.from({ length: 10 }, (_, i) => dispatchWaitMs(10_000, i + 1)).reduce((a, b) => a + b, 0);
-    expect(total).toBe(10_000 + 20_000 + 40_000 + 80_000 + 160_000 + 320_000 + 4 * MAX_DISPATCH_WAIT_MS);
+  it("waits ten minutes for a dispatch nothing overtook", () => {
+    expect(MAX_DISPATCH_WAIT_MS).toBe(600_000);
   });
 });
