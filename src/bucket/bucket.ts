@@ -75,9 +75,6 @@ const LOG_LIMIT = 20;
 const COUNTER_WRITE_MS = 10_000;
 const METER_COUNTERS: CounterName[] = ["do_rows_written_total", "d1_rows_written_total", "alarms_set_total", "do_requests_total"];
 
-
-
-
 type Failure = { failure: FailureKind; label: string; httpStatus: number | null; error: string; retryAfterMs?: number | undefined };
 
 export class Bucket extends DurableObject<Env> {
@@ -150,7 +147,7 @@ export class Bucket extends DurableObject<Env> {
     return this.change(bucket, () => {
       // the caller's D1 rows for these jobs, counted here with the rest of the bill
       if (meter && meter.d1RowsWritten > 0) this.tally.add("d1_rows_written_total", SYSTEM_TENANT, "", meter.d1RowsWritten);
-      return this.applyAll(definitions, Date.now(), 0);
+      return this.applyAll(definitions, Date.now(), false);
     });
   }
 
@@ -168,18 +165,16 @@ export class Bucket extends DurableObject<Env> {
     let pulled = 0;
     let after: { at: number; tenant: string; id: string } | null = null;
     for (let page = 0; page < PULL_PAGES; page++) {
-      const readAt = Date.now();
-      const rows = await pendingJobs(db, bucket, readAt + this.config.LOOKAHEAD_MS, after, PULL_PAGE);
+      const rows = await pendingJobs(db, bucket, Date.now() + this.config.LOOKAHEAD_MS, after, PULL_PAGE);
       if (rows.length === 0) break;
-      const applied = await this.change(bucket, () => this.applyAll(rows, Date.now(), readAt));
+      const applied = await this.change(bucket, () => this.applyAll(rows, Date.now(), true));
       pulled += applied.length;
       const last = rows[rows.length - 1]!;
       after = { at: last.nextRunAt ?? 0, tenant: last.tenant, id: last.jobId };
       if (rows.length < PULL_PAGE) break;
     }
-    const readAt = Date.now();
     const unsynced = await unsyncedJobs(db, bucket, PULL_PAGE);
-    const applied = await this.change(bucket, () => this.applyAll(unsynced, Date.now(), readAt));
+    const applied = await this.change(bucket, () => this.applyAll(unsynced, Date.now(), true));
     const synced = unsynced.filter((d) => applied.some((a) => a.jobId === d.jobId && a.version >= d.version));
     const syncRows = await markSynced(db, synced.map((d) => ({ tenant: d.tenant, jobId: d.jobId, version: d.version })));
     const orders = await pendingRedrives(db, bucket, PULL_PAGE);
@@ -189,17 +184,18 @@ export class Bucket extends DurableObject<Env> {
     return { pulled, synced: synced.length, redriven: orders.length };
   }
 
-  private applyAll(definitions: JobDefinition[], now: number, readAt: number): Applied[] {
+  /** `fromPull`: the definitions come from the sync pass (a hold it brings counts as recovered). */
+  private applyAll(definitions: JobDefinition[], now: number, fromPull: boolean): Applied[] {
     const applied: Applied[] = [];
     for (const def of definitions) {
-      const version = def.recurring ? this.applyRecurring(def, now) : this.applyOneOff(def, now, readAt);
+      const version = def.recurring ? this.applyRecurring(def, now) : this.applyOneOff(def, now, fromPull);
       if (version !== null) applied.push({ jobId: def.jobId, version });
     }
     return applied;
   }
 
   /** Returns the version held afterwards, or null when it must wait for a flush. */
-  private applyOneOff(def: JobDefinition, now: number, readAt: number): number | null {
+  private applyOneOff(def: JobDefinition, now: number, fromPull: boolean): number | null {
     const id = oneOffExecutionId(def.jobId);
     const finishing = this.executions.closing.get(id);
     if (finishing) {
@@ -229,7 +225,7 @@ export class Bucket extends DurableObject<Env> {
         def.specJson,
         parseLog(def.attemptLog),
       );
-      if (inserted && readAt > 0) this.tally.add("scanner_recovered_total", def.tenant);
+      if (inserted && fromPull) this.tally.add("scanner_recovered_total", def.tenant);
       // an execution that already ran and is active again was redriven: a fresh budget from here
       if (inserted && def.attempts > 0) this.tally.add("redrive_total", def.tenant);
       return def.version;
@@ -664,7 +660,7 @@ export class Bucket extends DurableObject<Env> {
       const projections: ScheduleProjection[] = schedules.flatMap((jobId) => {
         const s = store.scheduleOf(this.sql, jobId);
         if (!s) return [];
-        const live = this.executions.rowsOfJob(jobId).some((r) => !closing.some((c) => c.row.id === r.id));
+        const live = this.executions.rowsOfJob(jobId).some((r) => !this.executions.closing.has(r.id));
         return [{ tenant: s.tenant, jobId, version: s.version, nextRunAt: s.nextAt, fired: s.fired, completed: s.status === "active" && s.nextAt === null && !live }];
       });
       const d1Rows = await writeOutcomes(dbOf(this.env.DB), finished, projections, now);
@@ -678,12 +674,15 @@ export class Bucket extends DurableObject<Env> {
           this.executions.closedAt.set(c.row.id, { at, tenant: c.row.tenant, version: c.row.version });
         }
         // a change applied while the write was on its way stays marked: its version was not written
-        for (const p of projections) if (store.scheduleOf(this.sql, p.jobId)?.version === p.version) this.dirtySchedules.delete(p.jobId);
-        for (const jobId of schedules) if (!store.scheduleOf(this.sql, jobId)) this.dirtySchedules.delete(jobId);
+        const written = new Map(projections.map((p) => [p.jobId, p.version]));
+        for (const jobId of schedules) {
+          const version = store.scheduleOf(this.sql, jobId)?.version;
+          if (version === undefined || version === written.get(jobId)) this.dirtySchedules.delete(jobId);
+        }
         if (at >= this.counterWriteAt) this.writeCounters(at);
         const deferred = [...this.deferred.values()].filter((d) => !this.executions.closing.has(oneOffExecutionId(d.jobId)));
         for (const d of deferred) this.deferred.delete(oneOffExecutionId(d.jobId));
-        this.applyAll(deferred, at, 0);
+        this.applyAll(deferred, at, false);
       });
       this.flushAt = Date.now() + this.config.FLUSH_DELAY_MS;
     } catch (error) {
@@ -711,8 +710,8 @@ export class Bucket extends DurableObject<Env> {
   // the one wrapper: run a step, commit, re-arm
 
   /**
-   * Runs a step inside one storage transaction, persists the counters it gathered when it wrote
-   * anything, and re-arms the alarm. Every RPC and alarm step goes through here.
+   * Runs a step inside one storage transaction, counts the rows it wrote (the meter), and re-arms
+   * the alarm. Every RPC and alarm step goes through here.
    */
   private async change<T>(bucket: number | null, step: () => T): Promise<T> {
     const result = this.ctx.storage.transactionSync(() => {

@@ -7,7 +7,7 @@
  * each change raising `version` with `synced = 0`; the job's bucket writes outcomes and its
  * projections (next_run_at, fired, completion), each guarded so it never goes backwards.
  */
-import { and, desc, eq, inArray, lt, or, sql, type SQL } from "drizzle-orm";
+import { and, desc, eq, inArray, lt, lte, or, sql, type SQL } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { SQLiteSyncDialect } from "drizzle-orm/sqlite-core";
 import { jobFromStatesSql, toStatesSql, type JobState } from "../core/lifecycle";
@@ -180,17 +180,21 @@ export async function markSynced(db: Db, items: { tenant: string; jobId: string;
  * converges it) and leaves the dead-letter list, in one batch. Returns the new row or undefined.
  */
 export async function redriveOneOff(db: Db, tenant: string, job: JobRow, executionId: string, now: number): Promise<JobRow | undefined> {
-  const [updated] = await db.$client.batch<JobRow>([
-    statement(db, sql`
-      UPDATE jobs SET status = 'active', run_status = 'scheduled', next_run_at = ${now}, version = version + 1, synced = 0,
-        updated_at = ${now}
-      WHERE tenant = ${tenant} AND id = ${job.id} AND version = ${job.version} RETURNING *`),
-    statement(db, sql`
-      DELETE FROM dead_letters WHERE tenant = ${tenant} AND execution_id = ${executionId}
-        AND EXISTS (SELECT 1 FROM jobs WHERE tenant = ${tenant} AND id = ${job.id} AND version = ${job.version + 1})`),
+  const [updated] = await db.batch([
+    db
+      .update(jobs)
+      .set({ status: "active", runStatus: "scheduled", nextRunAt: now, version: job.version + 1, synced: 0, updatedAt: now })
+      .where(and(eq(jobs.tenant, tenant), eq(jobs.id, job.id), eq(jobs.version, job.version)))
+      .returning(),
+    db.delete(deadLetters).where(
+      and(
+        eq(deadLetters.tenant, tenant),
+        eq(deadLetters.executionId, executionId),
+        sql`EXISTS (SELECT 1 FROM ${jobs} WHERE ${jobs.tenant} = ${tenant} AND ${jobs.id} = ${job.id} AND ${jobs.version} = ${job.version + 1})`,
+      ),
+    ),
   ]);
-  const row = updated?.results[0] as Record<string, unknown> | undefined;
-  return row ? jobRowOf(row) : undefined;
+  return updated[0];
 }
 
 /** markRedrive: a recurring occurrence's redrive is on its way to the bucket. Returns whether it was dead here. */
@@ -224,13 +228,20 @@ export async function pendingJobs(
   after: { at: number; tenant: string; id: string } | null,
   limit: number,
 ): Promise<JobDefinition[]> {
-  const page = after
-    ? sql`AND (next_run_at, tenant, id) > (${after.at}, ${after.tenant}, ${after.id})`
-    : sql``;
-  const rows = await db.all<Record<string, unknown>>(sql`
-    SELECT * FROM jobs WHERE bucket = ${bucket} AND next_run_at <= ${horizonAt} AND status = 'active' ${page}
-    ORDER BY next_run_at, tenant, id LIMIT ${limit}`);
-  return rows.map((r) => definitionOf(jobRowOf(r)));
+  const rows = await db
+    .select()
+    .from(jobs)
+    .where(
+      and(
+        eq(jobs.bucket, bucket),
+        lte(jobs.nextRunAt, horizonAt),
+        eq(jobs.status, "active"),
+        after ? sql`(${jobs.nextRunAt}, ${jobs.tenant}, ${jobs.id}) > (${after.at}, ${after.tenant}, ${after.id})` : undefined,
+      ),
+    )
+    .orderBy(jobs.nextRunAt, jobs.tenant, jobs.id)
+    .limit(limit);
+  return rows.map(definitionOf);
 }
 
 /** unsyncedJobs: a bucket's changes its bucket has not acknowledged (the partial index). */
@@ -369,34 +380,6 @@ export async function writeOutcomes(db: Db, finished: FinishedExecution[], sched
 
 // ---------------------------------------------------------------------------------------------
 // reads
-
-/** A raw row (snake_case, from sql`` reads) as drizzle's JobRow. */
-export function jobRowOf(r: Record<string, unknown>): JobRow {
-  return {
-    tenant: r.tenant as string,
-    id: r.id as string,
-    name: (r.name as string | null) ?? null,
-    bucket: r.bucket as number,
-    status: r.status as JobState,
-    version: r.version as number,
-    synced: r.synced as number,
-    spec: r.spec as string,
-    cron: (r.cron as string | null) ?? null,
-    timezone: (r.timezone as string | null) ?? null,
-    nextRunAt: (r.next_run_at as number | null) ?? null,
-    idempotencyKey: (r.idempotency_key as string | null) ?? null,
-    createdAt: r.created_at as number,
-    updatedAt: r.updated_at as number,
-    fired: r.fired as number,
-    runStatus: (r.run_status as string | null) ?? null,
-    attempts: r.attempts as number,
-    lastHttpStatus: (r.last_http_status as number | null) ?? null,
-    lastError: (r.last_error as string | null) ?? null,
-    deadReason: (r.dead_reason as string | null) ?? null,
-    finishedAt: (r.finished_at as number | null) ?? null,
-    attemptLog: (r.attempt_log as string | null) ?? null,
-  };
-}
 
 export async function getJob(db: Db, tenant: string, id: string): Promise<JobRow | undefined> {
   const rows = await db.select().from(jobs).where(and(eq(jobs.tenant, tenant), eq(jobs.id, id))).limit(1);

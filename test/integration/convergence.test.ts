@@ -632,7 +632,7 @@ describe("7. a runAt PATCH during the sync pass's read", () => {
     clock.advance(120_000);
     const newAt = oldAt + 30_000;
 
-    const patch = afterRead(/next_run_at <=/, job.id, () => api(`/v1/jobs/${job.id}`, { method: "PATCH", body: { runAt: iso(newAt) } }));
+    const patch = afterRead(/next_run_at"? <=/, job.id, () => api(`/v1/jobs/${job.id}`, { method: "PATCH", body: { runAt: iso(newAt) } }));
     await runScan();
     expect(patch.result().status).toBe(200);
     expect(await live(stub, exe)).toMatchObject({ status: "scheduled", dueAt: newAt });
@@ -661,7 +661,7 @@ describe("7. a runAt PATCH during the sync pass's read", () => {
     clock.advance(120_000);
     const newAt = oldAt + 30_000;
 
-    const patch = afterRead(/next_run_at <=/, job.id, async () => {
+    const patch = afterRead(/next_run_at"? <=/, job.id, async () => {
       const down = bucketFails("applyJobs");
       try {
         return await api(`/v1/jobs/${job.id}`, { method: "PATCH", body: { runAt: iso(newAt) } });
@@ -683,6 +683,20 @@ describe("7. a runAt PATCH during the sync pass's read", () => {
     expect(await row(job.id)).toMatchObject({ status: "completed", run_status: "succeeded" });
   });
 });
+
+/** Until the test ends, records the UTF-8 size of every string bound in a D1 batch. */
+function recordBoundStrings() {
+  const bound: number[] = [];
+  const original = env.DB.batch.bind(env.DB);
+  const spy = vi.spyOn(env.DB, "batch").mockImplementation(async (statements) => {
+    for (const s of statements) {
+      for (const p of (s as unknown as { params?: unknown[] }).params ?? []) if (typeof p === "string") bound.push(encoder.encode(p).byteLength);
+    }
+    return original(statements);
+  });
+  onTestFinished(() => spy.mockRestore());
+  return { bound, spy };
+}
 
 describe("8. D1 JSON chunks are sized in bytes", () => {
   const emojiError = `HTTP 500: ${"😀".repeat(500)}`; // 1,010 UTF-16 units, 2,010 bytes
@@ -714,15 +728,7 @@ describe("8. D1 JSON chunks are sized in bytes", () => {
       status: "dead", attempts: 5, lastHttpStatus: 500, lastError: emojiError, deadReason: "attempts_exhausted", finishedAt: now,
       attemptLog: JSON.stringify(log),
     }));
-    const bound: number[] = [];
-    const original = env.DB.batch.bind(env.DB);
-    const spy = vi.spyOn(env.DB, "batch").mockImplementation(async (statements) => {
-      for (const s of statements) {
-        for (const p of (s as unknown as { params?: unknown[] }).params ?? []) if (typeof p === "string") bound.push(encoder.encode(p).byteLength);
-      }
-      return original(statements);
-    });
-    onTestFinished(() => spy.mockRestore());
+    const { bound, spy } = recordBoundStrings();
 
     await writeOutcomes(dbOf(env.DB), finished, [], now);
     spy.mockRestore();
@@ -754,15 +760,7 @@ describe("8. D1 JSON chunks are sized in bytes", () => {
       return new Response(body(i), { status: 500, headers: { "content-type": "text/plain; charset=utf-8" } });
     });
     onTestFinished(() => target.mockRestore());
-    const bound: number[] = [];
-    const original = env.DB.batch.bind(env.DB);
-    const batches = vi.spyOn(env.DB, "batch").mockImplementation(async (statements) => {
-      for (const s of statements) {
-        for (const p of (s as unknown as { params?: unknown[] }).params ?? []) if (typeof p === "string") bound.push(encoder.encode(p).byteLength);
-      }
-      return original(statements);
-    });
-    onTestFinished(() => batches.mockRestore());
+    const { bound, spy: batches } = recordBoundStrings();
     const buckets = Number(env.BUCKETS);
 
     for (let round = 0; round < 2; round++) {

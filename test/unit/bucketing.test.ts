@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { bucketName, bucketOf, bucketOfExecution, bucketOfJob, fireQueueOf } from "../../src/core/bucketing";
 import { newId, occurrenceId, oneOffExecutionId } from "../../src/core/id";
+import { mulberry32 } from "./prng";
 
 /** Reference FNV-1a 32-bit over UTF-16 code units, in BigInt, independent of the Math.imul version. */
 function fnv1aReference(s: string): number {
@@ -15,18 +16,6 @@ function fnv1aReference(s: string): number {
     hash = (hash * 0x01000193n) & 0xffffffffn;
   }
   return Number(hash);
-}
-
-/** Deterministic PRNG (mulberry32) so the distribution test is reproducible. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 describe("bucketOf", () => {
