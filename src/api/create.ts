@@ -9,23 +9,23 @@ import { DEFAULT_RETRY_POLICY, type RetryPolicy } from "../core/backoff";
 import { bucketName, bucketOfJob } from "../core/bucketing";
 import { cronProblem, occurrenceAfter, type Schedule } from "../core/cron";
 import { newId } from "../core/id";
-import { isNear, LIMITS, type JobSpec, type Target } from "../core/job";
+import { isNear, isReservedHeader, LIMITS, type JobSpec, type Target } from "../core/job";
 import { checkTargetUrl } from "../core/target-policy";
 import { parseDurationMs, parseInstant } from "../core/when";
-import { RESERVED_HEADERS } from "../consumer/webhook";
 import { type Db, getJobsByIds, insertJobs, type NewJob } from "../db/queries";
 import type { Env } from "../env";
 import type { JobDefinition } from "../bucket/protocol";
-import { ApiError, fromZodError } from "./errors";
+import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
 import { presentJob } from "./present";
 import { CreateJobInput } from "./schemas";
 
-const FORBIDDEN_HEADERS = new Set(["host", "content-length", "connection", "transfer-encoding", ...RESERVED_HEADERS]);
 const encoder = new TextEncoder();
 
 export interface PreparedJob {
   job: NewJob;
   spec: JobSpec;
+  /** where the job sits in the request ("jobs[3]" in a batch), for errors found after validation */
+  fieldPrefix: string;
 }
 
 export type CreateResult =
@@ -37,6 +37,7 @@ export async function prepareJob(
   raw: unknown,
   ctx: { tenant: string; now: number; config: Config; fieldPrefix: string; headerIdempotencyKey?: string | undefined },
 ): Promise<PreparedJob> {
+  refuseUnfaithful(raw, ctx.fieldPrefix);
   const parsed = CreateJobInput.safeParse(raw);
   if (!parsed.success) throw fromZodError(parsed.error, ctx.fieldPrefix);
   const input = parsed.data;
@@ -45,6 +46,7 @@ export async function prepareJob(
   const id = newId("job", ctx.now, crypto.getRandomValues(new Uint8Array(16)));
   return {
     spec,
+    fieldPrefix: ctx.fieldPrefix,
     job: {
       id,
       tenant: ctx.tenant,
@@ -70,8 +72,8 @@ export function buildSpec(input: JobInput, now: number, config: Config, prefix =
   if (!verdict.ok) throw new ApiError(400, "invalid_field", `target.url ${verdict.reason}`, field("target.url"));
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(input.target.headers)) {
-    if (FORBIDDEN_HEADERS.has(name.toLowerCase())) {
-      throw new ApiError(400, "invalid_field", `header "${name}" is set by the scheduler`, field(`target.headers.${name}`));
+    if (isReservedHeader(name)) {
+      throw new ApiError(400, "invalid_field", `header "${name}" is reserved: the scheduler or the connection sets it`, field(`target.headers.${name}`));
     }
     headers[name] = value;
   }
@@ -229,7 +231,12 @@ export async function createJobs(
     if (owner.requestHash !== p.job.requestHash || !original) {
       return {
         status: 409,
-        error: new ApiError(409, "idempotency_key_reused", "this Idempotency-Key was used for a different request within the dedupe window", "idempotencyKey"),
+        error: new ApiError(
+          409,
+          "idempotency_key_reused",
+          "this Idempotency-Key was used for a different request within the dedupe window",
+          p.fieldPrefix ? `${p.fieldPrefix}.idempotencyKey` : "idempotencyKey",
+        ),
       };
     }
     return { status: 200, job: presentJob(original, now) };

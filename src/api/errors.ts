@@ -2,6 +2,7 @@
 import type { Context } from "hono";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
+import { findUnfaithful } from "../core/json-text";
 
 export class ApiError extends Error {
   constructor(
@@ -29,7 +30,11 @@ export function fieldPath(path: ReadonlyArray<PropertyKey>, prefix = ""): string
   let out = prefix;
   for (const part of path) {
     if (typeof part === "number") out += `[${part}]`;
-    else out += out ? `.${String(part)}` : String(part);
+    else {
+      // a key that is not well-formed Unicode is shown escaped, so the error itself is valid text
+      const name = typeof part === "string" && !part.isWellFormed() ? JSON.stringify(part).slice(1, -1) : String(part);
+      out += out ? `.${name}` : name;
+    }
   }
   return out;
 }
@@ -44,4 +49,12 @@ export function fromZodError(error: z.ZodError, prefix = ""): ApiError {
   }
   const field = fieldPath(issue.path, prefix) || "body"; // an empty path is the request body itself
   return new ApiError(400, "invalid_field", `${field}: ${issue.message}`, field);
+}
+
+/** A 400 naming the first value of a request that could not be stored and sent as given (core/json-text.ts). */
+export function refuseUnfaithful(raw: unknown, prefix = ""): void {
+  const found = findUnfaithful(raw);
+  if (!found) return;
+  const field = fieldPath(found.path, prefix) || "body";
+  throw new ApiError(400, "invalid_field", `${field}: ${found.problem}`, field);
 }

@@ -14,7 +14,7 @@ import { changeJob, type Db, definitionOf, type JobChange, markSynced, redriveOn
 import type { JobRow } from "../db/schema";
 import type { Env } from "../env";
 import { buildSpec, type JobInput } from "./create";
-import { ApiError, fromZodError } from "./errors";
+import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
 import { PatchJobInput } from "./schemas";
 
 export interface Deps {
@@ -45,6 +45,7 @@ export async function pauseJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
 
 /** Resume continues from the next future occurrence; occurrences missed while paused do not fire. */
 export async function resumeJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
+  if (job.cron === null) throw new ApiError(409, "not_recurring", "only recurring jobs can be paused and resumed", "id");
   if (job.status === "active") return sync(deps, job);
   const spec = parseSpec(job.spec);
   const next = spec.schedule ? occurrenceAfter(spec.schedule, deps.now - 1) : null;
@@ -59,6 +60,7 @@ export async function resumeJob(deps: Deps, job: JobRow): Promise<ChangeResult> 
  */
 export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<ChangeResult> {
   if (jobTransition(job.status, "patch") === null) throw new ApiError(409, "not_changeable", `the job is ${job.status}`, "id");
+  refuseUnfaithful(raw);
   const parsed = PatchJobInput.safeParse(raw);
   if (!parsed.success) throw fromZodError(parsed.error);
   const patch = parsed.data;

@@ -85,7 +85,7 @@ export function presentExecution(e: ExecutionView, withAttempts = false) {
 export function viewOfLive(e: LiveExecution): ExecutionView {
   return {
     id: e.executionId, jobId: e.jobId, dueAt: e.occurrenceAt, status: e.status, attempts: e.attempts, attemptLog: e.attemptLog,
-    lastHttpStatus: e.lastHttpStatus, lastError: e.lastError, deadReason: null, finishedAt: null,
+    lastHttpStatus: e.lastHttpStatus, lastError: e.lastError, deadReason: e.deadReason, finishedAt: e.finishedAt,
   };
 }
 

@@ -5,6 +5,7 @@ import { configOf } from "../config";
 import { summarize, toPrometheus, type BucketMetrics } from "../core/metrics";
 import { bucketName, bucketOfExecution } from "../core/bucketing";
 import { jobIdOfOneOff } from "../core/id";
+import { parseJsonBytes } from "../core/json-text";
 import {
   clearRedrives,
   dbOf,
@@ -22,7 +23,7 @@ import { requireApiKey } from "./auth";
 import type { ApiEnv } from "./context";
 import { createJobs, prepareJob, type PreparedJob } from "./create";
 import { cancelJob, type ChangeResult, type Deps, patchJob, pauseJob, redriveOneOffJob, resumeJob } from "./job-changes";
-import { ApiError, errorBody, fromZodError, respondError } from "./errors";
+import { ApiError, errorBody, fieldPath, fromZodError, respondError } from "./errors";
 import {
   decodeCursor,
   encodeCursor,
@@ -34,7 +35,7 @@ import {
   viewOfOccurrence,
   viewOfOneOff,
 } from "./present";
-import { CreateJobBatchInput, ListDeadQuery, ListJobsQuery } from "./schemas";
+import { CreateJobBatchInput, ListDeadQuery, ListJobsQuery, MAX_JSON_DEPTH } from "./schemas";
 import { RESULT_MESSAGES } from "../bucket/protocol";
 
 const SINGLE_BODY_BYTES = 128 * 1024;
@@ -47,7 +48,12 @@ app.onError((error, c) => {
   console.error("unhandled API error", error);
   return c.json(errorBody("internal", "internal error; nothing you sent was lost"), 500);
 });
-app.notFound((c) => c.json(errorBody("not_found", `no route ${c.req.method} ${c.req.path}`), 404));
+app.notFound((c) => {
+  const allowed = methodsAllowedOn(c.req.path);
+  if (allowed.length === 0) return c.json(errorBody("not_found", `no route ${c.req.method} ${c.req.path}`), 404);
+  c.header("allow", allowed.join(", "));
+  return c.json(errorBody("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use ${allowed.join(", ")}`, "method"), 405);
+});
 
 app.get("/healthz", (c) => c.json({ ok: true }));
 
@@ -62,12 +68,40 @@ const limit = (maxSize: number) =>
     },
   });
 
+/**
+ * A JSON request body, read as bytes so nothing is lost before validation: a media type other
+ * than JSON is a 415 (an absent one is read as JSON), bytes that are not UTF-8 or not JSON are a
+ * 400, and values that cannot be kept as sent come back as markers validation refuses by field.
+ */
 async function readJson(c: Context<ApiEnv>): Promise<unknown> {
-  try {
-    return await c.req.json();
-  } catch {
-    throw new ApiError(400, "invalid_json", "the request body is not valid JSON", "body");
+  const type = c.req.header("content-type");
+  if (type !== undefined && !isJsonMediaType(type)) {
+    throw new ApiError(415, "unsupported_media_type", `send the body as application/json (UTF-8), not ${type.slice(0, 100)}`, "content-type");
   }
+  const parsed = parseJsonBytes(new Uint8Array(await c.req.arrayBuffer()), MAX_JSON_DEPTH);
+  if (parsed.ok) return parsed.value;
+  if (parsed.problem === "not_json") throw new ApiError(400, "invalid_json", "the request body is not valid JSON", "body");
+  if (parsed.problem === "not_utf8") throw new ApiError(400, "invalid_body", "the request body is not valid UTF-8", "body");
+  const field = fieldPath(parsed.path) || "body";
+  throw new ApiError(400, "invalid_field", `${field}: must not nest deeper than ${MAX_JSON_DEPTH} levels`, field);
+}
+
+/** application/json or application/*+json, in UTF-8 (the only charset JSON has, RFC 8259). */
+function isJsonMediaType(header: string): boolean {
+  const [essence = "", ...parameters] = header.split(";").map((p) => p.trim().toLowerCase());
+  const json = essence === "application/json" || /^application\/[a-z0-9.+-]+\+json$/.test(essence);
+  const charset = parameters.find((p) => p.startsWith("charset="))?.slice("charset=".length).replace(/"/g, "");
+  return json && (charset === undefined || charset === "utf-8" || charset === "utf8");
+}
+
+/** The query of a list route: each parameter at most once (a repeated one is ambiguous, so refused). */
+function singleQuery(c: Context<ApiEnv>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [name, values] of Object.entries(c.req.queries())) {
+    if (values.length > 1) throw new ApiError(400, "invalid_field", `${name} is given ${values.length} times; give it once`, name);
+    out[name] = values[0]!;
+  }
+  return out;
 }
 
 // --- jobs ----------------------------------------------------------------------------------
@@ -116,7 +150,7 @@ app.post("/v1/jobs/batch", limit(BATCH_BODY_BYTES), async (c) => {
 });
 
 app.get("/v1/jobs", async (c) => {
-  const query = ListJobsQuery.safeParse(c.req.query());
+  const query = ListJobsQuery.safeParse(singleQuery(c));
   if (!query.success) throw fromZodError(query.error);
   const cursor = query.data.cursor === undefined ? undefined : decodeCursor(query.data.cursor);
   if (cursor === null) throw new ApiError(400, "invalid_field", "cursor is not one this API returned", "cursor");
@@ -172,7 +206,7 @@ app.get("/v1/executions/:id", async (c) => {
 });
 
 app.get("/v1/dlq", async (c) => {
-  const query = ListDeadQuery.safeParse(c.req.query());
+  const query = ListDeadQuery.safeParse(singleQuery(c));
   if (!query.success) throw fromZodError(query.error);
   const cursor = query.data.cursor === undefined ? undefined : decodeCursor(query.data.cursor);
   if (cursor === null) throw new ApiError(400, "invalid_field", "cursor is not one this API returned", "cursor");
@@ -249,6 +283,18 @@ app.get("/metrics", async (c) => {
 });
 
 // --- helpers --------------------------------------------------------------------------------
+
+let routeMethods: { pattern: RegExp; method: string }[] | undefined;
+
+/** The methods the routes serve on a path (Hono answers HEAD with GET's handler). */
+function methodsAllowedOn(path: string): string[] {
+  routeMethods ??= app.routes
+    .filter((r) => r.method !== "ALL")
+    .map((r) => ({ pattern: new RegExp(`^${r.path.replace(/:[^/]+/g, "[^/]+")}$`), method: r.method }));
+  const methods = new Set(routeMethods.filter((r) => r.pattern.test(path)).map((r) => r.method));
+  if (methods.has("GET")) methods.add("HEAD");
+  return [...methods].sort();
+}
 
 function notFound(what: string): ApiError {
   // another tenant's id is indistinguishable from a missing one

@@ -215,6 +215,9 @@ export class Bucket extends DurableObject<Env> {
     if (!row) {
       if (def.status !== "active" || !isNear(dueAt, now, this.config.LOOKAHEAD_MS)) {
         this.executions.closedAt.set(id, { at: now, tenant: def.tenant, version: def.version }); // a racing pull must not bring it back
+        // a job canceled while its execution still waited in D1: that execution ends canceled
+        // here too (the tombstone above keeps a repeated definition from counting twice)
+        if (def.status === "canceled") this.tally.add("canceled_total", def.tenant);
         return def.version;
       }
       const inserted = this.insert(
@@ -490,6 +493,8 @@ export class Bucket extends DurableObject<Env> {
         attempts: closing?.attempts ?? row.attempt,
         lastHttpStatus: closing?.lastHttpStatus ?? log[log.length - 1]?.httpStatus ?? null,
         lastError: closing?.lastError ?? log[log.length - 1]?.error ?? null,
+        deadReason: closing?.deadReason ?? null,
+        finishedAt: closing?.finishedAt ?? null,
         attemptLog: log,
       };
     });

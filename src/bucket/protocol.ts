@@ -100,6 +100,9 @@ export interface LiveExecution {
   attempts: number;
   lastHttpStatus: number | null;
   lastError: string | null;
+  /** set once terminal (finished, not yet written to D1) */
+  deadReason: string | null;
+  finishedAt: number | null;
   attemptLog: AttemptRecord[];
 }
 

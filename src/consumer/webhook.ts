@@ -21,9 +21,6 @@ export async function sign(key: CryptoKey, id: string, timestampSeconds: number,
   return `v1,${btoa(binary)}`;
 }
 
-/** Headers the scheduler sets; a user header of the same name is replaced. */
-export const RESERVED_HEADERS = ["webhook-id", "webhook-timestamp", "webhook-signature", "idempotency-key", "x-scheduler-attempt", "x-scheduler-job-id"];
-
 /** Calls the target once; `keys` are the tenant's active signing keys (two during a rotation). */
 export async function deliver(delivery: Delivery, keys: CryptoKey[], now: number): Promise<DeliveryOutcome> {
   const method = delivery.target.method;

@@ -47,3 +47,15 @@ export const LIMITS = {
   horizonMs: 366 * 86_400_000,
   idempotencyKeyLength: 200,
 } as const;
+
+/**
+ * Headers a job may not set: the ones the scheduler writes on every delivery (the whole
+ * `webhook-*` and `x-scheduler-*` namespaces, so a future header of ours never collides with a
+ * job's, and `idempotency-key`), and the ones the HTTP connection owns.
+ */
+export function isReservedHeader(name: string): boolean {
+  const lower = name.toLowerCase();
+  return RESERVED_PREFIXES.some((p) => lower.startsWith(p)) || RESERVED_NAMES.has(lower);
+}
+const RESERVED_PREFIXES = ["webhook-", "x-scheduler-"];
+const RESERVED_NAMES = new Set(["idempotency-key", "host", "content-length", "connection", "transfer-encoding", "keep-alive", "upgrade", "te", "trailer"]);

@@ -151,6 +151,8 @@ export interface Received {
   method: string;
   headers: Record<string, string>;
   body: string;
+  /** the body's exact bytes */
+  bodyBase64: string;
   at: number;
 }
 

@@ -110,7 +110,7 @@ describe("idempotent create", () => {
     const { results } = await res.json<{ results: { status: number; job?: { id: string }; error?: { field: string } }[] }>();
     expect(results.map((r) => r.status)).toEqual([201, 200, 409]);
     expect(results[1]!.job!.id).toBe(results[0]!.job!.id);
-    expect(results[2]!.error!.field).toBe("idempotencyKey");
+    expect(results[2]!.error!.field).toBe("jobs[2].idempotencyKey"); // a batch item's error names its place in the batch
     const rows = await rowsForKey("acme", key);
     expect(rows.jobs).toEqual([results[0]!.job!.id]);
     expect(rows.executions).toHaveLength(1);

@@ -9,6 +9,8 @@ interface Received {
   method: string;
   headers: Record<string, string>;
   body: string;
+  /** the body's exact bytes */
+  bodyBase64: string;
   at: number;
 }
 
@@ -27,7 +29,7 @@ export default async function setup(project: TestProject) {
     for await (const chunk of req) chunks.push(chunk as Buffer);
     const headers: Record<string, string> = {};
     for (const [k, v] of Object.entries(req.headers)) headers[k] = Array.isArray(v) ? v.join(", ") : (v ?? "");
-    received.push({ path: url.pathname + url.search, method: req.method ?? "", headers, body: Buffer.concat(chunks).toString("utf8"), at: Date.now() });
+    received.push({ path: url.pathname + url.search, method: req.method ?? "", headers, body: Buffer.concat(chunks).toString("utf8"), bodyBase64: Buffer.concat(chunks).toString("base64"), at: Date.now() });
     const [, kind, arg] = url.pathname.split("/");
     if (kind === "fail") {
       const retryAfter = url.searchParams.get("retryAfter");

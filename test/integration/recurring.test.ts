@@ -613,6 +613,27 @@ describe("pause, resume, cancel", () => {
     ]);
   });
 
+  it("canceled_total agrees with the executions the API shows canceled, whatever the distance: a pause a day before the next occurrence cancels none, a pause of one waiting for its retry cancels it, a one-off canceled an hour ahead counts", async () => {
+    const canceledShown = async (jobId: string) => {
+      const { executions } = (await (await api(`/v1/jobs/${jobId}/executions`)).json()) as { executions: { status: string }[] };
+      return executions.filter((e) => e.status === "canceled").length;
+    };
+    const before = (await counters()).canceled_total!;
+
+    const daily = await create({ cron: "0 3 * * *" }); // its first occurrence is hours away
+    expect((await changeJob(daily.job.id, "pause")).status).toBe(200);
+    const retrying = await create({ cron: "* * * * *", retry: { initialDelayMs: 30_000, jitter: 0 } }, "fail/503");
+    await deliver([await fireOccurrence(retrying, retrying.firstAt)]);
+    expect((await changeJob(retrying.job.id, "pause")).status).toBe(200);
+    const oneOff = await create({ delay: "1h" });
+    expect((await api(`/v1/jobs/${oneOff.job.id}`, { method: "DELETE" })).status).toBe(200);
+    for (const c of [daily, retrying, oneOff]) await clock.flush(c.stub);
+
+    const shownCanceled = [await canceledShown(daily.job.id), await canceledShown(retrying.job.id), await canceledShown(oneOff.job.id)];
+    expect(shownCanceled).toEqual([0, 1, 1]);
+    expect((await counters()).canceled_total! - before).toBe(2);
+  });
+
   it("a pause right after an occurrence succeeded (its outcome not yet in D1) is applied at once: 200, nothing more fires, the occurrence stays succeeded", async () => {
     const c = await create({ cron: "* * * * *" });
     const m1 = await fireOccurrence(c, c.firstAt);
