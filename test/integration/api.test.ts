@@ -17,8 +17,11 @@ import {
   bucketStub,
   captureFiresForFile,
   createJob,
+  dispatchNow,
   executionOf,
   fileClock,
+  fire,
+  newExecution,
   jobRow,
   KEYS,
   live,
@@ -29,7 +32,7 @@ import {
 } from "./helpers";
 
 const clock = fileClock(0);
-captureFiresForFile();
+const sent = captureFiresForFile();
 
 interface Envelope {
   error: { code: string; message: string; field: string | null };
@@ -506,5 +509,112 @@ describe("tenant isolation", () => {
     await expectError(await api("/v1/jobs/job_doesnotexist"), 404, "id", "not_found");
     await expectError(await api("/v1/jobs/job_doesnotexist", { method: "DELETE" }), 404, "id", "not_found");
     await expectError(await api("/v1/executions/exe_doesnotexist"), 404, "id", "not_found");
+  });
+});
+
+describe("HTTP conventions", () => {
+  it("answers a wrong method on a known route with 405 and an Allow header listing the methods it serves; an unknown route stays 404", async () => {
+    const job = await createJob(farJob());
+    for (const [method, path, allow] of [
+      ["PUT", "/v1/jobs", "GET, HEAD, POST"],
+      ["DELETE", "/v1/jobs", "GET, HEAD, POST"],
+      ["POST", `/v1/jobs/${job.id}`, "DELETE, GET, HEAD, PATCH"],
+      ["GET", `/v1/jobs/${job.id}/pause`, "POST"],
+      ["DELETE", `/v1/jobs/${job.id}/resume`, "POST"],
+      ["POST", `/v1/jobs/${job.id}/executions`, "GET, HEAD"],
+      ["GET", "/v1/executions/exe_00000000000000000000000000/redrive", "POST"],
+      ["PATCH", "/v1/dlq", "GET, HEAD"],
+      ["POST", "/v1/metrics", "GET, HEAD"],
+      ["POST", "/metrics", "GET, HEAD"],
+    ] as const) {
+      const res = await api(path, { method });
+      await expectError(res, 405, "method", "method_not_allowed");
+      expect(res.headers.get("allow"), `${method} ${path}`).toBe(allow);
+    }
+    // what Allow lists is served: HEAD answers like GET, without a body
+    const head = await api(`/v1/jobs/${job.id}`, { method: "HEAD" });
+    expect([head.status, await head.text()]).toEqual([200, ""]);
+    await expectError(await api("/v1/nope", { method: "GET" }), 404, null, "not_found");
+  });
+
+  it("refuses a repeated query parameter with a 400 naming it", async () => {
+    await expectError(await api("/v1/jobs?limit=1&limit=2"), 400, "limit");
+    await expectError(await api("/v1/jobs?status=active&status=canceled"), 400, "status");
+    await expectError(await api("/v1/dlq?cursor=a&cursor=b"), 400, "cursor");
+    expect((await api("/v1/jobs?limit=1&status=active")).status).toBe(200);
+  });
+
+  it("answers resume of a one-off job with 409, like pause, and changes nothing", async () => {
+    const job = await createJob(farJob());
+    const before = await jobRow(job.id);
+    await expectError(await api(`/v1/jobs/${job.id}/pause`, { method: "POST" }), 409, "id", "not_recurring");
+    await expectError(await api(`/v1/jobs/${job.id}/resume`, { method: "POST" }), 409, "id", "not_recurring");
+    expect(await jobRow(job.id)).toEqual(before);
+  });
+
+  it("names every batch item's error field with its jobs[i] prefix, whatever the error", async () => {
+    const key = `batch-prefix-${crypto.randomUUID()}`;
+    const res = await api("/v1/jobs/batch", {
+      method: "POST",
+      body: `{"jobs":[
+        ${JSON.stringify(farJob({ idempotencyKey: key }))},
+        {"target":{"url":"ftp://x"}},
+        {"target":{"url":"${receiverUrl()}/ok"},"nope":1},
+        {"target":{"url":"${receiverUrl()}/ok","body":{"n":1e400}}},
+        {"target":{"url":"${receiverUrl()}/ok","headers":{"webhook-x":"1"}}},
+        {"target":{"url":"${receiverUrl()}/ok"},"name":"\\ud800"},
+        "not an object",
+        ${JSON.stringify(farJob({ idempotencyKey: key, name: "another body" }))}
+      ]}`,
+    });
+    expect(res.status).toBe(200);
+    const { results } = (await res.json()) as { results: ({ status: number } & Partial<Envelope>)[] };
+    expect(results.map((r) => [r.status, r.error?.code ?? null, r.error?.field ?? null])).toEqual([
+      [201, null, null],
+      [400, "invalid_field", "jobs[1].target.url"],
+      [400, "unknown_field", "jobs[2].nope"],
+      [400, "invalid_field", "jobs[3].target.body.n"],
+      [400, "invalid_field", "jobs[4].target.headers.webhook-x"],
+      [400, "invalid_field", "jobs[5].name"],
+      [400, "invalid_field", "jobs[6]"],
+      [409, "idempotency_key_reused", "jobs[7].idempotencyKey"],
+    ]);
+  });
+});
+
+describe("an execution is never shown in a state without its fields", () => {
+  interface Shown {
+    status: string;
+    deadReason: string | null;
+    finishedAt: string | null;
+  }
+  /** The rule: a terminal state carries finishedAt, dead carries deadReason, anything else carries neither. */
+  function expectComplete(e: Shown, status: string) {
+    expect(e.status).toBe(status);
+    const terminal = ["succeeded", "dead", "canceled"].includes(e.status);
+    expect(e.finishedAt !== null, `finishedAt of ${JSON.stringify(e)}`).toBe(terminal);
+    expect(e.deadReason !== null, `deadReason of ${JSON.stringify(e)}`).toBe(e.status === "dead");
+  }
+  async function shownBoth(jobId: string, executionId: string): Promise<Shown[]> {
+    const job = (await (await api(`/v1/jobs/${jobId}`)).json()) as { latestExecution: Shown };
+    const execution = (await (await api(`/v1/executions/${executionId}`)).json()) as Shown;
+    return [job.latestExecution, execution];
+  }
+
+  it("latestExecution and GET /v1/executions/:id show finishedAt and deadReason as soon as an execution ends (still in its bucket) and after it lands in D1", async () => {
+    // due ahead of the clock, so no real alarm dispatches them before the test does
+    const succeeded = await newExecution({ target: { url: `${receiverUrl()}${uniquePath()}` }, delay: "140s" });
+    const dead = await newExecution({ target: { url: `${receiverUrl()}${uniquePath("fail/404")}` }, delay: "140s" });
+    const canceled = await newExecution({ target: { url: `${receiverUrl()}${uniquePath()}` }, delay: "170s" });
+    const pending = await newExecution({ target: { url: `${receiverUrl()}${uniquePath()}` }, delay: "2h" });
+    for (const e of [succeeded, dead]) expect((await fire([await dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent)])).explicitAcks).toEqual(["m0"]);
+    expect((await api(`/v1/jobs/${canceled.job.id}`, { method: "DELETE" })).status).toBe(200);
+    const cases = [[succeeded, "succeeded"], [dead, "dead"], [canceled, "canceled"], [pending, "pending"]] as const;
+    for (const [e, status] of cases) for (const shown of await shownBoth(e.job.id, e.exe.id)) expectComplete(shown, status);
+    expect((await live(dead.stub, dead.exe.id))?.status).toBe("dead"); // the first reads came from the bucket
+    clock.advance(5_000);
+    for (const e of [succeeded, dead, canceled]) await clock.flush(e.stub);
+    expect(await live(dead.stub, dead.exe.id)).toBeUndefined(); // these from D1
+    for (const [e, status] of cases) for (const shown of await shownBoth(e.job.id, e.exe.id)) expectComplete(shown, status);
   });
 });
