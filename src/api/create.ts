@@ -7,7 +7,7 @@
 import type { Config } from "../config";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from "../core/backoff";
 import { bucketName, bucketOfJob } from "../core/bucketing";
-import { cronProblem, occurrenceAfter, type Schedule } from "../core/cron";
+import { canonicalTimeZone, cronProblem, occurrenceAfter, type Schedule } from "../core/cron";
 import { newId } from "../core/id";
 import { isNear, isReservedHeader, LIMITS, type JobSpec, type Target } from "../core/job";
 import { checkTargetUrl } from "../core/target-policy";
@@ -115,9 +115,9 @@ function scheduleOf(input: JobInput, field: (name: string) => string): Schedule 
     const name = input.runAt !== undefined ? "runAt" : "delay";
     throw new ApiError(400, "invalid_field", `give either cron or ${name}, not both`, field(name));
   }
-  const timezone = input.timezone ?? "UTC";
-  const problem = cronProblem(input.cron, timezone);
+  const problem = cronProblem(input.cron, input.timezone ?? "UTC");
   if (problem) throw new ApiError(400, "invalid_field", `${problem.field}: ${problem.message}`, field(problem.field));
+  const timezone = canonicalTimeZone(input.timezone ?? "UTC")!; // "europe/berlin" is stored and shown as Europe/Berlin
   const instant = (name: "startAt" | "endAt") => {
     const value = input[name];
     if (value === undefined) return null;

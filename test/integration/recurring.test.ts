@@ -859,6 +859,34 @@ describe("validation at the door", () => {
     expect(qRuns[0]).toBe(Math.ceil(Date.now() / 15_000) * 15_000);
     expect(qRuns.slice(1).map((at, i) => at - qRuns[i]!)).toEqual([15_000, 15_000, 15_000, 15_000]);
   });
+
+  it("through daylight saving: skipped local times fire once at the transition, a repeated one once at its first instant (nextRuns from the API)", async () => {
+    // Europe/Berlin springs forward 2027-03-28 02:00 CET -> 03:00 CEST and falls back 2027-10-31 03:00 CEST -> 02:00 CET
+    const spring = await create({ cron: "*/30 2 * * *", timezone: "Europe/Berlin", startAt: "2027-03-27T12:00:00+01:00" });
+    expect((await shown(spring.job.id)).nextRuns.slice(0, 3)).toEqual([
+      "2027-03-28T01:00:00.000Z", // 02:00 and 02:30 do not exist that day: one firing at 03:00 CEST
+      "2027-03-29T00:00:00.000Z", // 02:00 CEST
+      "2027-03-29T00:30:00.000Z",
+    ]);
+    const fall = await create({ cron: "0 * * * *", timezone: "Europe/Berlin", startAt: "2027-10-31T01:30:00+02:00" });
+    expect((await shown(fall.job.id)).nextRuns.slice(0, 3)).toEqual([
+      "2027-10-31T00:00:00.000Z", // 02:00 CEST
+      "2027-10-31T02:00:00.000Z", // 03:00 CET: the repeated 02:00 (CET, 01:00Z) does not fire again
+      "2027-10-31T03:00:00.000Z",
+    ]);
+  });
+
+  it("matches a time zone case-insensitively and shows its IANA spelling; keeps a link name as sent; refuses an offset", async () => {
+    const berlin = await create({ cron: "0 9 * * *", timezone: "europe/berlin" });
+    expect(((await shown(berlin.job.id)) as unknown as { schedule: { timezone: string } }).schedule.timezone).toBe("Europe/Berlin");
+    expect((await patch(berlin.job.id, { timezone: "america/new_york" })).status).toBe(200);
+    expect(((await shown(berlin.job.id)) as unknown as { schedule: { timezone: string } }).schedule.timezone).toBe("America/New_York");
+    const kolkata = await create({ cron: "0 9 * * *", timezone: "Asia/Kolkata" });
+    expect(((await shown(kolkata.job.id)) as unknown as { schedule: { timezone: string } }).schedule.timezone).toBe("Asia/Kolkata");
+    const res = await api("/v1/jobs", { method: "POST", body: { target: { url: `${receiverUrl()}/ok` }, cron: "0 9 * * *", timezone: "+05:30" } });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { field: string } }).error.field).toBe("timezone");
+  });
 });
 
 describe("catch-up after downtime", () => {

@@ -1,6 +1,10 @@
 // Recurring schedules (issue 4): occurrences across time zones and DST, bounds, catch-up policies.
+// The daylight-saving rule (header of src/core/cron.ts) in readable cases; cron-dst.test.ts checks it
+// against a brute-force oracle for every field shape and zone.
 import { describe, expect, it } from "vitest";
-import { cronProblem, MAX_CATCH_UP, MISSED_AFTER_MS, occurrenceAfter, occurrencesAfter, planOccurrence, type Schedule } from "../../src/core/cron";
+import {
+  canonicalTimeZone, cronProblem, MAX_CATCH_UP, MISSED_AFTER_MS, occurrenceAfter, occurrencesAfter, planOccurrence, type Schedule,
+} from "../../src/core/cron";
 
 const at = (iso: string) => Date.parse(iso);
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
@@ -41,11 +45,12 @@ describe("cron occurrences", () => {
   });
 
   it("handles America/New_York spring-forward (8 Mar 2026) and fall-back (1 Nov 2026)", () => {
-    const [spring, ...after] = occurrencesAfter(schedule("30 2 * * *", "America/New_York"), at("2026-03-07T12:00:00Z"), 3);
-    // 02:30 EST does not exist on 8 March: exactly one run that day, in the hour after 02:00 local
-    expect(after.map(iso)).toEqual(["2026-03-09T06:30:00.000Z", "2026-03-10T06:30:00.000Z"]);
-    expect(spring).toBeGreaterThanOrEqual(at("2026-03-08T06:30:00Z"));
-    expect(spring).toBeLessThanOrEqual(at("2026-03-08T07:30:00Z"));
+    // 02:30 EST does not exist on 8 March: the run is at the transition, 03:00 EDT (07:00Z)
+    expect(next(schedule("30 2 * * *", "America/New_York"), "2026-03-07T12:00:00Z", 3)).toEqual([
+      "2026-03-08T07:00:00.000Z",
+      "2026-03-09T06:30:00.000Z",
+      "2026-03-10T06:30:00.000Z",
+    ]);
     expect(next(schedule("30 1 * * *", "America/New_York"), "2026-10-31T12:00:00Z", 3)).toEqual([
       "2026-11-01T05:30:00.000Z", // the first 01:30 (EDT); the repeated 01:30 EST does not run again
       "2026-11-02T06:30:00.000Z",
@@ -70,6 +75,70 @@ describe("cron occurrences", () => {
   });
 });
 
+describe("daylight saving: the matches skipped by spring-forward fire once at the transition, a repeated time fires at its first occurrence", () => {
+  const countIn = (s: Schedule, from: string, to: string) => {
+    let n = 0;
+    for (let t = occurrenceAfter(s, at(from) - 1), last = -Infinity; t !== null && t > last && t < at(to); last = t, t = occurrenceAfter(s, t)) n++;
+    return n;
+  };
+
+  it.each([
+    ["*/30 2 * * *"], ["0,30 2 * * *"], ["0-59/20 2 * * *"],
+  ])("%s in Europe/Berlin fires once at 03:00 CEST on 29 Mar 2026, and the day is not skipped", (cron) => {
+    const [springDay, nextDay] = next(schedule(cron, "Europe/Berlin"), "2026-03-28T12:00:00Z", 3);
+    expect(springDay).toBe("2026-03-29T01:00:00.000Z");
+    expect(nextDay).toBe("2026-03-30T00:00:00.000Z");
+  });
+
+  it("* 2 * * * fires once on the spring-forward day, at the transition (Europe/Berlin)", () => {
+    expect(next(schedule("* 2 * * *", "Europe/Berlin"), "2026-03-29T00:00:00Z", 2)).toEqual(["2026-03-29T01:00:00.000Z", "2026-03-30T00:00:00.000Z"]);
+  });
+
+  it("a skipped 02:00 and a matching 03:00 are one firing at the transition (Europe/Berlin)", () => {
+    expect(next(schedule("0 3 * * *", "Europe/Berlin"), "2026-03-28T12:00:00Z", 2)).toEqual(["2026-03-29T01:00:00.000Z", "2026-03-30T01:00:00.000Z"]);
+    expect(next(schedule("0 2,3 * * *", "Europe/Berlin"), "2026-03-29T00:30:00Z", 2)).toEqual(["2026-03-29T01:00:00.000Z", "2026-03-30T00:00:00.000Z"]);
+  });
+
+  it("0 * * * * fires 23 times on the spring-forward day and 24 on the fall-back day (Europe/Berlin)", () => {
+    const hourly = schedule("0 * * * *", "Europe/Berlin");
+    expect(next(hourly, "2026-03-28T23:30:00Z", 3)).toEqual(["2026-03-29T00:00:00.000Z", "2026-03-29T01:00:00.000Z", "2026-03-29T02:00:00.000Z"]);
+    expect(countIn(hourly, "2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z")).toBe(23); // the local day, 23 h long
+    // 02:00 CEST (00:00Z), then 03:00 CET (02:00Z): 02:00 CET, the repeated 02:00, does not fire
+    expect(next(hourly, "2026-10-24T23:30:00Z", 3)).toEqual(["2026-10-25T00:00:00.000Z", "2026-10-25T02:00:00.000Z", "2026-10-25T03:00:00.000Z"]);
+    expect(countIn(hourly, "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z")).toBe(24); // the local day, 25 h long
+  });
+
+  it("* * * * * fires once per local minute: nothing during the repeated hour's second pass (Europe/Berlin)", () => {
+    const everyMinute = schedule("* * * * *", "Europe/Berlin");
+    expect(iso(occurrenceAfter(everyMinute, at("2026-10-25T00:59:00Z")))).toBe("2026-10-25T02:00:00.000Z");
+    expect(iso(occurrenceAfter(everyMinute, at("2026-10-25T01:30:00Z")))).toBe("2026-10-25T02:00:00.000Z"); // inside the second pass
+    expect(countIn(everyMinute, "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z")).toBe(24 * 60);
+    expect(countIn(everyMinute, "2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z")).toBe(23 * 60); // 02:00-02:59 and 03:00 fire once, at 03:00
+  });
+
+  it("handles a 30-minute shift (Australia/Lord_Howe: 02:00 -> 01:30 on 5 Apr 2026, 02:00 -> 02:30 on 4 Oct 2026)", () => {
+    // fall-back: 01:30 and 01:45 (+11) fire, their repeats (+10:30) do not, then 02:00 (+10:30)
+    expect(next(schedule("*/15 * * * *", "Australia/Lord_Howe"), "2026-04-04T14:20:00Z", 4)).toEqual([
+      "2026-04-04T14:30:00.000Z", "2026-04-04T14:45:00.000Z", "2026-04-04T15:30:00.000Z", "2026-04-04T15:45:00.000Z",
+    ]);
+    // spring-forward: 02:00, 02:15 and 02:30 are one firing at the transition (02:30 +11), then 02:45
+    expect(next(schedule("*/15 2 * * *", "Australia/Lord_Howe"), "2026-10-03T15:00:00Z", 3)).toEqual([
+      "2026-10-03T15:30:00.000Z", "2026-10-03T15:45:00.000Z", "2026-10-04T15:00:00.000Z",
+    ]);
+  });
+
+  it("a 6-field schedule follows the same rule to the second (Europe/Berlin)", () => {
+    expect(next(schedule("0 30 2 * * *", "Europe/Berlin"), "2026-03-28T12:00:00Z", 2)).toEqual(["2026-03-29T01:00:00.000Z", "2026-03-30T00:30:00.000Z"]);
+    expect(next(schedule("*/20 * 2 * * *", "Europe/Berlin"), "2026-03-29T00:59:59Z", 2)).toEqual(["2026-03-29T01:00:00.000Z", "2026-03-30T00:00:00.000Z"]);
+    // after 02:59:40 CEST, the last match of the first pass, the next is 02:00:00 the following day: the repeated hour is silent
+    expect(next(schedule("*/20 * 2 * * *", "Europe/Berlin"), "2026-10-25T00:59:40Z", 1)).toEqual(["2026-10-26T01:00:00.000Z"]);
+  });
+
+  it("a zone without daylight saving is unaffected (Asia/Tokyo)", () => {
+    expect(next(schedule("30 2 * * *", "Asia/Tokyo"), "2026-03-28T12:00:00Z", 2)).toEqual(["2026-03-28T17:30:00.000Z", "2026-03-29T17:30:00.000Z"]);
+  });
+});
+
 describe("cron validation", () => {
   it.each([
     ["0 9 * * 1-5", "Europe/Berlin", null],
@@ -80,8 +149,36 @@ describe("cron validation", () => {
     ["not a cron", "UTC", "cron"],
     ["0 9 * * *", "Mars/Olympus", "timezone"],
     ["0 9 * * *", "", "timezone"],
+    ["0 9 * * *", "europe/berlin", null], // known, in another case: the API stores canonicalTimeZone's spelling
+    ["0 9 * * *", "+05:30", "timezone"], // an offset, not a zone
   ])("%s in %s -> problem with %s", (cron, zone, field) => {
     expect(cronProblem(cron, zone)?.field ?? null).toBe(field);
+  });
+});
+
+describe("canonicalTimeZone", () => {
+  it.each([
+    ["Europe/Berlin", "Europe/Berlin"],
+    ["europe/berlin", "Europe/Berlin"],
+    ["EUROPE/BERLIN", "Europe/Berlin"],
+    ["america/new_york", "America/New_York"],
+    ["utc", "UTC"],
+    ["UTC", "UTC"],
+    ["etc/gmt-14", "Etc/GMT-14"],
+    ["Mars/Olympus", null],
+    ["", null],
+    ["+05:30", null],
+    ["Z", null],
+    ["Europe/Berlin\u0000", null],
+    ["../../UTC", null],
+  ])("%j -> %j", (zone, canonical) => {
+    expect(canonicalTimeZone(zone)).toBe(canonical);
+  });
+
+  it("a link name is kept as sent (ICU would turn Asia/Kolkata into the legacy Asia/Calcutta); a zone's own name gets the runtime's case", () => {
+    for (const link of ["Asia/Kolkata", "Etc/UTC", "US/Eastern", "Europe/Kyiv"]) expect(canonicalTimeZone(link)).toBe(link);
+    const own = new Intl.DateTimeFormat("en-US", { timeZone: "asia/calcutta" }).resolvedOptions().timeZone;
+    expect(canonicalTimeZone("asia/calcutta")).toBe(own);
   });
 });
 
@@ -119,6 +216,14 @@ describe("catch-up after downtime", () => {
     expect(long.next!.at).toBe(due + 60_000);
     const day = planOccurrence(everyMinute("all"), due, 1, due + 86_400_000 + 5_000);
     expect(day.next!.at).toBe(due + 86_400_000 - (MAX_CATCH_UP - 1) * 60_000);
+  });
+
+  it("all: counts occurrences, not local times, across daylight saving (Europe/Berlin)", () => {
+    const all = schedule("* * * * *", "Europe/Berlin", { catchUp: "all" });
+    // spring-forward: 00:01Z..00:59Z, the 02:xx matches as one firing at 01:00Z, 01:01Z..01:41Z: 101 missed, the oldest is dropped
+    expect(iso(planOccurrence(all, at("2026-03-29T00:00:00Z"), 1, at("2026-03-29T01:41:05Z")).next!.at)).toBe("2026-03-29T00:02:00.000Z");
+    // fall-back: 00:01Z..00:59Z, then 02:00Z..03:00Z (the repeated hour is silent): the 100 most recent start at 00:21Z
+    expect(iso(planOccurrence(all, at("2026-10-25T00:00:00Z"), 1, at("2026-10-25T03:00:05Z")).next!.at)).toBe("2026-10-25T00:21:00.000Z");
   });
 
   it("ends at maxOccurrences and at endAt", () => {
