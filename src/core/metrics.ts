@@ -29,7 +29,7 @@ export const COUNTER_HELP: Record<CounterName, string> = {
   failed_attempts_total: "attempts that failed (target error, timeout, lease expiry)",
   retries_total: "failed attempts scheduled again with backoff",
   dead_total: "executions that ended dead, by reason",
-  canceled_total: "executions canceled before they ran",
+  canceled_total: "executions that ended canceled (job canceled or paused, a missed occurrence skipped), however far off they were due",
   duplicates_suppressed_total: "queue deliveries dropped because the execution held a live lease or was terminal",
   stale_lease_rejects_total: "completions, failures or heartbeats rejected because their token was not the live lease",
   lease_expired_total: "leases that expired before completion (crashed or stuck worker)",

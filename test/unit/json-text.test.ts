@@ -45,11 +45,20 @@ describe("parseJsonBytes", () => {
     expect(fine.ok && findUnfaithful(fine.value)).toBeNull();
   });
 
-  it("refuses a document deeper than the reviver may go, naming the path to the first value past the report depth; any depth below is parsed", () => {
-    const deep = `{"a":{"b":${"[".repeat(5000)}${"]".repeat(5000)}}}`;
-    const parsed = parseJsonBytes(bytes(deep), 4);
-    expect(parsed).toEqual({ ok: false, problem: "too_deep", path: ["a", "b", 0, 0] });
-    expect(parse(`${"[".repeat(200)}1${"]".repeat(200)}`).ok).toBe(true);
+  it("a document under review too deep for the reviver is refused with the path to the first value past the report depth; without anything to review any depth parses (the schema's depth limit names it)", () => {
+    const nest = (inner: string) => `{"a":{"b":${"[".repeat(100_000)}${inner}${"]".repeat(100_000)}}}`;
+    expect(parseJsonBytes(bytes(nest('"\\ud800"')), 4)).toEqual({ ok: false, problem: "too_deep", path: ["a", "b", 0, 0] });
+    expect(parseJsonBytes(bytes(nest("1")), 4).ok).toBe(true);
+    const reviewed = parse(`${"[".repeat(200)}12345678901234567890${"]".repeat(200)}`);
+    expect(reviewed.ok && findUnfaithful(reviewed.value)?.path).toHaveLength(200);
+  });
+
+  it("reviews only what may need it, and a false alarm changes nothing (digits in strings, an escaped backslash before u)", () => {
+    for (const text of ['{"s":"1234567890123456789"}', '{"s":"\\\\ud800"}', '{"n":1.5e+300}']) {
+      const parsed = parse(text);
+      expect(parsed).toEqual({ ok: true, value: JSON.parse(text) });
+      expect(parsed.ok && findUnfaithful(parsed.value)).toBeNull();
+    }
   });
 
   it("firstDeeperThan walks without recursion", () => {
