@@ -2,7 +2,7 @@
 // is sent (absolute runAt). Rates are tried in increasing order, each on a fresh stack, stopping
 // after the first that fails; the sustainable rate is the highest held with p99 lag < 2 s,
 // nothing missing and the creation rate achieved (>= 95 % of R).
-import { deliveredCount, deliveryFigures, rate } from "../lib/jobs.mjs";
+import { deliveredCount, deliveryFigures } from "../lib/jobs.mjs";
 import { withSession } from "../lib/session.mjs";
 import { round, sleep, summary, waitUntil, cpuMsPerDelivery } from "../lib/stats.mjs";
 

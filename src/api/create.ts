@@ -65,14 +65,23 @@ export async function prepareJob(
 /** The fields a job is built from (a create request, or a job's current state merged with a PATCH). */
 export type JobInput = Omit<CreateJobInput, "idempotencyKey" | "name">;
 
-/** Validates a job's settings and computes its first due time (the first occurrence for cron). */
-export function buildSpec(input: JobInput, now: number, config: Config, prefix = ""): { spec: JobSpec; dueAt: number } {
+/**
+ * Validates a job's settings and computes its first due time (the first occurrence for cron).
+ * `kept`: the job's current headers on a PATCH; one the rules of its day allowed stays allowed.
+ */
+export function buildSpec(
+  input: JobInput,
+  now: number,
+  config: Config,
+  prefix = "",
+  kept: Record<string, string> = {},
+): { spec: JobSpec; dueAt: number } {
   const field = (name: string) => (prefix ? `${prefix}.${name}` : name);
   const verdict = checkTargetUrl(input.target.url, config.ALLOW_LOOPBACK_TARGETS);
   if (!verdict.ok) throw new ApiError(400, "invalid_field", `target.url ${verdict.reason}`, field("target.url"));
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(input.target.headers)) {
-    if (isReservedHeader(name)) {
+    if (isReservedHeader(name) && kept[name] !== value) {
       throw new ApiError(400, "invalid_field", `header "${name}" is reserved: the scheduler or the connection sets it`, field(`target.headers.${name}`));
     }
     headers[name] = value;

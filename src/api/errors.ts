@@ -56,5 +56,7 @@ export function refuseUnfaithful(raw: unknown, prefix = ""): void {
   const found = findUnfaithful(raw);
   if (!found) return;
   const field = fieldPath(found.path, prefix) || "body";
-  throw new ApiError(400, "invalid_field", `${field}: ${found.problem}`, field);
+  const freeForm = found.path[0] === "metadata" || (found.path[0] === "target" && found.path[1] === "body");
+  const message = `${field}: ${found.problem}${freeForm && found.advice ? `; ${found.advice}` : ""}`;
+  throw new ApiError(400, "invalid_field", message, field);
 }

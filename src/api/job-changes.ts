@@ -7,8 +7,8 @@
  */
 import type { Config } from "../config";
 import { bucketName } from "../core/bucketing";
-import { occurrenceAfter } from "../core/cron";
-import { parseSpec, type JobSpec } from "../core/job";
+import { canonicalTimeZone, occurrenceAfter } from "../core/cron";
+import { parseSpec, } from "../core/job";
 import { jobTransition, type JobTransition } from "../core/lifecycle";
 import { changeJob, type Db, definitionOf, type JobChange, markSynced, redriveOneOff } from "../db/queries";
 import type { JobRow } from "../db/schema";
@@ -94,7 +94,12 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
         }
       : { runAt: patch.runAt ?? (patch.delay === undefined ? (job.nextRunAt ?? undefined) : undefined), delay: patch.delay }),
   };
-  const { spec, dueAt } = buildSpec(input, deps.now, deps.config);
+  const { spec, dueAt } = buildSpec(input, deps.now, deps.config, "", current.target.headers);
+  // a schedule stored before time zones were normalized ("europe/berlin") is the same schedule
+  const currentZone = current.schedule ? canonicalTimeZone(current.schedule.timezone) : null;
+  if (current.schedule && spec.schedule && JSON.stringify({ ...current.schedule, timezone: currentZone }) === JSON.stringify(spec.schedule)) {
+    spec.schedule = current.schedule;
+  }
   const rescheduled = recurring
     ? JSON.stringify(spec.schedule) !== JSON.stringify(current.schedule)
     : (patch.runAt !== undefined || patch.delay !== undefined) && dueAt !== job.nextRunAt;

@@ -2,7 +2,7 @@
 import type { AttemptRecord, LiveExecution } from "../bucket/protocol";
 import { occurrencesAfter } from "../core/cron";
 import { oneOffExecutionId } from "../core/id";
-import { parseSpec, type JobSpec } from "../core/job";
+import { parseSpec, } from "../core/job";
 import { toRfc3339 } from "../core/when";
 import type { DeadLetterRow, JobRow, OccurrenceRow } from "../db/schema";
 

@@ -19,8 +19,8 @@ import { decideAfterFailure, type FailureKind } from "../core/backoff";
 import { fireQueueOf } from "../core/bucketing";
 import { planOccurrence } from "../core/cron";
 import { occurrenceId, oneOffExecutionId } from "../core/id";
-import { isNear, parseSpec, type JobSpec } from "../core/job";
-import { transition, type ExecutionState, type TerminalState, type Transition } from "../core/lifecycle";
+import { isNear, parseSpec, } from "../core/job";
+import { transition, type TerminalState, } from "../core/lifecycle";
 import { SYSTEM_TENANT, type BucketMetrics, type CounterName } from "../core/metrics";
 import { excerpt } from "../core/response";
 import {
@@ -35,7 +35,7 @@ import {
   type ScheduleProjection,
 } from "../db/queries";
 import type { Env, FireMessage } from "../env";
-import { Executions, type Closing, type Lease } from "./flight";
+import { Executions, type Lease } from "./flight";
 import type {
   Applied,
   AttemptRecord,
@@ -179,7 +179,7 @@ export class Bucket extends DurableObject<Env> {
     const syncRows = await markSynced(db, synced.map((d) => ({ tenant: d.tenant, jobId: d.jobId, version: d.version })));
     const orders = await pendingRedrives(db, bucket, PULL_PAGE);
     const results = await this.change(bucket, () => this.redriveAll(orders, Date.now()));
-    const redriveRows = await clearRedrives(db, orders.filter((o, i) => results[i]!.ok).map((o) => ({ tenant: o.tenant, executionId: o.executionId })));
+    const redriveRows = await clearRedrives(db, orders.filter((_o, i) => results[i]!.ok).map((o) => ({ tenant: o.tenant, executionId: o.executionId })));
     this.tally.add("d1_rows_written_total", SYSTEM_TENANT, "", syncRows + redriveRows);
     return { pulled, synced: synced.length, redriven: orders.length };
   }
@@ -214,10 +214,10 @@ export class Bucket extends DurableObject<Env> {
     const dueAt = def.nextRunAt ?? now;
     if (!row) {
       if (def.status !== "active" || !isNear(dueAt, now, this.config.LOOKAHEAD_MS)) {
+        // a job canceled while its execution still waited in D1 (never held, or gone with an
+        // outcome: no tombstone) ends canceled here; the tombstone keeps a repeat from counting twice
+        if (def.status === "canceled" && !closed) this.tally.add("canceled_total", def.tenant);
         this.executions.closedAt.set(id, { at: now, tenant: def.tenant, version: def.version }); // a racing pull must not bring it back
-        // a job canceled while its execution still waited in D1: that execution ends canceled
-        // here too (the tombstone above keeps a repeated definition from counting twice)
-        if (def.status === "canceled") this.tally.add("canceled_total", def.tenant);
         return def.version;
       }
       const inserted = this.insert(
@@ -265,7 +265,7 @@ export class Bucket extends DurableObject<Env> {
     if (current && current.version >= def.version) return current.version;
     const spec = parseSpec(def.specJson);
     const active = def.status === "active";
-    const rescheduled = !current || current.status !== "active" || JSON.stringify(parseSpec(current.spec).schedule) !== JSON.stringify(spec.schedule);
+    const rescheduled = current?.status !== "active" || JSON.stringify(parseSpec(current.spec).schedule) !== JSON.stringify(spec.schedule);
     const fired = Math.max(current?.fired ?? 0, def.fired);
     const exhausted = spec.schedule?.maxOccurrences != null && fired >= spec.schedule.maxOccurrences;
     const nextAt = !active || exhausted ? null : rescheduled ? (def.nextRunAt ?? null) : (current?.nextAt ?? null);
@@ -298,7 +298,7 @@ export class Bucket extends DurableObject<Env> {
   private redriveAll(orders: RedriveOrder[], now: number): RedriveResult[] {
     return orders.map((order): RedriveResult => {
       const schedule = store.scheduleOf(this.sql, order.jobId);
-      if (!schedule || schedule.status !== "active") return { executionId: order.executionId, ok: false, code: "job_inactive" };
+      if (schedule?.status !== "active") return { executionId: order.executionId, ok: false, code: "job_inactive" };
       if (this.executions.held.has(order.executionId) || this.executions.closing.has(order.executionId)) return { executionId: order.executionId, ok: true };
       this.insert(
         {

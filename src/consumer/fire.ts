@@ -57,7 +57,10 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env): P
         }),
       );
       let reporter = reporters.get(stub);
-      if (!reporter) reporters.set(stub, (reporter = new CompletionReporter(stub, (id) => unreported.delete(id))));
+      if (!reporter) {
+        reporter = new CompletionReporter(stub, (id) => unreported.delete(id));
+        reporters.set(stub, reporter);
+      }
       reporter.add({ executionId: lease.executionId, token: lease.token, outcome });
     });
     await Promise.all([...reporters.values()].map((r) => r.drained()));
@@ -88,7 +91,7 @@ class CompletionReporter {
   }
 
   async drained(): Promise<void> {
-    while (this.inFlight) await this.inFlight;
+    while (this.inFlight !== null) await this.inFlight;
   }
 
   private async flush(): Promise<void> {

@@ -18,7 +18,7 @@ export const DEFAULT_RETRY_POLICY: RetryPolicy = {
 
 /** min(maxDelay, initialDelay * factor^(attempt-1)), then up to `jitter` of it taken off at random. */
 export function retryDelayMs(policy: RetryPolicy, attempt: number, rand: number): number {
-  const exponential = policy.initialDelayMs * Math.pow(policy.factor, Math.max(0, attempt - 1));
+  const exponential = policy.initialDelayMs * policy.factor ** Math.max(0, attempt - 1);
   const capped = Math.min(policy.maxDelayMs, exponential);
   return Math.round(capped * (1 - policy.jitter * rand));
 }

@@ -9,7 +9,11 @@
 
 /** Where a request's JSON could not be kept as sent, and why. */
 export class Unfaithful {
-  constructor(readonly problem: string) {}
+  /** `advice` suits free-form JSON (a body, metadata), where a string keeps any text */
+  constructor(
+    readonly problem: string,
+    readonly advice: string | null = null,
+  ) {}
 }
 
 export type JsonPath = (string | number)[];
@@ -20,7 +24,7 @@ export type ParsedJson =
   | { ok: false; problem: "not_json" }
   | { ok: false; problem: "too_deep"; path: JsonPath };
 
-const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }); // a leading BOM is dropped (RFC 8259 allows it)
 
 interface ReviverContext {
   source?: string;
@@ -73,9 +77,11 @@ export function firstDeeperThan(value: unknown, depth: number): JsonPath | null 
 }
 
 /** The first `Unfaithful` value in a parsed document and its path, without recursion. */
-export function findUnfaithful(value: unknown): { path: JsonPath; problem: string } | null {
+export function findUnfaithful(value: unknown): { path: JsonPath; problem: string; advice: string | null } | null {
   const found = walk(value, (item) => item instanceof Unfaithful);
-  return found && { path: pathOf(found.at), problem: (found.item as Unfaithful).problem };
+  if (!found) return null;
+  const { problem, advice } = found.item as Unfaithful;
+  return { path: pathOf(found.at), problem, advice };
 }
 
 /** Where a value sits: a chain of keys to the root (built per node, turned into a path only when asked). */
@@ -111,11 +117,17 @@ function faithfulReviver(this: unknown, key: string, value: unknown, context?: R
   if (typeof value === "string" && !value.isWellFormed()) {
     return new Unfaithful("must be well-formed Unicode (no lone surrogates): it has no UTF-8 form to send");
   }
-  if (typeof value === "number" && context?.source !== undefined && !sameNumber(context.source, value)) {
-    return new Unfaithful(
-      `the number ${context.source.length > 40 ? `${context.source.slice(0, 40)}…` : context.source} would be sent as ` +
-        `${JSON.stringify(value)} (JSON numbers are kept as 64-bit floats); send it as a string to keep its text`,
-    );
+  if (typeof value === "number") {
+    // a runtime without source text access cannot check: refuse rather than change a number silently
+    const source = context?.source;
+    if (source === undefined) return new Unfaithful("the number could not be checked for an exact 64-bit float form");
+    if (!sameNumber(source, value)) {
+      return new Unfaithful(
+        `the number ${source.length > 40 ? `${source.slice(0, 40)}…` : source} would be sent as ${JSON.stringify(value)} ` +
+          "(JSON numbers are kept as 64-bit floats, in their shortest form)",
+        "send it as a string to keep its text",
+      );
+    }
   }
   return value;
 }
@@ -130,6 +142,10 @@ const NUMBER = /^(-?)(\d+)(?:\.(\d+))?(?:[eE]([+-]?\d+))?$/;
 export function sameNumber(source: string, value: number): boolean {
   if (!Number.isFinite(value)) return false;
   if (JSON.stringify(value) === source) return true;
+  const m = NUMBER.exec(source);
+  // a long exponent (any finite value has |exponent| < 400) leaves 0 only for a zero mantissa;
+  // checked before BigInt meets millions of digits
+  if (m?.[4] !== undefined && m[4].replace(/^[+-]?0*/, "").length > 6) return value === 0 && /^-?[0.]*$/.test(source.split(/[eE]/)[0]!);
   const a = decimalOf(source);
   const b = decimalOf(JSON.stringify(value));
   return a !== null && b !== null && a.digits === b.digits && a.exponent === b.exponent && a.negative === b.negative;

@@ -8,7 +8,6 @@ import {
   createMessageBatch,
   createScheduledController,
   getQueueResult,
-  runDurableObjectAlarm,
   runInDurableObject,
   type QueueResult,
   waitOnExecutionContext,

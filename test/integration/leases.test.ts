@@ -35,7 +35,6 @@ import {
   uniquePath,
   type Execution,
   dispatchNow,
-  sentFor,
 } from "./helpers";
 
 const HEAD_START_MS = 10 * 60_000;

@@ -145,6 +145,11 @@ describe("what cannot be sent as given is refused, naming the field", () => {
     );
   }, 120_000);
 
+  it("a leading UTF-8 byte order mark is dropped, as RFC 8259 allows", async () => {
+    const text = new TextEncoder().encode(JSON.stringify({ target: { url: target() } }));
+    expect((await post(new Uint8Array([0xef, 0xbb, 0xbf, ...text]))).status).toBe(201);
+  });
+
   it("raw bytes that are not UTF-8 are a 400 on the body; nothing is created", async () => {
     const before = await countJobs();
     for (const bad of [[0xff], [0xc3, 0x28], [0xed, 0xa0, 0x80], [0xf0, 0x28, 0x8c, 0x28], [0xe2, 0x82]]) {
@@ -170,6 +175,10 @@ describe("what cannot be sent as given is refused, naming the field", () => {
       expect([status, body.error?.code, body.error?.field], text).toEqual([400, "invalid_field", field]);
       expect(body.error!.message).toMatch(/send it as a string/);
     }
+    // outside free-form JSON a string is no way out: the message says only what is wrong
+    const timeout = await post(`{"target":{"url":"${url}"},"timeoutMs":1e400}`);
+    expect([timeout.status, timeout.body.error?.field]).toEqual([400, "timeoutMs"]);
+    expect(timeout.body.error!.message).not.toMatch(/string/);
     // the same number as a string body is kept to the byte
     const delivered = await deliverBody(JSON.stringify({ target: { url: target(), body: '{"n":1e400,"big":12345678901234567890}' } }));
     expect(utf8.decode(delivered.bytes)).toBe('{"n":1e400,"big":12345678901234567890}');

@@ -32,7 +32,7 @@ import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import type { ClaimResult, LiveExecution } from "../../src/bucket/protocol";
-import { occurrenceId } from "../../src/core/id";
+import { occurrenceId, oneOffExecutionId } from "../../src/core/id";
 import type { JobSpec } from "../../src/core/job";
 import type { DeliveryOutcome } from "../../src/core/response";
 import { dbOf, definitionOf, getJob } from "../../src/db/queries";
@@ -627,10 +627,18 @@ describe("pause, resume, cancel", () => {
     expect((await changeJob(retrying.job.id, "pause")).status).toBe(200);
     const oneOff = await create({ delay: "1h" });
     expect((await api(`/v1/jobs/${oneOff.job.id}`, { method: "DELETE" })).status).toBe(200);
-    for (const c of [daily, retrying, oneOff]) await clock.flush(c.stub);
+    // a cancel that arrives after the execution succeeded (its outcome not yet in D1) cancels nothing
+    const done = await create({ delay: "2m" });
+    clock.travelTo(Math.max(clock.at, done.firstAt));
+    await runAlarm(done.stub);
+    await deliver(sentOf(oneOffExecutionId(done.job.id)));
+    expect([200, 202]).toContain((await api(`/v1/jobs/${done.job.id}`, { method: "DELETE" })).status);
+    for (const c of [daily, retrying, oneOff, done]) await clock.flush(c.stub);
+    await runScan(); // the sync pass re-applies anything unsynced: still nothing more counted
 
-    const shownCanceled = [await canceledShown(daily.job.id), await canceledShown(retrying.job.id), await canceledShown(oneOff.job.id)];
-    expect(shownCanceled).toEqual([0, 1, 1]);
+    const jobs = [daily, retrying, oneOff, done];
+    const shownCanceled = await Promise.all(jobs.map((c) => canceledShown(c.job.id)));
+    expect(shownCanceled).toEqual([0, 1, 1, 0]);
     expect((await counters()).canceled_total! - before).toBe(2);
   });
 
@@ -780,6 +788,32 @@ describe("PATCH", () => {
     expect((await received(c.path)).map((r) => r.headers["webhook-id"])).toEqual([exeId]);
     await clock.flush(c.stub);
     expect(await jobRow(c.job.id)).toMatchObject({ status: "completed", run_status: "succeeded", attempts: 1, next_run_at: newAt });
+  });
+});
+
+describe("PATCH of a job stored under older rules", () => {
+  it("keeps a header the rules of its day allowed, and a time zone stored in another case is the same schedule (no reschedule)", async () => {
+    const c = await create({ cron: "* * * * *", timezone: "Europe/Berlin", retry: { initialDelayMs: 30_000, jitter: 0 } }, "fail/503");
+    // as written before: a header now reserved, the zone in lower case
+    const row = (await jobRow(c.job.id))!;
+    const spec = JSON.parse((await env.DB.prepare("SELECT spec FROM jobs WHERE id = ?").bind(c.job.id).first<{ spec: string }>())!.spec) as JobSpec;
+    spec.target.headers["x-scheduler-trace"] = "legacy";
+    spec.schedule!.timezone = "europe/berlin";
+    await env.DB.prepare("UPDATE jobs SET spec = ?, timezone = ?, version = version + 1, synced = 0 WHERE id = ?").bind(JSON.stringify(spec), "europe/berlin", c.job.id).run();
+    await runScan();
+    // an occurrence fails and waits for its retry
+    const m = await fireOccurrence(c, c.firstAt);
+    await deliver([m]);
+    expect(await heldOf(c)).toEqual([[m.executionId, "scheduled", 1]]);
+
+    const res = await patch(c.job.id, { name: "renamed" });
+    expect(res.status, await res.clone().text()).toBe(200);
+    const shownJob = (await res.json()) as JobJson & { schedule: { timezone: string } };
+    expect([shownJob.name, shownJob.target.headers["x-scheduler-trace"], shownJob.schedule.timezone]).toEqual(["renamed", "legacy", "europe/berlin"]);
+    expect(await heldOf(c)).toEqual([[m.executionId, "scheduled", 1]]); // its retry still waits: not rescheduled
+    expect(row.version).toBeLessThan((await jobRow(c.job.id))!.version);
+    // a new reserved header is still refused
+    expect((await patch(c.job.id, { target: { headers: { "x-scheduler-trace": "legacy", "webhook-new": "x" } } })).status).toBe(400);
   });
 });
 

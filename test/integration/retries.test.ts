@@ -17,7 +17,6 @@
  */
 import { describe, expect, it } from "vitest";
 import type { AttemptRecord, ClaimResult } from "../../src/bucket/protocol";
-import type { FireMessage } from "../../src/env";
 import {
   api,
   captureFiresForFile,
@@ -32,7 +31,6 @@ import {
   uniquePath,
   type Execution,
   dispatchNow,
-  sentFor,
 } from "./helpers";
 
 const HEAD_START_MS = 10 * 60_000;

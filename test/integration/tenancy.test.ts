@@ -36,9 +36,6 @@ import {
   uniquePath,
 } from "./helpers";
 
-interface Envelope {
-  error: { code: string; message: string; field: string | null };
-}
 
 const BUCKETS = Number(env.BUCKETS);
 const clock = fileClock(10 * 60_000);

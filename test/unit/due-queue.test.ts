@@ -11,7 +11,7 @@ describe("DueQueue", () => {
     const rand = mulberry32(7);
     const q = new DueQueue();
     const dues = Array.from({ length: 10_000 }, () => Math.floor(rand() * 1_000_000));
-    dues.forEach((d, i) => q.push(d, `e${i}`));
+    for (const [i, d] of dues.entries()) q.push(d, `e${i}`);
     const out: number[] = [];
     for (let e = q.pop(); e; e = q.pop()) out.push(e.dueAt);
     expect(out).toEqual([...dues].sort((a, b) => a - b));

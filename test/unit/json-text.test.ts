@@ -20,6 +20,12 @@ describe("sameNumber", () => {
     expect(sameNumber(text, JSON.parse(text) as number)).toBe(expected);
   });
 
+  it("decides a number with a huge exponent from its mantissa alone (BigInt never reads a million exponent digits)", () => {
+    expect(sameNumber(`1e-${"9".repeat(1_000_000)}`, 0)).toBe(false);
+    expect(sameNumber(`0.000e${"9".repeat(1_000_000)}`, 0)).toBe(true);
+    expect(sameNumber(`-0e-${"1".repeat(1_000_000)}`, -0)).toBe(true);
+  });
+
   it("accepts the shortest form of every finite double (property)", () => {
     fc.assert(fc.property(fc.double({ noNaN: true, noDefaultInfinity: true }), (n) => sameNumber(JSON.stringify(n), n)));
   });
@@ -64,7 +70,11 @@ describe("parseJsonBytes", () => {
   it("firstDeeperThan walks without recursion", () => {
     const deep: unknown[] = [];
     let at = deep;
-    for (let i = 0; i < 100_000; i++) at = (at[0] = []) as unknown[];
+    for (let i = 0; i < 100_000; i++) {
+      const inner: unknown[] = [];
+      at[0] = inner;
+      at = inner;
+    }
     expect(firstDeeperThan(deep, 3)).toEqual([0, 0, 0]);
     expect(firstDeeperThan({ a: [1, 2] }, 3)).toBeNull();
   });

@@ -65,7 +65,12 @@ describe("TRANSITIONS", () => {
     const seen = new Set<ExecutionState>(["pending"]);
     for (let changed = true; changed; ) {
       changed = false;
-      for (const e of edges) if (seen.has(e.from) && !seen.has(e.to)) (seen.add(e.to), (changed = true));
+      for (const e of edges) {
+        if (seen.has(e.from) && !seen.has(e.to)) {
+          seen.add(e.to);
+          changed = true;
+        }
+      }
     }
     expect([...seen].sort()).toEqual([...EXECUTION_STATES].sort());
   });
@@ -75,7 +80,12 @@ describe("TRANSITIONS", () => {
       const seen = new Set<ExecutionState>([start]);
       for (let changed = true; changed; ) {
         changed = false;
-        for (const e of edges) if (seen.has(e.from) && !seen.has(e.to)) (seen.add(e.to), (changed = true));
+        for (const e of edges) {
+        if (seen.has(e.from) && !seen.has(e.to)) {
+          seen.add(e.to);
+          changed = true;
+        }
+      }
       }
       expect([...seen].some(isTerminal), start).toBe(true);
     }

@@ -328,7 +328,7 @@ const fullIPv6 = (n: bigint) =>
   Array.from({ length: 8 }, (_, i) => ((n >> BigInt(112 - 16 * i)) & 0xffffn).toString(16).padStart(4, "0")).join(":");
 const text = (n: bigint, family: Family) => (family === "ipv4" ? dotted(n) : fullIPv6(n));
 
-function valueOf(prefix: string, family: Family): bigint {
+function prefixValue(prefix: string, family: Family): bigint {
   if (family === "ipv4") return prefix.split(".").reduce((acc, octet) => (acc << 8n) | BigInt(octet), 0n);
   // Expand "::" by padding with as many zero groups as are missing, then read 8 groups.
   const groupsPresent = prefix.split(":").filter((g) => g !== "").length;
@@ -340,7 +340,7 @@ function valueOf(prefix: string, family: Family): bigint {
 
 function span(r: { prefix: string; length: number; family: Family }) {
   const bits = BigInt(BITS[r.family] - r.length);
-  const first = valueOf(r.prefix, r.family);
+  const first = prefixValue(r.prefix, r.family);
   const last = first + (1n << bits) - 1n;
   return { first, last, inside: first + ((1n << bits) >> 1n) };
 }
