@@ -1,14 +1,16 @@
 // `npm run bench`: the scheduler on the real local stack (wrangler dev, local tracing off) against a
 // loopback webhook target. Prints one JSON object per scenario (one line each) and writes them all
-// to bench/results/latest.json. Parameters by env var; see bench/README.md.
+// to bench/results/latest.json. Parameters by env var (scripts/lib/env.mjs reads them); see
+// bench/README.md.
 import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath, pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
+import { effectiveConfig } from "../scripts/config.mjs";
+import { envBool, envList, envNumber, envString, parseNumber, settingOverrides } from "../scripts/lib/env.mjs";
 import { codeIdentity, snapshot, sourceHash } from "./lib/snapshot.mjs";
-import { killAllStacks, useCodeRoot, varOverrides } from "./lib/stack.mjs";
-import { effectiveSettings } from "./lib/session.mjs";
+import { credentials, killAllStacks, useCodeRoot } from "./lib/stack.mjs";
 import { burst } from "./scenarios/burst.mjs";
 import { crash } from "./scenarios/crash.mjs";
 import { delayed } from "./scenarios/delayed.mjs";
@@ -35,53 +37,54 @@ async function main() {
   const ROOT = join(HERE, "..");
   const RESULTS = join(HERE, "results");
 
-  const env = process.env;
-  const int = (name, fallback) => {
-    const v = env[name];
-    if (v === undefined || v === "") return fallback;
-    const n = Number(v);
-    if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got ${v}`);
-    return n;
-  };
-
-  const scenarios = (env.BENCH_SCENARIOS ?? "delayed,burst,crash,steady").split(",").map((s) => s.trim()).filter(Boolean);
-  for (const s of scenarios) if (!["delayed", "burst", "crash", "steady"].includes(s)) throw new Error(`unknown scenario ${s}`);
-  const n = int("BENCH_N", 20_000);
-  const params = {
-    delayed: { n, drainTimeoutMs: int("BENCH_DRAIN_TIMEOUT_S", 60) * 1000, sample: int("BENCH_STAGE_SAMPLE", 100) },
-    burst: {
-      n,
-      drainTimeoutMs: int("BENCH_DRAIN_TIMEOUT_S", 60) * 1000,
-      expectedEnqueueRate: int("BENCH_BURST_ENQUEUE_RATE", 4000),
-      sample: int("BENCH_STAGE_SAMPLE", 100),
+  const SCENARIOS = ["delayed", "burst", "crash", "steady"];
+  const scenarios = envList("BENCH_SCENARIOS", SCENARIOS, {
+    item: (s) => {
+      if (!SCENARIOS.includes(s)) throw new Error(`BENCH_SCENARIOS: unknown scenario "${s}" (scenarios: ${SCENARIOS.join(", ")})`);
+      return s;
     },
+  });
+  const count = (name, fallback) => envNumber(name, fallback, { integer: true });
+  const n = count("BENCH_N", 20_000);
+  const drainTimeoutMs = envNumber("BENCH_DRAIN_TIMEOUT_S", 60) * 1000;
+  const burstEnqueueRate = envNumber("BENCH_BURST_ENQUEUE_RATE", null, { min: 1 });
+  const params = {
+    delayed: { n, drainTimeoutMs, sample: count("BENCH_STAGE_SAMPLE", 100) },
+    burst: { n, drainTimeoutMs, expectedEnqueueRate: burstEnqueueRate ?? 4000, sample: count("BENCH_STAGE_SAMPLE", 100) },
     crash: {
-      n: int("BENCH_CRASH_N", 1000),
-      handlerMs: int("BENCH_CRASH_HANDLER_MS", 2000),
-      killWaitMs: int("BENCH_CRASH_KILL_WAIT_S", 300) * 1000,
-      timeoutMs: int("BENCH_CRASH_TIMEOUT_S", 600) * 1000,
+      n: count("BENCH_CRASH_N", 1000),
+      handlerMs: envNumber("BENCH_CRASH_HANDLER_MS", 2000),
+      killWaitMs: envNumber("BENCH_CRASH_KILL_WAIT_S", 300) * 1000,
+      timeoutMs: envNumber("BENCH_CRASH_TIMEOUT_S", 600) * 1000,
     },
     steady: {
-      rates: (env.BENCH_STEADY_RATES ?? "250,500,1000,2000").split(",").map(Number).filter((r) => r > 0).sort((a, b) => a - b),
-      seconds: int("BENCH_STEADY_SECONDS", 60),
-      drainTimeoutMs: int("BENCH_DRAIN_TIMEOUT_S", 60) * 1000,
+      rates: envList("BENCH_STEADY_RATES", [250, 500, 1000, 2000], { item: (r) => parseNumber("BENCH_STEADY_RATES", r, { min: 1 }) }).sort((a, b) => a - b),
+      seconds: envNumber("BENCH_STEADY_SECONDS", 60),
+      drainTimeoutMs,
     },
   };
 
   const wranglerVersion = JSON.parse(readFileSync(join(ROOT, "node_modules", "wrangler", "package.json"), "utf8")).version;
   const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model, node: process.version, wrangler: wranglerVersion };
   // BENCH_CODE_ROOT: profile another copy of the project (e.g. one with timing logs added)
-  const sourceRoot = env.BENCH_CODE_ROOT ?? ROOT;
-  const frozen = env.BENCH_SNAPSHOT === "0" ? null : snapshot(sourceRoot);
+  const codeRootAsked = envString("BENCH_CODE_ROOT", undefined);
+  const sourceRoot = codeRootAsked ?? ROOT;
+  const frozen = envBool("BENCH_SNAPSHOT", true) ? snapshot(sourceRoot) : null;
   const codeRoot = frozen ? frozen.root : sourceRoot;
   useCodeRoot(codeRoot);
-  const code = { ...codeIdentity(sourceRoot), sourceHash: sourceHash(codeRoot), snapshot: frozen !== null, ...(env.BENCH_CODE_ROOT ? { root: sourceRoot } : {}) };
-  // the config in effect: wrangler.toml [vars], the local profile startStack applies (the
-  // non-secret settings of .dev.vars.example, when the scripts have one), then BENCH_VAR_*
-  const localEnv = await import(pathToFileURL(join(codeRoot, "scripts", "local-env.mjs")).href);
-  const profile = typeof localEnv.localProfile === "function" ? localEnv.localProfile() : {};
-  const settings = effectiveSettings(readFileSync(join(codeRoot, "wrangler.toml"), "utf8"), { ...profile, ...varOverrides() });
-  const ctx = { resultsDir: RESULTS, settings, quietWaitMs: int("BENCH_QUIET_WAIT_S", 120) * 1000 };
+  const code = { ...codeIdentity(sourceRoot), sourceHash: sourceHash(codeRoot), snapshot: frozen !== null, ...(codeRootAsked ? { root: sourceRoot } : {}) };
+  // the settings in effect, as `npm run config` computes them for a stack of the code that runs:
+  // src/config.ts defaults, wrangler.toml [vars], the local profile, the run's vars and its
+  // SCHEDULER_<NAME> overrides (bad names or values stop the bench here, before any stack)
+  const overrides = settingOverrides({ legacy: ["BENCH_VAR_"] });
+  let settings;
+  try {
+    ({ settings } = await effectiveConfig({ root: codeRoot, place: "stack", vars: credentials().vars, overrides }));
+  } catch (error) {
+    frozen?.remove();
+    throw error;
+  }
+  const ctx = { resultsDir: RESULTS, settings, overrides, quietWaitMs: envNumber("BENCH_QUIET_WAIT_S", 120) * 1000 };
 
   // Ctrl-C or a kill: take down every stack this bench started (their own process groups) first
   for (const signal of ["SIGINT", "SIGTERM"]) {
@@ -107,7 +110,7 @@ async function main() {
       const r = await delayed(params.delayed, ctx);
       emit(r);
       // the burst's due time leaves room for an enqueue at the rate just measured
-      if (r.enqueue.jobsPerSec && !env.BENCH_BURST_ENQUEUE_RATE) params.burst.expectedEnqueueRate = r.enqueue.jobsPerSec;
+      if (r.enqueue.jobsPerSec && burstEnqueueRate === null) params.burst.expectedEnqueueRate = r.enqueue.jobsPerSec;
     } else if (name === "burst") emit(await burst(params.burst, ctx));
     else if (name === "crash") emit(await crash(params.crash, ctx));
     else if (name === "steady") emit(await steady(params.steady, ctx, emit));

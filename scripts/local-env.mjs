@@ -41,11 +41,12 @@ export function parseDevVars(text) {
 
 /**
  * The local profile: the non-secret settings of .dev.vars.example (e.g. BUCKETS), which end-to-end
- * tests and benchmarks apply too, so they run the scheduler as `npm start` does.
+ * tests, the bench and the soak apply too, so they run the scheduler as `npm start` does (each run
+ * brings its own credentials).
  */
 export function localProfile() {
   const vars = parseDevVars(readFileSync(join(ROOT, ".dev.vars.example"), "utf8"));
-  for (const secret of ["API_KEYS", "WEBHOOK_SECRET", "WEBHOOK_SECRETS"]) delete vars[secret];
+  for (const secret of ["API_KEYS", "WEBHOOK_SECRET", "WEBHOOK_SECRETS"]) delete vars[secret]; // SECRET_SETTINGS in src/config.ts
   return vars;
 }
 

@@ -1,10 +1,15 @@
-/** Env vars parsed once, with defaults; units in the names. */
+/**
+ * Every setting of the scheduler, with its unit in the name and its default: the one place a
+ * default is written. wrangler.toml [vars] and .dev.vars.example set only what differs from it,
+ * each with why; `npm run config` (scripts/config.mjs) prints what is in effect where. Parsed
+ * once per env.
+ */
 import { z } from "zod";
 import type { Env, FireMessage } from "./env";
 
 const int = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
 
-const ConfigSchema = z.object({
+export const ConfigSchema = z.object({
   /** partitions; only ever increase it (rows keep the bucket they were created with) */
   BUCKETS: int(32, 1),
   /** executions due within this window go to their bucket; later ones wait in D1 */
@@ -27,14 +32,20 @@ const ConfigSchema = z.object({
   FIRE_BATCH_LIMIT: int(2_000, 100),
   /** D1 keeps terminal execution history this long */
   HISTORY_RETENTION_MS: int(30 * 86_400_000, 0),
+  /** create idempotency keys are remembered this long (a repeat within it answers the original) */
   IDEMPOTENCY_WINDOW_MS: int(86_400_000, 0),
+  /** http:// and loopback/private targets; local development only */
   ALLOW_LOOPBACK_TARGETS: z.enum(["true", "false"]).default("false").transform((v) => v === "true"),
   /** signing secret of every tenant not in WEBHOOK_SECRETS */
   WEBHOOK_SECRET: z.string().default(""),
   /** per-tenant secrets with rotation: "tenant:whsec_current whsec_next,tenant2:whsec_x" */
   WEBHOOK_SECRETS: z.string().default(""),
+  /** "tenant:key,tenant:key" */
   API_KEYS: z.string().default(""),
 });
+
+/** Settings that are secrets (`wrangler secret put`): printed only as set or unset. */
+export const SECRET_SETTINGS = ["API_KEYS", "WEBHOOK_SECRET", "WEBHOOK_SECRETS"] as const;
 
 export type Config = z.infer<typeof ConfigSchema> & { fireQueues: Queue<FireMessage>[] };
 

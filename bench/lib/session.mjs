@@ -10,12 +10,13 @@ import { Target } from "./target.mjs";
 
 /**
  * Runs `body({ target, stack, api, sampler, creds, restart })` and always stops the stack(s),
- * closes the target and removes the temporary state.
+ * closes the target and removes the temporary state. `options.overrides`: the run's settings
+ * (SCHEDULER_<NAME>), passed to every stack.
  */
 export async function withSession(name, options, body) {
   const logDir = join(options.resultsDir, "logs");
   const target = await new Target({ delayMs: options.targetDelayMs ?? 0 }).listen();
-  const creds = credentials();
+  const creds = credentials(options.overrides);
   const sampler = new GroupSampler(500);
   const launched = [];
   const quiet = await waitForQuiet(options.quietWaitMs ?? 0);
@@ -53,19 +54,6 @@ export async function withSession(name, options, body) {
     await target.close();
     removeState(persistTo);
   }
-}
-
-/** Settings in effect: wrangler.toml [vars] defaults overlaid with BENCH_VAR_* overrides. */
-export function effectiveSettings(tomlText, overrides) {
-  const out = {};
-  const section = /\[vars\]([\s\S]*?)(?:\n\[|$)/.exec(tomlText);
-  if (section) {
-    for (const line of section[1].split("\n")) {
-      const m = /^\s*([A-Z0-9_]+)\s*=\s*"([^"]*)"/.exec(line);
-      if (m && m[1] !== "ALLOW_LOOPBACK_TARGETS") out[m[1]] = m[2];
-    }
-  }
-  return { ...out, ...overrides };
 }
 
 /**

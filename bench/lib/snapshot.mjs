@@ -42,7 +42,8 @@ export function codeIdentity(root) {
       return null;
     }
   };
-  const dirty = git("status", "--porcelain", "--", "src", "migrations", "wrangler.toml", "scripts");
+  // .dev.vars.example too: its local profile is part of every stack's settings
+  const dirty = git("status", "--porcelain", "--", "src", "migrations", "wrangler.toml", ".dev.vars.example", "scripts");
   return {
     commit: git("rev-parse", "--short", "HEAD"),
     uncommittedFiles: dirty === null ? null : dirty.split("\n").filter(Boolean).length,

@@ -1,13 +1,18 @@
 // The runtime under test, started the way users run it: scripts/local-stack.mjs's startStack
 // (wrangler dev with local tracing off), a fresh temporary state directory, a random API key and
-// signing secret, loopback targets allowed, plus BENCH_VAR_<NAME>=value overrides (BUCKETS,
-// ALARM_QUANTUM_MS, FIRE_BATCH_LIMIT, ...). The scripts are imported from the code root in use
-// (the project, or the bench's frozen copy of it: see snapshot.mjs).
+// signing secret, loopback targets allowed, plus the run's SCHEDULER_<NAME>=value overrides
+// (BUCKETS, ALARM_QUANTUM_MS, FIRE_BATCH_LIMIT, ...). The scripts are imported from the code root
+// in use (the project, or the bench's frozen copy of it: see snapshot.mjs).
 import { randomBytes } from "node:crypto";
 import { createWriteStream, mkdirSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
+import { envBool, envString } from "../../scripts/lib/env.mjs";
+
+/** BENCH_LOG_LEVEL=info logs every consumer batch ("QUEUE fire n/m (ms)"), for profiling */
+const LOG_LEVEL = envString("BENCH_LOG_LEVEL", undefined, { oneOf: ["debug", "info", "log", "warn", "error", "none"] });
+const KEEP_STATE = envBool("BENCH_KEEP_STATE", false);
 
 export const PORT_MIN = 18900;
 export const PORT_MAX = 18950;
@@ -34,22 +39,15 @@ export function allocatePort() {
   return port;
 }
 
-/** Config overrides from BENCH_VAR_<NAME>=value. */
-export function varOverrides(env = process.env) {
-  const out = {};
-  for (const [k, v] of Object.entries(env)) {
-    if (k.startsWith("BENCH_VAR_") && v !== undefined) out[k.slice("BENCH_VAR_".length)] = v;
-  }
-  return out;
-}
-
-export function credentials() {
+/** Fresh credentials, and the vars that start a stack with them and the run's `overrides`. */
+export function credentials(overrides = {}) {
   const apiKey = randomBytes(24).toString("base64url");
   const secret = `whsec_${randomBytes(32).toString("base64")}`;
   return {
     apiKey,
     secret,
-    vars: { API_KEYS: `bench:${apiKey}`, WEBHOOK_SECRET: secret, ALLOW_LOOPBACK_TARGETS: "true", ...varOverrides() },
+    // loopback targets: the bench's target is on 127.0.0.1, whatever the local profile says
+    vars: { API_KEYS: `bench:${apiKey}`, WEBHOOK_SECRET: secret, ALLOW_LOOPBACK_TARGETS: "true", ...overrides },
   };
 }
 
@@ -71,9 +69,8 @@ export async function launch({ name, creds, persistTo, logDir, logLimitBytes = 5
   const startedAt = Date.now();
   let stack;
   try {
-    // BENCH_LOG_LEVEL=info logs every consumer batch ("QUEUE fire n/m (ms)"), for profiling
     const { startStack } = await import(pathToFileURL(join(codeRoot, "scripts", "local-stack.mjs")).href);
-    stack = await startStack({ port, persistTo, vars: creds.vars, log, logLevel: process.env.BENCH_LOG_LEVEL });
+    stack = await startStack({ port, persistTo, vars: creds.vars, log, logLevel: LOG_LEVEL });
   } catch (error) {
     file.end();
     throw error;
@@ -93,6 +90,6 @@ export async function launch({ name, creds, persistTo, logDir, logLimitBytes = 5
 
 /** Deletes a temporary state directory this bench created (never anything else). */
 export function removeState(dir) {
-  if (!dir || process.env.BENCH_KEEP_STATE === "1") return;
+  if (!dir || KEEP_STATE) return;
   if (dir.startsWith(tmpdir()) && dir.includes("scheduler-state-")) rmSync(dir, { recursive: true, force: true });
 }
