@@ -1,18 +1,23 @@
 /**
- * Named D1 queries. Set-based writes take their rows as JSON arrays through json_each (D1 allows
- * 100 bound parameters a statement), in chunks under D1's 2 MB string limit, measured in bytes.
+ * Named D1 queries, through drizzle's query builder over the schema in ./schema.ts. Set-based
+ * writes take their rows as one JSON array parameter read with json_each (D1 allows 100 bound
+ * parameters a statement), in chunks under D1's 2 MB string limit, measured in bytes.
  * db.batch() is atomic; BEGIN/transaction() are not available on D1.
  *
  * Who writes what (DESIGN.md "Ownership and cost"): the API writes jobs' definitions and status,
  * each change raising `version` with `synced = 0`; the job's bucket writes outcomes and its
  * projections (next_run_at, fired, completion), each guarded so it never goes backwards.
+ *
+ * Where drizzle has no operator, a small typed `sql` fragment stands inside a builder query:
+ * json_extract over json_each, row values `(a, b) IN (...)`, `excluded.<column>`, CASE, MAX, IS NOT.
  */
-import { and, desc, eq, inArray, lt, lte, or, sql, type SQL } from "drizzle-orm";
-import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
-import { SQLiteSyncDialect } from "drizzle-orm/sqlite-core";
-import { jobFromStatesSql, toStatesSql, type JobState } from "../core/lifecycle";
+import { and, desc, eq, exists, getTableColumns, inArray, isNotNull, isNull, lt, lte, max, or, type SQL, sql } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
+import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
+import type { AnySQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { JobDefinition, RedriveOrder } from "../bucket/protocol";
-import { deadLetters, jobs, occurrences, type DeadLetterRow, type JobRow, type OccurrenceRow } from "./schema";
+import { JOB_TRANSITIONS, type JobState, TRANSITIONS } from "../core/lifecycle";
+import { type DeadLetterRow, deadLetters, idempotencyKeys, type JobRow, jobs, type OccurrenceRow, occurrences } from "./schema";
 
 export type Db = DrizzleD1Database<Record<string, never>> & { $client: D1Database };
 
@@ -20,7 +25,6 @@ export function dbOf(d1: D1Database): Db {
   return drizzle(d1);
 }
 
-const dialect = new SQLiteSyncDialect();
 const encoder = new TextEncoder();
 
 /** D1 binds a string of at most 2 MB: set-based statements take their rows in JSON chunks below that. */
@@ -51,11 +55,51 @@ export function rowsWritten(results: D1Result[]): number {
   return results.reduce((n, r) => n + (r.meta.rows_written ?? 0), 0);
 }
 
-/** A raw statement for D1's own batch(): drizzle's batch cannot bind parameters of sql`` queries. */
-function statement(db: Db, query: SQL): D1PreparedStatement {
-  const { sql: text, params } = dialect.sqlToQuery(query);
-  return db.$client.prepare(text).bind(...params);
+/** The elements of a JSON array parameter, as the FROM of a set-based statement. */
+function each(json: string): SQL {
+  return sql`json_each(${json})`;
 }
+
+/**
+ * A field of json_each's current element, typed by the element type T. Unqualified `value` is
+ * json_each's: no D1 table has a column of that name.
+ */
+function element<T>() {
+  return <K extends keyof T & string>(key: K) => sql<T[K]>`json_extract(value, ${sql.raw(`'$.${key}'`)})`;
+}
+
+/** A value bound as a column of a select list (INSERT ... SELECT names every column). */
+function bound<T>(value: T): SQL<T> {
+  return sql<T>`${value}`;
+}
+
+/** INSERT ... SELECT's select list: drizzle wants each expression aliased (by its column's key). */
+function insertRow<T extends Record<string, SQL>>(fields: T): { [K in keyof T]: SQL.Aliased<T[K]["_"]["type"]> } {
+  return Object.fromEntries(Object.entries(fields).map(([k, v]) => [k, v.as(k)])) as { [K in keyof T]: SQL.Aliased<T[K]["_"]["type"]> };
+}
+
+/** `excluded.<column>`: the value an upsert proposed (drizzle has no helper for it). */
+function proposed(column: AnySQLiteColumn): SQL {
+  return sql`excluded.${sql.identifier(column.name)}`;
+}
+
+/** An upsert's `set`: each key takes the proposed value. */
+function takeProposed<T extends SQLiteTable, K extends keyof T["_"]["columns"] & string>(table: T, keys: readonly K[]): Record<K, SQL> {
+  const columns = getTableColumns(table);
+  return Object.fromEntries(keys.map((k) => [k, proposed(columns[k]!)])) as Record<K, SQL>;
+}
+
+/** db.batch over a list built at run time, of statements without RETURNING: their D1 results. */
+async function batchRun(db: Db, statements: BatchItem<"sqlite">[]): Promise<D1Result[]> {
+  if (statements.length === 0) return [];
+  return (await db.batch(statements as [BatchItem<"sqlite">, ...BatchItem<"sqlite">[]])) as D1Result[];
+}
+
+/** A job's states from which the bucket completes it (the job table's "complete"). */
+const COMPLETE_FROM: readonly JobState[] = JOB_TRANSITIONS.complete.from;
+const COMPLETED: JobState = JOB_TRANSITIONS.complete.to;
+/** A job's states after which its row is history (the purge's). */
+const FINISHED: readonly JobState[] = ["completed", "canceled"];
 
 /** The job as its bucket applies it. */
 export function definitionOf(row: JobRow): JobDefinition {
@@ -109,35 +153,85 @@ export async function insertJobs(
   now: number,
   idempotencyWindowMs: number,
 ): Promise<{ winners: IdempotencyWinner[]; rowsWritten: number }> {
-  const rowChunks = jsonChunks(
-    items.map((j) => ({ id: j.id, n: j.name, b: j.bucket, s: j.spec, c: j.cron, z: j.timezone, d: j.nextRunAt, k: j.idempotencyKey })),
+  const jobItems = items.map((j) => ({
+    id: j.id,
+    n: j.name,
+    b: j.bucket,
+    s: j.spec,
+    c: j.cron,
+    z: j.timezone,
+    d: j.nextRunAt,
+    k: j.idempotencyKey,
+  }));
+  const keyItems = items.filter((j) => j.idempotencyKey !== null).map((j) => ({ k: j.idempotencyKey!, id: j.id, h: j.requestHash! }));
+  const rowChunks = jsonChunks(jobItems);
+  const keyRows = JSON.stringify(keyItems);
+  const job = element<(typeof jobItems)[number]>();
+  const key = element<(typeof keyItems)[number]>();
+  const claimKeys = db
+    .insert(idempotencyKeys)
+    .select(
+      db
+        .select(insertRow({ tenant: bound(tenant), key: key("k"), jobId: key("id"), requestHash: key("h"), createdAt: bound(now) }))
+        .from(each(keyRows))
+        // SQLite reads an ON right after INSERT ... SELECT ... FROM as a join's: a WHERE ends the FROM
+        .where(sql`true`),
+    )
+    .onConflictDoUpdate({
+      target: [idempotencyKeys.tenant, idempotencyKeys.key],
+      set: takeProposed(idempotencyKeys, ["jobId", "requestHash", "createdAt"]),
+      setWhere: lte(idempotencyKeys.createdAt, now - idempotencyWindowMs),
+    });
+  const ownsKey = or(
+    isNull(job("k")),
+    exists(
+      db
+        .select({ one: sql`1` })
+        .from(idempotencyKeys)
+        .where(and(eq(idempotencyKeys.tenant, tenant), eq(idempotencyKeys.key, job("k")), eq(idempotencyKeys.jobId, job("id")))),
+    ),
   );
-  const keys = items.filter((j) => j.idempotencyKey !== null);
-  const keyRows = JSON.stringify(keys.map((j) => ({ k: j.idempotencyKey, id: j.id, h: j.requestHash })));
-  const ownsKey = sql`(json_extract(i.value, '$.k') IS NULL OR EXISTS (
-      SELECT 1 FROM idempotency_keys k WHERE k.tenant = ${tenant}
-        AND k.key = json_extract(i.value, '$.k') AND k.job_id = json_extract(i.value, '$.id')))`;
-  const claimKeys = statement(db, sql`
-    INSERT INTO idempotency_keys (tenant, key, job_id, request_hash, created_at)
-    SELECT ${tenant}, json_extract(value, '$.k'), json_extract(value, '$.id'), json_extract(value, '$.h'), ${now}
-    FROM json_each(${keyRows}) WHERE true
-    ON CONFLICT (tenant, key) DO UPDATE SET
-      job_id = excluded.job_id, request_hash = excluded.request_hash, created_at = excluded.created_at
-    WHERE idempotency_keys.created_at <= ${now - idempotencyWindowMs}`);
-  const insertJobRows = (rows: string) => statement(db, sql`
-    INSERT INTO jobs (tenant, id, name, bucket, status, version, synced, spec, cron, timezone, next_run_at,
-      idempotency_key, created_at, updated_at, fired, attempts)
-    SELECT ${tenant}, json_extract(i.value, '$.id'), json_extract(i.value, '$.n'), json_extract(i.value, '$.b'), 'active', 1, 1,
-      json_extract(i.value, '$.s'), json_extract(i.value, '$.c'), json_extract(i.value, '$.z'), json_extract(i.value, '$.d'),
-      json_extract(i.value, '$.k'), ${now}, ${now}, 0, 0
-    FROM json_each(${rows}) AS i WHERE ${ownsKey}`);
-  const readKeys = statement(db, sql`
-    SELECT key, job_id AS jobId, request_hash AS requestHash FROM idempotency_keys
-    WHERE tenant = ${tenant} AND key IN (SELECT json_extract(value, '$.k') FROM json_each(${keyRows}))`);
+  const insertJobRows = (rows: string) =>
+    db.insert(jobs).select(
+      db
+        .select(
+          insertRow({
+            tenant: bound(tenant),
+            id: job("id"),
+            name: job("n"),
+            bucket: job("b"),
+            status: bound<JobState>("active"),
+            version: bound(1),
+            synced: bound(1),
+            spec: job("s"),
+            cron: job("c"),
+            timezone: job("z"),
+            nextRunAt: job("d"),
+            idempotencyKey: job("k"),
+            createdAt: bound(now),
+            updatedAt: bound(now),
+            fired: bound(0),
+            runStatus: bound(null),
+            attempts: bound(0),
+            lastHttpStatus: bound(null),
+            lastError: bound(null),
+            deadReason: bound(null),
+            finishedAt: bound(null),
+            attemptLog: bound(null),
+          }),
+        )
+        .from(each(rows))
+        .where(ownsKey),
+    );
+  const readKeys = db
+    .select({ key: idempotencyKeys.key, jobId: idempotencyKeys.jobId, requestHash: idempotencyKeys.requestHash })
+    .from(idempotencyKeys)
+    .where(and(eq(idempotencyKeys.tenant, tenant), inArray(idempotencyKeys.key, db.select({ k: key("k") }).from(each(keyRows)))));
   const inserts = rowChunks.map(insertJobRows);
-  if (keys.length === 0) return { winners: [], rowsWritten: rowsWritten(await db.$client.batch(inserts)) };
-  const results = await db.$client.batch<IdempotencyWinner>([claimKeys, ...inserts, readKeys]);
-  return { winners: results[results.length - 1]!.results, rowsWritten: rowsWritten(results) };
+  if (keyItems.length === 0) return { winners: [], rowsWritten: rowsWritten(await batchRun(db, inserts)) };
+  const results = await db.batch([claimKeys, ...inserts, readKeys]);
+  const winners = results[results.length - 1] as IdempotencyWinner[];
+  return { winners, rowsWritten: rowsWritten(results.slice(0, -1) as D1Result[]) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -151,7 +245,14 @@ export type JobChange = Partial<Pick<JobRow, "name" | "status" | "spec" | "cron"
  * makes this one retry on the newer row). Writes 1 row, plus index entries when next_run_at
  * changes and 1 for the unsynced index. Returns the new row, or undefined on a version conflict.
  */
-export async function changeJob(db: Db, tenant: string, id: string, version: number, change: JobChange, now: number): Promise<JobRow | undefined> {
+export async function changeJob(
+  db: Db,
+  tenant: string,
+  id: string,
+  version: number,
+  change: JobChange,
+  now: number,
+): Promise<JobRow | undefined> {
   const rows = await db
     .update(jobs)
     .set({ ...change, version: version + 1, synced: 0, updatedAt: now })
@@ -166,13 +267,15 @@ export async function changeJob(db: Db, tenant: string, id: string, version: num
  */
 export async function markSynced(db: Db, items: { tenant: string; jobId: string; version: number }[]): Promise<number> {
   if (items.length === 0) return 0;
-  return rowsWritten(await db.$client.batch(
-    jsonChunks(items).map((chunk) => statement(db, sql`
-      UPDATE jobs SET synced = 1
-      FROM (SELECT json_extract(value, '$.tenant') AS tenant, json_extract(value, '$.jobId') AS id,
-              json_extract(value, '$.version') AS version FROM json_each(${chunk})) AS m
-      WHERE jobs.tenant = m.tenant AND jobs.id = m.id AND jobs.version = m.version AND jobs.synced = 0`)),
-  ));
+  const m = element<(typeof items)[number]>();
+  const statements = jsonChunks(items).map((chunk) =>
+    db
+      .update(jobs)
+      .set({ synced: 1 })
+      .from(each(chunk))
+      .where(and(eq(jobs.tenant, m("tenant")), eq(jobs.id, m("jobId")), eq(jobs.version, m("version")), eq(jobs.synced, 0))),
+  );
+  return rowsWritten(await batchRun(db, statements));
 }
 
 /**
@@ -190,7 +293,12 @@ export async function redriveOneOff(db: Db, tenant: string, job: JobRow, executi
       and(
         eq(deadLetters.tenant, tenant),
         eq(deadLetters.executionId, executionId),
-        sql`EXISTS (SELECT 1 FROM ${jobs} WHERE ${jobs.tenant} = ${tenant} AND ${jobs.id} = ${job.id} AND ${jobs.version} = ${job.version + 1})`,
+        exists(
+          db
+            .select({ one: sql`1` })
+            .from(jobs)
+            .where(and(eq(jobs.tenant, tenant), eq(jobs.id, job.id), eq(jobs.version, job.version + 1))),
+        ),
       ),
     ),
   ]);
@@ -210,11 +318,17 @@ export async function markRedrive(db: Db, tenant: string, executionId: string, n
 /** clearRedrives: the bucket took these redrives; they leave the dead-letter list. */
 export async function clearRedrives(db: Db, items: { tenant: string; executionId: string }[]): Promise<number> {
   if (items.length === 0) return 0;
-  return rowsWritten(await db.$client.batch(
-    jsonChunks(items).map((chunk) => statement(db, sql`
-      DELETE FROM dead_letters WHERE redrive_at IS NOT NULL AND (tenant, execution_id) IN
-        (SELECT json_extract(value, '$.tenant'), json_extract(value, '$.executionId') FROM json_each(${chunk}))`)),
-  ));
+  const statements = jsonChunks(items).map((chunk) => deleteRedriven(db, chunk, "executionId"));
+  return rowsWritten(await batchRun(db, statements));
+}
+
+/** The dead letters the JSON array `chunk` names (by `tenant` and `idKey`) whose redrive is on its way. */
+function deleteRedriven(db: Db, chunk: string, idKey: "executionId" | "id") {
+  const m = element<Record<"tenant" | typeof idKey, string>>();
+  const named = db.select({ tenant: m("tenant"), id: m(idKey) }).from(each(chunk));
+  return db
+    .delete(deadLetters)
+    .where(and(isNotNull(deadLetters.redriveAt), inArray(sql`(${deadLetters.tenant}, ${deadLetters.executionId})`, named)));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -246,21 +360,30 @@ export async function pendingJobs(
 
 /** unsyncedJobs: a bucket's changes its bucket has not acknowledged (the partial index). */
 export async function unsyncedJobs(db: Db, bucket: number, limit: number): Promise<JobDefinition[]> {
-  const rows = await db.select().from(jobs).where(and(eq(jobs.bucket, bucket), eq(jobs.synced, 0))).limit(limit);
+  const rows = await db
+    .select()
+    .from(jobs)
+    .where(and(eq(jobs.bucket, bucket), eq(jobs.synced, 0)))
+    .limit(limit);
   return rows.map(definitionOf);
 }
 
 /** pendingRedrives: a bucket's redrives of recurring occurrences not yet acknowledged. */
 export async function pendingRedrives(db: Db, bucket: number, limit: number): Promise<(RedriveOrder & { tenant: string })[]> {
-  const rows = await db.all<DeadLetterRow & Record<string, unknown>>(sql`
-    SELECT d.tenant, d.execution_id AS executionId, d.job_id AS jobId, d.due_at AS dueAt, d.occurrence, d.attempts,
-      o.attempt_log AS attemptLog
-    FROM dead_letters d LEFT JOIN occurrences o ON o.id = d.execution_id
-    WHERE d.bucket = ${bucket} AND d.redrive_at IS NOT NULL LIMIT ${limit}`);
-  return rows.map((r) => ({
-    executionId: r.executionId, jobId: r.jobId, tenant: r.tenant, occurrenceAt: r.dueAt, occurrence: r.occurrence, attempts: r.attempts,
-    attemptLog: (r.attemptLog as string | null) ?? null,
-  }));
+  return db
+    .select({
+      executionId: deadLetters.executionId,
+      jobId: deadLetters.jobId,
+      tenant: deadLetters.tenant,
+      occurrenceAt: deadLetters.dueAt,
+      occurrence: deadLetters.occurrence,
+      attempts: deadLetters.attempts,
+      attemptLog: occurrences.attemptLog,
+    })
+    .from(deadLetters)
+    .leftJoin(occurrences, eq(occurrences.id, deadLetters.executionId))
+    .where(and(eq(deadLetters.bucket, bucket), isNotNull(deadLetters.redriveAt)))
+    .limit(limit);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -299,108 +422,184 @@ export interface ScheduleProjection {
  * - one-off: the job row gets its execution's outcome (1 row). It completes (succeeded or dead)
  *   only while active and still due at the run time this execution was for (a PATCH of the run
  *   time meanwhile keeps it active); guard: attempts never go backwards.
- * - recurring: an occurrence history row (insert or a reopened one's update).
+ * - recurring: an occurrence history row (insert or a reopened one's update); guard: attempts
+ *   never go backwards.
  * - dead: a dead-letter row.
  * - schedules: next_run_at, fired and completion, only at the version the bucket holds.
  */
-/**
- * A one-off job completes (the job table's "complete") when its execution ends succeeded or dead
- * while the job is still due at the run time that execution was for.
- */
-const completes = sql.raw(
-  `jobs.status IN (${jobFromStatesSql("complete")}) AND m.status IN (${toStatesSql(["succeed", "kill", "poison"])})
-   AND jobs.next_run_at = m.occurrence_at`,
-);
-
 export async function writeOutcomes(db: Db, finished: FinishedExecution[], schedules: ScheduleProjection[], now: number): Promise<number> {
-  const statements: D1PreparedStatement[] = [];
-  for (const chunk of jsonChunks(finished.filter((f) => !f.recurring))) {
-    statements.push(statement(db, sql`
-      UPDATE jobs SET run_status = m.status, attempts = m.attempts, last_http_status = m.http, last_error = m.error,
-        dead_reason = m.reason, finished_at = m.finished_at, attempt_log = m.log,
-        status = CASE WHEN ${completes} THEN 'completed' ELSE jobs.status END,
-        updated_at = CASE WHEN ${completes} THEN ${now} ELSE jobs.updated_at END
-      FROM (SELECT json_extract(value, '$.tenant') AS tenant, json_extract(value, '$.jobId') AS job_id,
-              json_extract(value, '$.status') AS status, json_extract(value, '$.attempts') AS attempts,
-              json_extract(value, '$.lastHttpStatus') AS http, json_extract(value, '$.lastError') AS error,
-              json_extract(value, '$.deadReason') AS reason, json_extract(value, '$.finishedAt') AS finished_at,
-              json_extract(value, '$.attemptLog') AS log, json_extract(value, '$.occurrenceAt') AS occurrence_at
-            FROM json_each(${chunk})) AS m
-      WHERE jobs.tenant = m.tenant AND jobs.id = m.job_id AND jobs.attempts <= m.attempts`));
+  const f = element<FinishedExecution>();
+  const statements: BatchItem<"sqlite">[] = [];
+  // a one-off job completes when its execution ends succeeded or dead while the job is still due
+  // at the run time that execution was for (the job table's "complete")
+  const completesOneOff = and(
+    inArray(jobs.status, COMPLETE_FROM),
+    inArray(
+      f("status"),
+      (["succeed", "kill", "poison"] as const).map((t) => TRANSITIONS[t].to),
+    ),
+    eq(jobs.nextRunAt, f("occurrenceAt")),
+  );
+  for (const chunk of jsonChunks(finished.filter((e) => !e.recurring))) {
+    statements.push(
+      db
+        .update(jobs)
+        .set({
+          runStatus: f("status"),
+          attempts: f("attempts"),
+          lastHttpStatus: f("lastHttpStatus"),
+          lastError: f("lastError"),
+          deadReason: f("deadReason"),
+          finishedAt: f("finishedAt"),
+          attemptLog: f("attemptLog"),
+          status: sql`CASE WHEN ${completesOneOff} THEN ${COMPLETED} ELSE ${jobs.status} END`,
+          updatedAt: sql`CASE WHEN ${completesOneOff} THEN ${now} ELSE ${jobs.updatedAt} END`,
+        })
+        .from(each(chunk))
+        .where(and(eq(jobs.tenant, f("tenant")), eq(jobs.id, f("jobId")), lte(jobs.attempts, f("attempts")))),
+    );
   }
-  for (const chunk of jsonChunks(finished.filter((f) => f.recurring))) {
-    statements.push(statement(db, sql`
-      INSERT INTO occurrences (id, tenant, job_id, due_at, occurrence, status, attempts, last_http_status, last_error,
-        dead_reason, finished_at, attempt_log)
-      SELECT json_extract(value, '$.id'), json_extract(value, '$.tenant'), json_extract(value, '$.jobId'),
-        json_extract(value, '$.occurrenceAt'), json_extract(value, '$.occurrence'), json_extract(value, '$.status'),
-        json_extract(value, '$.attempts'), json_extract(value, '$.lastHttpStatus'), json_extract(value, '$.lastError'),
-        json_extract(value, '$.deadReason'), json_extract(value, '$.finishedAt'), json_extract(value, '$.attemptLog')
-      FROM json_each(${chunk}) WHERE true
-      ON CONFLICT (id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts,
-        last_http_status = excluded.last_http_status, last_error = excluded.last_error, dead_reason = excluded.dead_reason,
-        finished_at = excluded.finished_at, attempt_log = excluded.attempt_log
-      WHERE occurrences.attempts <= excluded.attempts`));
+  for (const chunk of jsonChunks(finished.filter((e) => e.recurring))) {
+    statements.push(
+      db
+        .insert(occurrences)
+        .select(
+          db
+            .select(
+              insertRow({
+                id: f("id"),
+                tenant: f("tenant"),
+                jobId: f("jobId"),
+                dueAt: f("occurrenceAt"),
+                occurrence: f("occurrence"),
+                status: f("status"),
+                attempts: f("attempts"),
+                lastHttpStatus: f("lastHttpStatus"),
+                lastError: f("lastError"),
+                deadReason: f("deadReason"),
+                finishedAt: f("finishedAt"),
+                attemptLog: f("attemptLog"),
+              }),
+            )
+            .from(each(chunk))
+            .where(sql`true`), // ends the FROM before ON CONFLICT (see insertJobs)
+        )
+        .onConflictDoUpdate({
+          target: occurrences.id,
+          set: takeProposed(occurrences, ["status", "attempts", "lastHttpStatus", "lastError", "deadReason", "finishedAt", "attemptLog"]),
+          setWhere: lte(occurrences.attempts, proposed(occurrences.attempts)),
+        }),
+    );
   }
-  const dead = finished.filter((f) => f.status === "dead");
-  for (const chunk of jsonChunks(dead)) {
-    statements.push(statement(db, sql`
-      INSERT INTO dead_letters (tenant, execution_id, job_id, bucket, due_at, occurrence, attempts, last_http_status,
-        last_error, dead_reason, dead_at)
-      SELECT json_extract(value, '$.tenant'), json_extract(value, '$.id'), json_extract(value, '$.jobId'),
-        json_extract(value, '$.bucket'), json_extract(value, '$.occurrenceAt'), json_extract(value, '$.occurrence'),
-        json_extract(value, '$.attempts'), json_extract(value, '$.lastHttpStatus'), json_extract(value, '$.lastError'),
-        json_extract(value, '$.deadReason'), json_extract(value, '$.finishedAt')
-      FROM json_each(${chunk}) WHERE true
-      ON CONFLICT (tenant, execution_id) DO UPDATE SET attempts = excluded.attempts,
-        last_http_status = excluded.last_http_status, last_error = excluded.last_error,
-        dead_reason = excluded.dead_reason, dead_at = excluded.dead_at, redrive_at = NULL`));
+  for (const chunk of jsonChunks(finished.filter((e) => e.status === "dead"))) {
+    statements.push(
+      db
+        .insert(deadLetters)
+        .select(
+          db
+            .select(
+              insertRow({
+                tenant: f("tenant"),
+                executionId: f("id"),
+                jobId: f("jobId"),
+                bucket: f("bucket"),
+                dueAt: f("occurrenceAt"),
+                occurrence: f("occurrence"),
+                attempts: f("attempts"),
+                lastHttpStatus: f("lastHttpStatus"),
+                lastError: f("lastError"),
+                deadReason: f("deadReason"),
+                deadAt: f("finishedAt"),
+                redriveAt: bound(null),
+              }),
+            )
+            .from(each(chunk))
+            .where(sql`true`), // ends the FROM before ON CONFLICT (see insertJobs)
+        )
+        .onConflictDoUpdate({
+          target: [deadLetters.tenant, deadLetters.executionId],
+          set: { ...takeProposed(deadLetters, ["attempts", "lastHttpStatus", "lastError", "deadReason", "deadAt"]), redriveAt: null },
+        }),
+    );
   }
   // a redriven execution that finished leaves the list even if its redrive was never acknowledged
-  const redriven = finished.filter((f) => f.status !== "dead");
-  for (const chunk of jsonChunks(redriven.map((f) => ({ tenant: f.tenant, id: f.id })))) {
-    statements.push(statement(db, sql`
-      DELETE FROM dead_letters WHERE redrive_at IS NOT NULL AND (tenant, execution_id) IN
-        (SELECT json_extract(value, '$.tenant'), json_extract(value, '$.id') FROM json_each(${chunk}))`));
-  }
+  const redriven = finished.filter((e) => e.status !== "dead").map((e) => ({ tenant: e.tenant, id: e.id }));
+  for (const chunk of jsonChunks(redriven)) statements.push(deleteRedriven(db, chunk, "id"));
+  const s = element<ScheduleProjection>();
+  const completesSchedule = and(s("completed"), inArray(jobs.status, COMPLETE_FROM));
   for (const chunk of jsonChunks(schedules)) {
-    statements.push(statement(db, sql`
-      UPDATE jobs SET next_run_at = COALESCE(m.next_run_at, jobs.next_run_at), fired = MAX(jobs.fired, m.fired),
-        status = CASE WHEN m.completed AND jobs.status IN (${sql.raw(jobFromStatesSql("complete"))}) THEN 'completed' ELSE jobs.status END,
-        updated_at = CASE WHEN m.completed AND jobs.status IN (${sql.raw(jobFromStatesSql("complete"))}) THEN ${now} ELSE jobs.updated_at END
-      FROM (SELECT json_extract(value, '$.tenant') AS tenant, json_extract(value, '$.jobId') AS id,
-              json_extract(value, '$.version') AS version, json_extract(value, '$.nextRunAt') AS next_run_at,
-              json_extract(value, '$.fired') AS fired, json_extract(value, '$.completed') AS completed
-            FROM json_each(${chunk})) AS m
-      WHERE jobs.tenant = m.tenant AND jobs.id = m.id AND jobs.version = m.version
-        AND ((m.next_run_at IS NOT NULL AND jobs.next_run_at IS NOT m.next_run_at) OR jobs.fired < m.fired OR (m.completed AND jobs.status IN (${sql.raw(jobFromStatesSql("complete"))})))`));
+    statements.push(
+      db
+        .update(jobs)
+        .set({
+          nextRunAt: sql`COALESCE(${s("nextRunAt")}, ${jobs.nextRunAt})`,
+          fired: sql`MAX(${jobs.fired}, ${s("fired")})`,
+          status: sql`CASE WHEN ${completesSchedule} THEN ${COMPLETED} ELSE ${jobs.status} END`,
+          updatedAt: sql`CASE WHEN ${completesSchedule} THEN ${now} ELSE ${jobs.updatedAt} END`,
+        })
+        .from(each(chunk))
+        .where(
+          and(
+            eq(jobs.tenant, s("tenant")),
+            eq(jobs.id, s("jobId")),
+            eq(jobs.version, s("version")),
+            or(
+              and(isNotNull(s("nextRunAt")), sql`${jobs.nextRunAt} IS NOT ${s("nextRunAt")}`),
+              lt(jobs.fired, s("fired")),
+              completesSchedule,
+            ),
+          ),
+        ),
+    );
   }
-  return statements.length > 0 ? rowsWritten(await db.$client.batch(statements)) : 0;
+  return rowsWritten(await batchRun(db, statements));
 }
 
 // ---------------------------------------------------------------------------------------------
 // reads
 
 export async function getJob(db: Db, tenant: string, id: string): Promise<JobRow | undefined> {
-  const rows = await db.select().from(jobs).where(and(eq(jobs.tenant, tenant), eq(jobs.id, id))).limit(1);
+  const rows = await db
+    .select()
+    .from(jobs)
+    .where(and(eq(jobs.tenant, tenant), eq(jobs.id, id)))
+    .limit(1);
   return rows[0];
 }
 
 export async function getJobsByIds(db: Db, tenant: string, ids: string[]): Promise<JobRow[]> {
   if (ids.length === 0) return [];
-  return db.select().from(jobs).where(and(eq(jobs.tenant, tenant), inArray(jobs.id, ids)));
+  return db
+    .select()
+    .from(jobs)
+    .where(and(eq(jobs.tenant, tenant), inArray(jobs.id, ids)));
 }
 
 /** Newest first (ids are time-sortable, so the key order is the creation order); the cursor is the last id. */
-export async function listJobs(db: Db, tenant: string, status: JobState | undefined, cursorId: string | undefined, limit: number): Promise<JobRow[]> {
+export async function listJobs(
+  db: Db,
+  tenant: string,
+  status: JobState | undefined,
+  cursorId: string | undefined,
+  limit: number,
+): Promise<JobRow[]> {
   const conditions = [eq(jobs.tenant, tenant)];
   if (status) conditions.push(eq(jobs.status, status));
   if (cursorId) conditions.push(lt(jobs.id, cursorId));
-  return db.select().from(jobs).where(and(...conditions)).orderBy(desc(jobs.id)).limit(limit);
+  return db
+    .select()
+    .from(jobs)
+    .where(and(...conditions))
+    .orderBy(desc(jobs.id))
+    .limit(limit);
 }
 
 export async function getOccurrence(db: Db, tenant: string, id: string): Promise<OccurrenceRow | undefined> {
-  const rows = await db.select().from(occurrences).where(and(eq(occurrences.tenant, tenant), eq(occurrences.id, id))).limit(1);
+  const rows = await db
+    .select()
+    .from(occurrences)
+    .where(and(eq(occurrences.tenant, tenant), eq(occurrences.id, id)))
+    .limit(1);
   return rows[0];
 }
 
@@ -424,7 +623,12 @@ export async function getDeadLetter(db: Db, tenant: string, executionId: string)
 }
 
 /** Dead executions of a tenant, most recently dead first; cursor is the last row's (deadAt, id). */
-export async function listDead(db: Db, tenant: string, cursor: { deadAt: number; id: string } | undefined, limit: number): Promise<DeadLetterRow[]> {
+export async function listDead(
+  db: Db,
+  tenant: string,
+  cursor: { deadAt: number; id: string } | undefined,
+  limit: number,
+): Promise<DeadLetterRow[]> {
   const conditions = [eq(deadLetters.tenant, tenant)];
   if (cursor) {
     conditions.push(
@@ -455,22 +659,36 @@ export async function purgeHistory(
   limit: number,
 ): Promise<{ deleted: number; more: boolean; rowsWritten: number }> {
   const perBucket = Math.max(1, Math.ceil(limit / buckets));
-  const statements: D1PreparedStatement[] = [];
-  for (let b = 0; b < buckets; b++) {
-    statements.push(statement(db, sql`
-      DELETE FROM jobs WHERE (tenant, id) IN (
-        SELECT tenant, id FROM jobs WHERE bucket = ${b} AND next_run_at < ${historyCutoffAt}
-          AND status IN ('completed', 'canceled') AND updated_at < ${historyCutoffAt} LIMIT ${perBucket})`));
-  }
-  statements.push(
-    statement(db, sql`DELETE FROM occurrences WHERE id IN (
-      SELECT id FROM occurrences WHERE finished_at < ${historyCutoffAt} LIMIT ${limit})`),
-    statement(db, sql`DELETE FROM dead_letters WHERE (tenant, execution_id) IN (
-      SELECT tenant, execution_id FROM dead_letters WHERE dead_at < ${historyCutoffAt} AND redrive_at IS NULL LIMIT ${limit})`),
-    statement(db, sql`DELETE FROM idempotency_keys WHERE rowid IN (
-      SELECT rowid FROM idempotency_keys WHERE created_at < ${idempotencyCutoffAt} LIMIT ${limit})`),
+  // SQLite's DELETE ... LIMIT is a compile-time option: each page is a key subquery with a LIMIT
+  const finishedJobs = (b: number) =>
+    db
+      .select({ tenant: jobs.tenant, id: jobs.id })
+      .from(jobs)
+      .where(
+        and(eq(jobs.bucket, b), lt(jobs.nextRunAt, historyCutoffAt), inArray(jobs.status, FINISHED), lt(jobs.updatedAt, historyCutoffAt)),
+      )
+      .limit(perBucket);
+  const statements: BatchItem<"sqlite">[] = Array.from({ length: buckets }, (_, b) =>
+    db.delete(jobs).where(inArray(sql`(${jobs.tenant}, ${jobs.id})`, finishedJobs(b))),
   );
-  const results = await db.$client.batch(statements);
+  const oldOccurrences = db
+    .select({ id: occurrences.id })
+    .from(occurrences)
+    .where(lt(occurrences.finishedAt, historyCutoffAt))
+    .limit(limit);
+  const oldDeadLetters = db
+    .select({ tenant: deadLetters.tenant, executionId: deadLetters.executionId })
+    .from(deadLetters)
+    .where(and(lt(deadLetters.deadAt, historyCutoffAt), isNull(deadLetters.redriveAt)))
+    .limit(limit);
+  const rowid = sql<number>`rowid`; // idempotency_keys is a rowid table (schema.ts withoutRowid)
+  const oldKeys = db.select({ rowid }).from(idempotencyKeys).where(lt(idempotencyKeys.createdAt, idempotencyCutoffAt)).limit(limit);
+  statements.push(
+    db.delete(occurrences).where(inArray(occurrences.id, oldOccurrences)),
+    db.delete(deadLetters).where(inArray(sql`(${deadLetters.tenant}, ${deadLetters.executionId})`, oldDeadLetters)),
+    db.delete(idempotencyKeys).where(inArray(rowid, oldKeys)),
+  );
+  const results = await batchRun(db, statements);
   const limits = [...Array.from({ length: buckets }, () => perBucket), limit, limit, limit];
   return {
     deleted: results.reduce((n, r) => n + (r.meta.changes ?? 0), 0),
@@ -481,6 +699,6 @@ export async function purgeHistory(
 
 /** The highest bucket any job names (a lowered BUCKETS setting must not strand a bucket's jobs). */
 export async function highestBucket(db: Db): Promise<number> {
-  const row = await db.get<{ b: number | null }>(sql`SELECT MAX(bucket) AS b FROM jobs`);
-  return row?.b ?? -1;
+  const [highest] = await db.select({ bucket: max(jobs.bucket) }).from(jobs);
+  return highest?.bucket ?? -1;
 }

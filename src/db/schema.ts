@@ -1,6 +1,15 @@
-/** Drizzle schema of D1: the only place D1 column names are spelled (migrations/ creates them). */
-import { integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
-import type { JobState } from "../core/lifecycle";
+/**
+ * Drizzle schema of D1: the only place D1 tables, columns, indexes and constraints are spelled.
+ * migrations/ creates them by hand (append-only); `npm run db:check` fails when the two disagree.
+ */
+import { desc, type SQL, sql } from "drizzle-orm";
+import { type AnySQLiteColumn, check, index, integer, primaryKey, sqliteTable, text } from "drizzle-orm/sqlite-core";
+import { EXECUTION_STATES, JOB_STATES, TERMINAL_STATES } from "../core/lifecycle";
+
+/** `column IN ('a',...)`: a state column's CHECK, listing a lifecycle table's states (STYLE.md habit 2). */
+function oneOf(column: AnySQLiteColumn, states: readonly string[]): SQL {
+  return sql`${column} IN (${sql.raw(states.map((s) => `'${s}'`).join(","))})`;
+}
 
 /**
  * One row per job. The API writes the definition and status (raising `version`); the job's
@@ -13,10 +22,12 @@ export const jobs = sqliteTable(
     id: text("id").notNull(),
     name: text("name"),
     bucket: integer("bucket").notNull(),
-    status: text("status").$type<JobState>().notNull(),
-    version: integer("version").notNull(),
+    status: text("status", { enum: JOB_STATES }).notNull(),
+    /** raised by every change the API accepts */
+    version: integer("version").notNull().default(1),
     /** 0 until the bucket acknowledged `version` */
-    synced: integer("synced").notNull(),
+    synced: integer("synced").notNull().default(1),
+    /** JSON: target, timeoutMs, retry, metadata, schedule */
     spec: text("spec").notNull(),
     cron: text("cron"),
     timezone: text("timezone"),
@@ -26,33 +37,54 @@ export const jobs = sqliteTable(
     createdAt: integer("created_at").notNull(),
     updatedAt: integer("updated_at").notNull(),
     // written by the bucket
-    fired: integer("fired").notNull(),
-    runStatus: text("run_status"),
-    attempts: integer("attempts").notNull(),
+    /** recurring: occurrences fired (the maxOccurrences budget) */
+    fired: integer("fired").notNull().default(0),
+    /** one-off: its execution's state */
+    runStatus: text("run_status", { enum: EXECUTION_STATES }),
+    attempts: integer("attempts").notNull().default(0),
     lastHttpStatus: integer("last_http_status"),
     lastError: text("last_error"),
     deadReason: text("dead_reason"),
     finishedAt: integer("finished_at"),
+    /** JSON: the execution's attempts */
     attemptLog: text("attempt_log"),
   },
-  (t) => [primaryKey({ columns: [t.tenant, t.id] })],
+  (t) => [
+    primaryKey({ columns: [t.tenant, t.id] }),
+    check("jobs_status", oneOf(t.status, JOB_STATES)),
+    check("jobs_run_status", oneOf(t.runStatus, EXECUTION_STATES)),
+    // the sync pass's range (a bucket's jobs due before its horizon) and the purge's
+    index("jobs_due").on(t.bucket, t.nextRunAt),
+    // an entry only while a change is not acknowledged by the bucket
+    index("jobs_unsynced").on(t.bucket).where(sql`${t.synced} = 0`),
+  ],
 );
 
 /** A recurring job's finished occurrences (written once, when terminal). */
-export const occurrences = sqliteTable("occurrences", {
-  id: text("id").primaryKey(),
-  tenant: text("tenant").notNull(),
-  jobId: text("job_id").notNull(),
-  dueAt: integer("due_at").notNull(),
-  occurrence: integer("occurrence").notNull(),
-  status: text("status").notNull(),
-  attempts: integer("attempts").notNull(),
-  lastHttpStatus: integer("last_http_status"),
-  lastError: text("last_error"),
-  deadReason: text("dead_reason"),
-  finishedAt: integer("finished_at").notNull(),
-  attemptLog: text("attempt_log"),
-});
+export const occurrences = sqliteTable(
+  "occurrences",
+  {
+    /** the execution id (webhook-id) */
+    id: text("id").primaryKey(),
+    tenant: text("tenant").notNull(),
+    jobId: text("job_id").notNull(),
+    /** the occurrence's time */
+    dueAt: integer("due_at").notNull(),
+    occurrence: integer("occurrence").notNull(),
+    status: text("status", { enum: TERMINAL_STATES }).notNull(),
+    attempts: integer("attempts").notNull(),
+    lastHttpStatus: integer("last_http_status"),
+    lastError: text("last_error"),
+    deadReason: text("dead_reason"),
+    finishedAt: integer("finished_at").notNull(),
+    attemptLog: text("attempt_log"),
+  },
+  (t) => [
+    check("occurrences_status", oneOf(t.status, TERMINAL_STATES)),
+    index("occurrences_job").on(t.tenant, t.jobId, t.dueAt),
+    index("occurrences_finished").on(t.finishedAt),
+  ],
+);
 
 /** Dead executions of either kind: the DLQ list and redrive. */
 export const deadLetters = sqliteTable(
@@ -62,6 +94,7 @@ export const deadLetters = sqliteTable(
     executionId: text("execution_id").notNull(),
     jobId: text("job_id").notNull(),
     bucket: integer("bucket").notNull(),
+    /** the occurrence's time */
     dueAt: integer("due_at").notNull(),
     occurrence: integer("occurrence").notNull(),
     attempts: integer("attempts").notNull(),
@@ -69,12 +102,17 @@ export const deadLetters = sqliteTable(
     lastError: text("last_error"),
     deadReason: text("dead_reason").notNull(),
     deadAt: integer("dead_at").notNull(),
-    /** set while a redrive is on its way to the bucket */
+    /** set while a redrive is on its way to the bucket (the sync pass re-sends it) */
     redriveAt: integer("redrive_at"),
   },
-  (t) => [primaryKey({ columns: [t.tenant, t.executionId] })],
+  (t) => [
+    primaryKey({ columns: [t.tenant, t.executionId] }),
+    index("dead_letters_listed").on(t.tenant, desc(t.deadAt), desc(t.executionId)),
+    index("dead_letters_redriving").on(t.bucket).where(sql`${t.redriveAt} IS NOT NULL`),
+  ],
 );
 
+/** Who owns an idempotency key (invariant 8); purged after the dedupe window. */
 export const idempotencyKeys = sqliteTable(
   "idempotency_keys",
   {
@@ -84,8 +122,15 @@ export const idempotencyKeys = sqliteTable(
     requestHash: text("request_hash").notNull(),
     createdAt: integer("created_at").notNull(),
   },
-  (t) => [primaryKey({ columns: [t.tenant, t.key] })],
+  (t) => [primaryKey({ columns: [t.tenant, t.key] }), index("idempotency_keys_created").on(t.createdAt)],
 );
+
+/**
+ * Tables created WITHOUT ROWID (the key is the table: one b-tree entry a row, docs/data-path.md).
+ * Drizzle cannot declare it (drizzle-orm#408): scripts/check-schema.mjs adds it to drizzle-kit's
+ * DDL for these tables and fails when migrations/ disagrees.
+ */
+export const withoutRowid = [jobs, occurrences, deadLetters] as const;
 
 export type JobRow = typeof jobs.$inferSelect;
 export type OccurrenceRow = typeof occurrences.$inferSelect;

@@ -6,11 +6,15 @@
  * at all (a durable row means scheduled; dispatched and running live in memory): its
  * `executions` table is WITHOUT ROWID keyed (due_at, id), so the alarm's "what is due" is a key
  * range and a row is one b-tree entry (docs/data-path.md).
+ * src/db/schema.ts, the one place D1 columns are spelled, declares the D1 the migrations build:
+ * checked here on the Worker's own D1; `npm run db:check` compares every fact offline.
  */
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import { getTableConfig } from "drizzle-orm/sqlite-core";
 import { describe, expect, it } from "vitest";
 import { EXECUTION_STATES, JOB_STATES, TERMINAL_STATES } from "../../src/core/lifecycle";
+import { deadLetters, idempotencyKeys, jobs, occurrences, withoutRowid } from "../../src/db/schema";
 import { bucketStub } from "./helpers";
 
 /** The states named by `<column> TEXT [NOT NULL] CHECK (<column> IN (...))` in a CREATE TABLE statement. */
@@ -84,6 +88,42 @@ describe("D1 state constraints", () => {
     }
     const { n } = (await env.DB.prepare("SELECT count(*) AS n FROM jobs WHERE id LIKE 'job_schema_%'").first<{ n: number }>())!;
     expect(n).toBe(0);
+  });
+});
+
+describe("the drizzle schema (src/db/schema.ts)", () => {
+  const tables = [jobs, occurrences, deadLetters, idempotencyKeys].map(getTableConfig);
+  const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
+
+  it("declares exactly D1's tables, WITHOUT ROWID where D1's are", async () => {
+    const { results } = await env.DB.prepare(
+      `SELECT name, wr FROM pragma_table_list WHERE schema = 'main' AND type = 'table'
+         AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '_cf_%' AND name <> 'd1_migrations'`,
+    ).all<{ name: string; wr: number }>();
+    const declared = new Set(withoutRowid.map((t) => getTableConfig(t).name));
+    expect(results.sort(byName)).toEqual(tables.map((t) => ({ name: t.name, wr: declared.has(t.name) ? 1 : 0 })).sort(byName));
+  });
+
+  const perTable = tables.map((t) => [t.name, t] as const);
+
+  it.each(perTable)("declares every column of %s with its type, NOT NULL, default and key (in any order)", async (name, table) => {
+    const { results } = await env.DB.prepare('SELECT name, type, "notnull", dflt_value, pk FROM pragma_table_info(?)')
+      .bind(name)
+      .all<{ name: string; type: string; notnull: number; dflt_value: string | null; pk: number }>();
+    const key = table.primaryKeys[0]?.columns.map((c) => c.name) ?? table.columns.filter((c) => c.primary).map((c) => c.name);
+    const declared = table.columns.map((c) => ({
+      name: c.name,
+      type: c.getSQLType().toUpperCase(),
+      notnull: c.notNull ? 1 : 0,
+      dflt_value: c.default === undefined ? null : String(c.default),
+      pk: key.indexOf(c.name) + 1,
+    }));
+    expect(results.sort(byName)).toEqual(declared.sort(byName));
+  });
+
+  it.each(perTable)("declares every index of %s", async (name, table) => {
+    const { results } = await env.DB.prepare("SELECT name FROM pragma_index_list(?) WHERE origin = 'c'").bind(name).all<{ name: string }>();
+    expect(results.sort(byName)).toEqual(table.indexes.map((i) => ({ name: i.config.name })).sort(byName));
   });
 });
 
