@@ -1,13 +1,43 @@
 import path from "node:path";
 import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
+import type { InlineConfig, Reporter } from "vitest/node";
 
 // Three projects: pure core in Node, the Worker inside workerd (real local D1, Durable Objects,
 // alarms, queues), and end-to-end tests against the real local stack over HTTP.
+
+// The integration tests inject failures (a bucket that throws, a queue send that fails) and the
+// Worker logs each on stderr as it would in production: expected outcomes, a dozen stack traces a
+// run, which would bury a real failure. So an integration test's stderr is held and printed only
+// if that test fails. Its stdout (the figures fuzz, rows and dispatch tests print) and every other
+// project's output show as usual. Held only while this reporter runs (a --reporter on the command
+// line replaces it, and then nothing is held).
+const heldStderr = new Map<string, string[]>();
+let holding = false;
+const stderrOfFailedTests: Reporter = {
+  onInit: () => {
+    holding = true;
+  },
+  onTestCaseResult: (test) => {
+    const held = heldStderr.get(test.id);
+    heldStderr.delete(test.id);
+    if (held && test.result().state === "failed") {
+      process.stderr.write(`stderr | ${test.module.relativeModuleId} > ${test.fullName} (held until it failed)\n${held.join("")}\n`);
+    }
+  },
+};
+const holdIntegrationStderr: InlineConfig["onConsoleLog"] = (log, type, entity) => {
+  if (!holding || type !== "stderr" || entity?.type !== "test" || entity.project.name !== "integration") return;
+  heldStderr.set(entity.id, [...(heldStderr.get(entity.id) ?? []), log]);
+  return false;
+};
+
 export default defineConfig(async () => {
   const migrations = await readD1Migrations(path.join(import.meta.dirname, "migrations"));
   return {
     test: {
+      reporters: ["default", stderrOfFailedTests],
+      onConsoleLog: holdIntegrationStderr,
       projects: [
         { test: { name: "unit", include: ["test/unit/**/*.test.ts"], environment: "node" } },
         {

@@ -1,21 +1,28 @@
 // The real local stack (wrangler dev: workerd with local D1, Durable Objects, alarms, Queues),
 // started for end-to-end tests and benchmarks. The child gets its own process group, and stop()
 // / kill9() signal exactly that group (wrangler and the workerd it started), by the child's id.
+// Everything wrangler prints (the migration tables, the dev server's output) goes to `log` only,
+// so the tests and the bench show their own output; a failure to start quotes the last of it.
 import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { applyMigrations, LOCAL_RUNTIME_ENV, localProfile, ROOT, WRANGLER } from "./local-env.mjs";
+import { LOCAL_RUNTIME_ENV, localProfile, ROOT, WRANGLER } from "./local-env.mjs";
+
+/** how much of wrangler's last output a start failure quotes */
+const TAIL_CHARS = 2000;
 
 /**
  * @param {{ port: number, persistTo?: string, vars?: Record<string,string>, log?: (line: string) => void, logLevel?: string, inspectorPort?: number, v8Flags?: string[] }} options
+ *   log: receives everything wrangler prints (default: dropped)
  *   logLevel: wrangler's log level (default "warn"; "info" logs every consumer batch, for profiling)
  *   inspectorPort: where wrangler serves DevTools for the scheduler's worker (default: a free port)
  *   v8Flags: V8 flags for the runtime, e.g. ["--expose-gc"] (miniflare's MINIFLARE_WORKERD_V8_FLAGS)
  */
 export async function startStack(options) {
   const persistTo = options.persistTo ?? mkdtempSync(join(tmpdir(), "scheduler-state-"));
-  applyMigrations(persistTo);
+  const output = tailOf(options.log ?? (() => {}));
+  await applyMigrations(persistTo, output);
   const args = [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(options.port), "--persist-to", persistTo,
     "--show-interactive-dev-session=false", "--log-level", options.logLevel ?? "warn", "--test-scheduled"];
   if (options.inspectorPort !== undefined) args.push("--inspector-port", String(options.inspectorPort), "--inspector-ip", "127.0.0.1");
@@ -27,9 +34,8 @@ export async function startStack(options) {
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, ...LOCAL_RUNTIME_ENV, ...v8Env, CI: "true" },
   });
-  const log = options.log ?? (() => {});
-  child.stdout.on("data", (d) => log(String(d)));
-  child.stderr.on("data", (d) => log(String(d)));
+  child.stdout.on("data", (d) => output.log(String(d)));
+  child.stderr.on("data", (d) => output.log(String(d)));
   const url = `http://127.0.0.1:${options.port}`;
   let exited = false;
   child.on("exit", () => { exited = true; });
@@ -53,15 +59,56 @@ export async function startStack(options) {
   };
   const deadline = Date.now() + 60_000;
   while (Date.now() < deadline) {
-    if (exited) throw new Error("wrangler dev exited during start");
+    if (exited) throw new Error(`wrangler dev exited during start; its last output:\n${output.tail()}`);
     try {
-      const res = await fetch(`${url}/healthz`);
+      const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(5000) });
       if (res.ok) return stack;
     } catch { /* not up yet */ }
     await sleep(200);
   }
   await stack.stop();
-  throw new Error("wrangler dev did not become ready within 60 s");
+  throw new Error(`wrangler dev did not become ready within 60 s; its last output:\n${output.tail()}`);
+}
+
+/**
+ * Applies the D1 migrations to the local database under `persistTo`, as local-env.mjs's
+ * applyMigrations does for `npm start`, but with wrangler's output (a table per migration) sent
+ * to `output` instead of the terminal.
+ * @param {string} persistTo
+ * @param {ReturnType<typeof tailOf>} output
+ */
+function applyMigrations(persistTo, output) {
+  const child = spawn(process.execPath, [WRANGLER, "d1", "migrations", "apply", "DB", "--local", "--persist-to", persistTo], {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...LOCAL_RUNTIME_ENV, CI: "true" },
+  });
+  child.stdout.on("data", (d) => output.log(String(d)));
+  child.stderr.on("data", (d) => output.log(String(d)));
+  return new Promise((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code, signal) => {
+      if (code === 0) resolve(undefined);
+      else reject(new Error(`wrangler d1 migrations apply failed (${signal ?? `exit ${code}`}); its last output:\n${output.tail()}`));
+    });
+  });
+}
+
+/**
+ * `log`, keeping the last TAIL_CHARS of what passed through for an error message.
+ * @param {(line: string) => void} log
+ */
+function tailOf(log) {
+  let tail = "";
+  return {
+    /** @param {string} text */
+    log(text) {
+      log(text);
+      tail += text;
+      if (tail.length > 2 * TAIL_CHARS) tail = tail.slice(-TAIL_CHARS);
+    },
+    tail: () => tail.slice(-TAIL_CHARS),
+  };
 }
 
 export function sleep(ms) {

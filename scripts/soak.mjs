@@ -21,9 +21,8 @@
 // SOAK_VAR_HISTORY_RETENTION_MS=60000 to see memory once finished jobs leave D1).
 import { randomBytes, randomInt } from "node:crypto";
 import { rmSync } from "node:fs";
-import { createServer } from "node:http";
 import { loadavg, tmpdir } from "node:os";
-import { Webhook } from "standardwebhooks";
+import { OK, startReceiver } from "../test/support/receiver.mjs";
 import { sleep, startStack } from "./local-stack.mjs";
 import { connectRuntimeInspector, residentKb, stackProcesses } from "./runtime-inspector.mjs";
 
@@ -76,8 +75,8 @@ function prng(seed) {
 
 // --- the target -------------------------------------------------------------------------------
 
-function startTarget(secret, random) {
-  const webhook = new Webhook(secret);
+/** The shared loopback receiver (test/support/receiver.mjs) answering by MIX, verifying signatures and counting. */
+async function startTarget(secret, random) {
   const state = {
     deliveries: 0,
     byAnswer: Object.fromEntries(MIX.map(([k]) => [k, 0])),
@@ -87,8 +86,6 @@ function startTarget(secret, random) {
     /** webhook-id -> arrival time of attempt 1 */
     firstArrival: new Map(),
   };
-  const timers = new Set();
-  const sockets = new Set();
   const pick = () => {
     let r = random();
     for (const [kind, share] of MIX) {
@@ -97,61 +94,32 @@ function startTarget(secret, random) {
     }
     return "ok";
   };
-  const server = createServer(async (req, res) => {
-    const at = Date.now();
-    const chunks = [];
-    try {
-      for await (const c of req) chunks.push(c);
-    } catch {
-      return; // the caller went away mid-body
-    }
-    const body = Buffer.concat(chunks).toString("utf8");
-    const id = String(req.headers["webhook-id"] ?? "");
-    state.deliveries++;
-    try {
-      webhook.verify(body, req.headers);
-    } catch {
-      state.signatureFailures++;
-    }
-    if (req.headers["x-scheduler-attempt"] === "1" && !state.firstArrival.has(id)) state.firstArrival.set(id, at);
-    const answer = (status, text, headers = {}) => {
-      if (res.destroyed || res.writableEnded) return; // the scheduler gave up first: no answer was given
-      res.writeHead(status, headers);
-      res.end(text, () => {
-        if (status >= 200 && status < 300) state.answered2xx.set(id, (state.answered2xx.get(id) ?? 0) + 1);
-      });
-    };
-    const kind = pick();
-    state.byAnswer[kind]++;
-    if (kind === "ok") return answer(200, "ok");
-    if (kind === "fail500") return answer(500, "soak failure");
-    if (kind === "throttle429") return answer(429, "slow down", { "retry-after": "1" });
-    // hang past the job's timeout, then try to answer 200 (too late: the scheduler aborted)
-    const timer = setTimeout(() => {
-      timers.delete(timer);
-      answer(200, "late");
-    }, TIMEOUT_MS + 1000);
-    timers.add(timer);
+  /** what the target answers, by kind; a hang answers 200 past the job's timeout (too late: the scheduler aborted) */
+  const ANSWERS = {
+    ok: OK,
+    fail500: { status: 500, body: "soak failure" },
+    throttle429: { status: 429, body: "slow down", headers: { "retry-after": "1" } },
+    hang: { status: 200, body: "late", afterMs: TIMEOUT_MS + 1000 },
+  };
+  const receiver = await startReceiver({
+    port: PORT + 1,
+    secret,
+    respond: () => {
+      const kind = pick();
+      state.byAnswer[kind]++;
+      return ANSWERS[kind];
+    },
+    onRequest: (request) => {
+      if (request.aborted) return; // the caller went away mid-body
+      state.deliveries++;
+      if (request.signatureError !== null) state.signatureFailures++;
+      if (request.attempt === 1 && !state.firstArrival.has(request.webhookId)) state.firstArrival.set(request.webhookId, request.at);
+    },
+    onAnswered: (request) => {
+      if (request.status >= 200 && request.status < 300) state.answered2xx.set(request.webhookId, (state.answered2xx.get(request.webhookId) ?? 0) + 1);
+    },
   });
-  server.on("connection", (s) => {
-    sockets.add(s);
-    s.on("close", () => sockets.delete(s));
-  });
-  return new Promise((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(PORT + 1, "127.0.0.1", () =>
-      resolve({
-        url: `http://127.0.0.1:${PORT + 1}`,
-        state,
-        close: () =>
-          new Promise((done) => {
-            for (const t of timers) clearTimeout(t);
-            for (const s of sockets) s.destroy();
-            server.close(() => done());
-          }),
-      }),
-    );
-  });
+  return { url: receiver.url, state, close: () => receiver.stop() };
 }
 
 // --- the API --------------------------------------------------------------------------------------

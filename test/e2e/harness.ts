@@ -1,17 +1,18 @@
 /**
- * End-to-end harness: a loopback HTTP target that records every request (arrival time, headers,
- * body, Standard Webhooks verification, how the response ended), the stack's settings, a small
- * API client, a bounded eventually(), percentiles, and the set-up most files share (one stack and
+ * End-to-end harness: a signing receiver over the shared loopback receiver (test/support/
+ * receiver.mjs: arrival time, headers, body, Standard Webhooks verification, how the response
+ * ended), the stack's settings, a small API client, a bounded eventually(), percentiles, the
+ * stack's log (a file, printed only for a failure) and the set-up most files share (one stack and
  * one receiver for the file). Every wait here has a deadline.
  */
 import { randomBytes } from "node:crypto";
-import { rmSync } from "node:fs";
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
-import type { AddressInfo, Socket } from "node:net";
+import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
-import { Webhook } from "standardwebhooks";
-import { afterAll, beforeAll } from "vitest";
+import { basename, join, relative } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterAll, beforeAll, beforeEach, expect } from "vitest";
 import { startStack } from "../../scripts/local-stack.mjs";
+import { byPath, OK, startReceiver, type Answer, type Receiver as Loopback, type Recorded } from "../support/receiver.mjs";
 
 // ---------------------------------------------------------------------------------------------
 // the receiver
@@ -27,142 +28,74 @@ export type Behaviour =
   /** a slow handler that succeeds after `ms` */
   | { kind: "slow"; ms: number };
 
-export interface Received {
-  path: string;
-  method: string;
-  headers: Record<string, string>;
-  body: string;
-  /** Date.now() when the request's headers arrived */
-  at: number;
-  webhookId: string;
-  attempt: number;
-  jobId: string;
-  /** null when the signature verified, else why not */
-  signatureError: string | null;
-  /** the status the receiver answered; null while pending or if the caller went away first */
-  status: number | null;
-  /** Date.now() when the response was fully written; null if the caller went away first */
-  completedAt: number | null;
-}
+/** One request, as receiver.mjs records it, with its signature checked. */
+export type Received = Recorded & { signatureError: string | null };
 
+/** The loopback receiver of one test file, verifying every signature with the stack's secret. */
 export class Receiver {
-  readonly requests: Received[] = [];
   private readonly behaviours = new Map<string, Behaviour>();
   private readonly failures = new Map<string, number>();
-  private readonly timers = new Set<NodeJS.Timeout>();
-  private readonly sockets = new Set<Socket>();
-  private server: Server | null = null;
-  private webhook: Webhook;
+  private readonly byUrl = byPath();
+  private loopback: Loopback | null = null;
   url = "";
 
-  constructor(secret: string) {
-    this.webhook = new Webhook(secret);
-  }
+  constructor(private readonly secret: string) {}
 
-  /** Behaviour for a path (exact pathname); unknown paths answer 200. */
+  /** Behaviour for a path (exact pathname); other paths as byPath() says (/fail/<status>, ...; else 200). */
   on(path: string, behaviour: Behaviour): this {
     this.behaviours.set(path, behaviour);
     return this;
   }
 
   async listen(): Promise<this> {
-    const server = createServer((req, res) => void this.handle(req, res));
-    server.on("connection", (socket) => {
-      this.sockets.add(socket);
-      socket.on("close", () => this.sockets.delete(socket));
-    });
-    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    this.server = server;
-    this.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    this.loopback = await startReceiver({ record: true, secret: this.secret, respond: (r) => this.answer(r as Received) });
+    this.url = this.loopback.url;
     return this;
   }
 
   async close(): Promise<void> {
-    for (const t of this.timers) clearTimeout(t);
-    this.timers.clear();
-    const server = this.server;
-    this.server = null;
-    if (!server) return;
-    for (const s of this.sockets) s.destroy();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await this.loopback?.stop();
+  }
+
+  /** Every request so far, in arrival order. */
+  get requests(): Received[] {
+    return (this.loopback?.received ?? []) as Received[];
   }
 
   /** Requests whose pathname is `path` (or starts with `path` when prefix is true). */
   to(path: string, prefix = false): Received[] {
-    return this.requests.filter((r) => (prefix ? r.path.startsWith(path) : r.path === path));
+    return this.requests.filter((r) => (prefix ? pathname(r.path).startsWith(path) : pathname(r.path) === path));
   }
 
   byWebhookId(id: string): Received[] {
     return this.requests.filter((r) => r.webhookId === id);
   }
 
-  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const at = Date.now();
-    const path = new URL(req.url ?? "/", "http://127.0.0.1").pathname;
-    const chunks: Buffer[] = [];
-    try {
-      for await (const chunk of req) chunks.push(chunk as Buffer);
-    } catch {
-      /* the caller went away mid-body; keep what arrived */
-    }
-    const body = Buffer.concat(chunks).toString("utf8");
-    const headers: Record<string, string> = {};
-    for (const [k, v] of Object.entries(req.headers)) headers[k] = Array.isArray(v) ? v.join(", ") : (v ?? "");
-    let signatureError: string | null = null;
-    try {
-      this.webhook.verify(body, headers, { jsonParse: false });
-    } catch (error) {
-      signatureError = error instanceof Error ? error.message : String(error);
-    }
-    const record: Received = {
-      path,
-      method: req.method ?? "",
-      headers,
-      body,
-      at,
-      webhookId: headers["webhook-id"] ?? "",
-      attempt: Number(headers["x-scheduler-attempt"] ?? "0"),
-      jobId: headers["x-scheduler-job-id"] ?? "",
-      signatureError,
-      status: null,
-      completedAt: null,
-    };
-    this.requests.push(record);
-    res.on("finish", () => {
-      record.completedAt = Date.now();
-    });
-
-    const behaviour = this.behaviours.get(path) ?? { kind: "ok" };
-    const answer = (status: number, text: string) => {
-      if (res.destroyed) return; // the caller went away (timeout, crash): no answer was given
-      record.status = status;
-      res.statusCode = status;
-      res.end(text);
-    };
-    const later = (ms: number, status: number, text: string) => {
-      const timer = setTimeout(() => {
-        this.timers.delete(timer);
-        answer(status, text);
-      }, ms);
-      this.timers.add(timer);
-    };
+  private answer(request: Received): Answer {
+    const behaviour = this.behaviours.get(pathname(request.path));
+    if (!behaviour) return this.byUrl(request);
     switch (behaviour.kind) {
       case "ok":
-        return answer(200, "ok");
+        return OK;
       case "always":
-        return answer(behaviour.status, `always ${behaviour.status}`);
+        return { status: behaviour.status, body: `always ${behaviour.status}` };
       case "failTimes": {
-        const key = `${path}\u0000${record.webhookId}`;
+        const key = `${pathname(request.path)}\u0000${request.webhookId}`;
         const seen = (this.failures.get(key) ?? 0) + 1;
         this.failures.set(key, seen);
-        return seen <= behaviour.times ? answer(behaviour.status, "not yet") : answer(200, "ok");
+        return seen <= behaviour.times ? { status: behaviour.status, body: "not yet" } : OK;
       }
       case "hang":
-        return later(behaviour.ms, 200, "late");
+        return { status: 200, body: "late", afterMs: behaviour.ms };
       case "slow":
-        return later(behaviour.ms, 200, "slow ok");
+        return { status: 200, body: "slow ok", afterMs: behaviour.ms };
     }
   }
+}
+
+function pathname(path: string): string {
+  const query = path.indexOf("?");
+  return query < 0 ? path : path.slice(0, query);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -311,14 +244,29 @@ export function removeStateDir(dir: string | undefined): void {
   if (dir && dir.startsWith(tmpdir()) && dir.includes("scheduler-state-")) rmSync(dir, { recursive: true, force: true });
 }
 
-/** Captures the stack's log for diagnosis on failure (bounded). */
-export function logSink(limitChars = 200_000): { log: (line: string) => void; text: () => string } {
+/** Where a test file's stack log goes: overwritten each run, git-ignored with .wrangler/. */
+export const LOG_DIR = fileURLToPath(new URL("../../.wrangler/test-logs/e2e", import.meta.url));
+
+/**
+ * The stacks' output for one test file (wrangler's migrations and dev server): written to
+ * LOG_DIR/<file>.log (created afresh) and kept in memory (the last `limitChars`) for a failing
+ * test to print, so a passing run shows none of it. A failing test also prints the log's path.
+ * Call it at a test file's top level.
+ */
+export function logSink(limitChars = 200_000): { log: (line: string) => void; text: () => string; path: string } {
+  const path = join(LOG_DIR, `${basename(expect.getState().testPath ?? "e2e").replace(/\.test\.ts$/, "")}.log`);
+  mkdirSync(LOG_DIR, { recursive: true });
+  writeFileSync(path, "");
+  beforeEach(({ onTestFailed }) => onTestFailed(() => console.error(`stack log: ${relative(process.cwd(), path)}`)));
   let text = "";
   return {
     log: (line) => {
-      if (text.length < limitChars) text += line;
+      appendFileSync(path, line);
+      text += line;
+      if (text.length > 2 * limitChars) text = text.slice(-limitChars);
     },
-    text: () => text,
+    text: () => text.slice(-limitChars),
+    path,
   };
 }
 
@@ -330,8 +278,8 @@ export const CLOCK_TOLERANCE_MS = 5;
 /**
  * One local stack and one signing receiver for a test file, with fresh credentials and a log
  * sink: the receiver listens and the stack starts before the file's tests, and both stop after
- * them. `routes` says how the receiver answers paths (default: 200). `stack` and `api` are set
- * by beforeAll.
+ * them. `routes` says how the receiver answers paths (others: byPath(), so mostly 200). `stack`
+ * and `api` are set by beforeAll.
  */
 export function stackForFile(options: { port: number; routes?: Record<string, Behaviour> }): {
   receiver: Receiver;
@@ -345,7 +293,12 @@ export function stackForFile(options: { port: number; routes?: Record<string, Be
   const handle = { receiver, sink: logSink() } as { receiver: Receiver; sink: ReturnType<typeof logSink>; stack: LocalStack; api: Api };
   beforeAll(async () => {
     await receiver.listen();
-    handle.stack = await startStack({ port: options.port, vars: creds.vars, log: handle.sink.log });
+    try {
+      handle.stack = await startStack({ port: options.port, vars: creds.vars, log: handle.sink.log });
+    } catch (error) {
+      if (error instanceof Error) error.message += `\nstack log: ${relative(process.cwd(), handle.sink.path)}`;
+      throw error;
+    }
     handle.api = new Api(handle.stack.url, creds.apiKey);
   });
   afterAll(async () => {
