@@ -12,7 +12,8 @@ import { newId } from "../core/id";
 import { isNear, isReservedHeader, LIMITS, type JobSpec, type Target } from "../core/job";
 import { checkTargetUrl } from "../core/target-policy";
 import { parseDurationMs, parseInstant } from "../core/when";
-import { type Db, getJobsByIds, insertJobs, type NewJob } from "../db/queries";
+import { type Db, definitionOf, getJobsByIds, insertJobs, type NewJob } from "../db/queries";
+import type { JobRow } from "../db/schema";
 import type { Env } from "../env";
 import type { JobDefinition } from "../bucket/protocol";
 import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
@@ -204,37 +205,27 @@ export async function createJobs(
   if (prepared.length === 0) return [];
   const { winners, rowsWritten } = await insertJobs(db, tenant, prepared.map((p) => p.job), now, config.IDEMPOTENCY_WINDOW_MS);
   const ownerOfKey = new Map(winners.map((w) => [w.key, w]));
-  const created = prepared.filter((p) => p.job.idempotencyKey === null || ownerOfKey.get(p.job.idempotencyKey)?.jobId === p.job.id);
-  await handOff(
-    env,
-    config,
-    created.map((p) => ({
-      bucket: p.job.bucket,
-      definition: {
-        jobId: p.job.id, tenant, version: 1, status: "active", specJson: p.job.spec, recurring: p.spec.schedule !== null,
-        nextRunAt: p.job.nextRunAt, fired: 0, attempts: 0, attemptLog: null,
-      },
-    })),
-    now,
-    rowsWritten,
-  );
-
-  const replayIds = prepared
-    .filter((p) => !created.includes(p))
-    .map((p) => ownerOfKey.get(p.job.idempotencyKey!)!.jobId);
-  const originals = new Map((await getJobsByIds(db, tenant, [...new Set(replayIds)])).map((r) => [r.id, r]));
-  return prepared.map((p): CreateResult => {
-    if (created.includes(p)) {
-      return {
-        status: 201,
-        job: presentJob({
+  // the rows this request created, as D1 now holds them (the one shape hand-off and the answer read)
+  const created = new Map(
+    prepared
+      .filter((p) => p.job.idempotencyKey === null || ownerOfKey.get(p.job.idempotencyKey)?.jobId === p.job.id)
+      .map((p): [PreparedJob, JobRow] => [
+        p,
+        {
           id: p.job.id, tenant, name: p.job.name, status: "active", bucket: p.job.bucket, spec: p.job.spec,
           cron: p.job.cron, timezone: p.job.timezone, nextRunAt: p.job.nextRunAt, fired: 0, idempotencyKey: p.job.idempotencyKey,
           createdAt: now, updatedAt: now, version: 1, synced: 1, runStatus: null, attempts: 0, lastHttpStatus: null,
           lastError: null, deadReason: null, finishedAt: null, attemptLog: null,
-        }, now),
-      };
-    }
+        },
+      ]),
+  );
+  await handOff(env, config, [...created.values()], now, rowsWritten);
+
+  const replayIds = prepared.filter((p) => !created.has(p)).map((p) => ownerOfKey.get(p.job.idempotencyKey!)!.jobId);
+  const originals = new Map((await getJobsByIds(db, tenant, [...new Set(replayIds)])).map((r) => [r.id, r]));
+  return prepared.map((p): CreateResult => {
+    const row = created.get(p);
+    if (row) return { status: 201, job: presentJob(row, now) };
     const owner = ownerOfKey.get(p.job.idempotencyKey!)!;
     const original = originals.get(owner.jobId);
     if (owner.requestHash !== p.job.requestHash || !original) {
@@ -253,26 +244,18 @@ export async function createJobs(
 }
 
 /**
- * Hands job definitions to their buckets, one RPC per bucket: recurring jobs (the bucket keeps
- * the schedule) and one-off jobs due within the lookahead. Returns the versions each bucket
- * acknowledged; a failed RPC acknowledges nothing, and the sync pass converges it.
+ * Hands new jobs to their buckets, one RPC per bucket: recurring jobs (the bucket keeps the
+ * schedule) and one-off jobs due within the lookahead. A failed RPC is logged; the job waits
+ * unsynced in D1 and the sync pass converges it.
  */
-export async function handOff(
-  env: Env,
-  config: Config,
-  items: { bucket: number; definition: JobDefinition }[],
-  now: number,
-  d1RowsWritten = 0,
-): Promise<Map<string, number>> {
+async function handOff(env: Env, config: Config, rows: JobRow[], now: number, d1RowsWritten: number): Promise<void> {
   const byBucket = new Map<number, JobDefinition[]>();
-  for (const { bucket, definition } of items) {
-    const held = definition.recurring || definition.status !== "active" || isNear(definition.nextRunAt ?? now, now, config.LOOKAHEAD_MS);
-    if (!held) continue;
-    const list = byBucket.get(bucket) ?? [];
-    list.push(definition);
-    byBucket.set(bucket, list);
+  for (const row of rows) {
+    if (row.cron === null && !isNear(row.nextRunAt ?? now, now, config.LOOKAHEAD_MS)) continue;
+    const list = byBucket.get(row.bucket) ?? [];
+    list.push(definitionOf(row));
+    byBucket.set(row.bucket, list);
   }
-  const acknowledged = new Map<string, number>();
   // the D1 rows of this request travel with the first RPC, to be counted with the bucket's (metrics)
   let meter: { d1RowsWritten: number } | undefined = { d1RowsWritten };
   await Promise.all(
@@ -280,11 +263,10 @@ export async function handOff(
       const carried = meter;
       meter = undefined;
       try {
-        for (const a of await env.BUCKET.getByName(bucketName(bucket)).applyJobs(bucket, definitions, carried)) acknowledged.set(a.jobId, a.version);
+        await env.BUCKET.getByName(bucketName(bucket)).applyJobs(bucket, definitions, carried);
       } catch (error) {
         console.error(`hand-off to bucket ${bucket} failed; the sync pass will converge it`, error);
       }
     }),
   );
-  return acknowledged;
 }

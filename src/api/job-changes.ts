@@ -8,7 +8,7 @@
 import type { Config } from "../config";
 import { bucketName } from "../core/bucketing";
 import { canonicalTimeZone, occurrenceAfter } from "../core/cron";
-import { parseSpec, } from "../core/job";
+import { parseSpec } from "../core/job";
 import { jobTransition, type JobTransition } from "../core/lifecycle";
 import { changeJob, type Db, definitionOf, type JobChange, markSynced, redriveOneOff } from "../db/queries";
 import type { JobRow } from "../db/schema";

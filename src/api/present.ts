@@ -1,8 +1,9 @@
 /** Rows as the API shows them: RFC 3339 at the edge, camelCase, effective settings. */
-import type { AttemptRecord, LiveExecution } from "../bucket/protocol";
+import { type AttemptRecord, type LiveExecution, parseAttemptLog } from "../bucket/protocol";
 import { occurrencesAfter } from "../core/cron";
 import { oneOffExecutionId } from "../core/id";
-import { parseSpec, } from "../core/job";
+import { isTerminal } from "../core/lifecycle";
+import { parseSpec } from "../core/job";
 import { toRfc3339 } from "../core/when";
 import type { DeadLetterRow, JobRow, OccurrenceRow } from "../db/schema";
 
@@ -91,11 +92,10 @@ export function viewOfLive(e: LiveExecution): ExecutionView {
 
 /** A one-off job's execution as D1 has it: its outcome once terminal, else pending (not held) or canceled with the job. */
 export function viewOfOneOff(job: JobRow): ExecutionView {
-  const terminal = job.runStatus === "succeeded" || job.runStatus === "dead" || job.runStatus === "canceled";
-  const status = terminal ? job.runStatus! : job.status === "canceled" ? "canceled" : "pending";
+  const status = job.runStatus !== null && isTerminal(job.runStatus) ? job.runStatus : job.status === "canceled" ? "canceled" : "pending";
   return {
     id: oneOffExecutionId(job.id), jobId: job.id, dueAt: job.nextRunAt ?? job.createdAt, status, attempts: job.attempts,
-    attemptLog: job.attemptLog ? (JSON.parse(job.attemptLog) as AttemptRecord[]) : [], lastHttpStatus: job.lastHttpStatus,
+    attemptLog: parseAttemptLog(job.attemptLog), lastHttpStatus: job.lastHttpStatus,
     lastError: job.lastError, deadReason: job.deadReason, finishedAt: job.finishedAt ?? (status === "canceled" ? job.updatedAt : null),
   };
 }
@@ -103,7 +103,7 @@ export function viewOfOneOff(job: JobRow): ExecutionView {
 export function viewOfOccurrence(o: OccurrenceRow): ExecutionView {
   return {
     id: o.id, jobId: o.jobId, dueAt: o.dueAt, status: o.status, attempts: o.attempts,
-    attemptLog: o.attemptLog ? (JSON.parse(o.attemptLog) as AttemptRecord[]) : [], lastHttpStatus: o.lastHttpStatus,
+    attemptLog: parseAttemptLog(o.attemptLog), lastHttpStatus: o.lastHttpStatus,
     lastError: o.lastError, deadReason: o.deadReason, finishedAt: o.finishedAt,
   };
 }

@@ -19,8 +19,8 @@ import { decideAfterFailure, type FailureKind } from "../core/backoff";
 import { fireQueueOf } from "../core/bucketing";
 import { planOccurrence } from "../core/cron";
 import { occurrenceId, oneOffExecutionId } from "../core/id";
-import { isNear, parseSpec, } from "../core/job";
-import { transition, type TerminalState, } from "../core/lifecycle";
+import { isNear, parseSpec } from "../core/job";
+import { transition, type TerminalState } from "../core/lifecycle";
 import { SYSTEM_TENANT, type BucketMetrics, type CounterName } from "../core/metrics";
 import { excerpt } from "../core/response";
 import {
@@ -52,6 +52,7 @@ import type {
   RedriveOrder,
   RedriveResult,
 } from "./protocol";
+import { parseAttemptLog } from "./protocol";
 import { migrateBucket } from "./schema";
 import * as store from "./store";
 import type { HeldRow, ScheduleRow } from "./store";
@@ -143,7 +144,7 @@ export class Bucket extends DurableObject<Env> {
    * returned is held now (a definition for an execution on its way to D1 waits for the flush).
    */
   async applyJobs(bucket: number, definitions: JobDefinition[], meter?: { d1RowsWritten: number }): Promise<Applied[]> {
-    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
+    this.countRequest();
     return this.change(bucket, () => {
       // the caller's D1 rows for these jobs, counted here with the rest of the bill
       if (meter && meter.d1RowsWritten > 0) this.tally.add("d1_rows_written_total", SYSTEM_TENANT, "", meter.d1RowsWritten);
@@ -157,7 +158,7 @@ export class Bucket extends DurableObject<Env> {
    * Running it twice, or concurrently, applies nothing twice.
    */
   async pullWindow(bucket: number): Promise<{ pulled: number; synced: number; redriven: number }> {
-    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
+    this.countRequest();
     // the safety net for a dropped alarm: trust storage, not memory, about what is armed
     if ((await this.ctx.storage.getAlarm()) === null) this.armedAt = null;
     await this.change(bucket, () => undefined);
@@ -191,6 +192,7 @@ export class Bucket extends DurableObject<Env> {
       const version = def.recurring ? this.applyRecurring(def, now) : this.applyOneOff(def, now, fromPull);
       if (version !== null) applied.push({ jobId: def.jobId, version });
     }
+    if (definitions.some((d) => d.recurring)) this.nextScheduleAt = store.nextScheduleAt(this.sql); // once per batch
     return applied;
   }
 
@@ -270,7 +272,6 @@ export class Bucket extends DurableObject<Env> {
     const exhausted = spec.schedule?.maxOccurrences != null && fired >= spec.schedule.maxOccurrences;
     const nextAt = !active || exhausted ? null : rescheduled ? (def.nextRunAt ?? null) : (current?.nextAt ?? null);
     store.putSchedule(this.sql, { id: def.jobId, tenant: def.tenant, version: def.version, status: def.status, spec: def.specJson, nextAt, fired });
-    this.nextScheduleAt = store.nextScheduleAt(this.sql);
     this.dirtySchedules.add(def.jobId);
     if (active && !rescheduled) return def.version;
     // pause, cancel or a new schedule: what has not started is canceled, a running attempt finishes
@@ -291,7 +292,7 @@ export class Bucket extends DurableObject<Env> {
   // redrive (a recurring job's dead occurrence; a one-off job's redrive is a new job version)
 
   async redrive(bucket: number, orders: RedriveOrder[]): Promise<RedriveResult[]> {
-    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
+    this.countRequest();
     return this.change(bucket, () => this.redriveAll(orders, Date.now()));
   }
 
@@ -323,7 +324,7 @@ export class Bucket extends DurableObject<Env> {
    * or a message of an earlier due time is a duplicate (invariant 7). Writes nothing.
    */
   async claim(refs: ExecutionRef[]): Promise<ClaimResult[]> {
-    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
+    this.countRequest();
     return this.change(null, () => {
       const now = Date.now();
       return refs.map((ref) => this.claimOne(ref, now));
@@ -377,7 +378,7 @@ export class Bucket extends DurableObject<Env> {
 
   /** Extends live leases; a token that is not the live lease is rejected and counted (invariant 3). Writes nothing. */
   async heartbeat(leases: LeaseRef[]): Promise<HeartbeatResult[]> {
-    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
+    this.countRequest();
     return this.change(null, () => {
       const now = Date.now();
       return leases.map((ref): HeartbeatResult => {
@@ -396,7 +397,7 @@ export class Bucket extends DurableObject<Env> {
    * rejected and counted and never overwrites a newer attempt (invariant 3).
    */
   async complete(reports: CompletionReport[]): Promise<CompletionResult[]> {
-    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
+    this.countRequest();
     return this.change(null, () => {
       const now = Date.now();
       return reports.map((report): CompletionResult => {
@@ -429,7 +430,7 @@ export class Bucket extends DurableObject<Env> {
    * message never kills a healthy retry.
    */
   async markPoisoned(refs: ExecutionRef[]): Promise<PoisonResult[]> {
-    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
+    this.countRequest();
     return this.change(null, () => {
       const now = Date.now();
       return refs.map((ref): PoisonResult => {
@@ -448,7 +449,7 @@ export class Bucket extends DurableObject<Env> {
   // observation
 
   async metrics(): Promise<BucketMetrics> {
-    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
+    this.countRequest();
     const counters = this.sql
       .exec<{ name: CounterName; tenant: string; reason: string; value: number }>("SELECT name, tenant, reason, value FROM counters")
       .toArray();
@@ -458,13 +459,13 @@ export class Bucket extends DurableObject<Env> {
 
   /** Counts an event observed outside the bucket (e.g. a malformed queue message). */
   async bump(name: CounterName, tenant: string, by: number): Promise<void> {
-    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
+    this.countRequest();
     await this.change(null, () => this.tally.add(name, tenant, "", by));
   }
 
   /** Executions held here by state (invariant 4 adds these up with D1). */
   async counts(): Promise<BucketCounts> {
-    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
+    this.countRequest();
     const byStatus: Record<string, number> = {};
     for (const row of this.executions.held.values()) {
       const state = this.executions.closing.get(row.id)?.status ?? this.executions.stateOf(row);
@@ -475,7 +476,7 @@ export class Bucket extends DurableObject<Env> {
 
   /** The live executions of a job (or some ids), for reads that must not wait for D1. */
   async inspect(query: { jobId?: string; executionIds?: string[] }): Promise<LiveExecution[]> {
-    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
+    this.countRequest();
     const rows = query.jobId !== undefined
       ? this.executions.rowsOfJob(query.jobId)
       : (query.executionIds ?? []).flatMap((id) => this.executions.held.get(id) ?? []);
@@ -509,7 +510,7 @@ export class Bucket extends DurableObject<Env> {
    * (a throwing alarm is retried only a few times, then dropped: DESIGN.md).
    */
   override async alarm(): Promise<void> {
-    this.tally.add("do_requests_total", SYSTEM_TENANT); // every RPC and alarm is a billed request
+    this.countRequest();
     this.armedAt = null;
     const now = Date.now();
     const steps: [string, () => Promise<unknown>][] = [
@@ -649,6 +650,7 @@ export class Bucket extends DurableObject<Env> {
       return;
     }
     this.flushing = true;
+    let schedules: string[] = [];
     try {
       const closing = [...this.executions.closing.values()];
       const finished: FinishedExecution[] = closing.map((c) => {
@@ -661,7 +663,10 @@ export class Bucket extends DurableObject<Env> {
           attemptLog: log.length > 0 ? JSON.stringify(log.slice(-LOG_LIMIT)) : null,
         };
       });
-      const schedules = [...this.dirtySchedules];
+      // taken, not copied: a schedule marked while the write is on its way (a change, or its last
+      // occurrence closing) stays marked for the next flush
+      schedules = [...this.dirtySchedules];
+      this.dirtySchedules.clear();
       const projections: ScheduleProjection[] = schedules.flatMap((jobId) => {
         const s = store.scheduleOf(this.sql, jobId);
         if (!s) return [];
@@ -678,12 +683,6 @@ export class Bucket extends DurableObject<Env> {
           this.executions.release(c.row);
           this.executions.closedAt.set(c.row.id, { at, tenant: c.row.tenant, version: c.row.version });
         }
-        // a change applied while the write was on its way stays marked: its version was not written
-        const written = new Map(projections.map((p) => [p.jobId, p.version]));
-        for (const jobId of schedules) {
-          const version = store.scheduleOf(this.sql, jobId)?.version;
-          if (version === undefined || version === written.get(jobId)) this.dirtySchedules.delete(jobId);
-        }
         if (at >= this.counterWriteAt) this.writeCounters(at);
         const deferred = [...this.deferred.values()].filter((d) => !this.executions.closing.has(oneOffExecutionId(d.jobId)));
         for (const d of deferred) this.deferred.delete(oneOffExecutionId(d.jobId));
@@ -692,10 +691,16 @@ export class Bucket extends DurableObject<Env> {
       this.flushAt = Date.now() + this.config.FLUSH_DELAY_MS;
     } catch (error) {
       console.error("writing outcomes to D1 failed; retrying", error);
+      for (const jobId of schedules) this.dirtySchedules.add(jobId);
       this.flushAt = Date.now() + FLUSH_RETRY_MS;
     } finally {
       this.flushing = false;
     }
+  }
+
+  /** Every RPC and alarm is a billed Durable Object request. */
+  private countRequest(): void {
+    this.tally.add("do_requests_total", SYSTEM_TENANT);
   }
 
   private writeCounters(now: number): void {
@@ -803,24 +808,21 @@ export class Bucket extends DurableObject<Env> {
       this.close(row, "kill", now, { attempt, httpStatus: f.httpStatus, error, reason: decision.reason });
       return "dead";
     }
-    this.executions.assertMove(row, "retry");
-    this.executions.running.delete(row.id);
-    const log = [...store.logOf(this.sql, row), attempt].slice(-LOG_LIMIT);
-    const moved: HeldRow = { ...row, dueAt: decision.dueAt, attempt: attempt.attempt };
-    store.moveExecution(this.sql, row.dueAt, moved, log);
-    this.executions.keep(moved);
-    this.executions.due.push(moved.dueAt, moved.id);
+    this.runAgain(row, attempt, "retry", { ...row, dueAt: decision.dueAt, attempt: attempt.attempt });
     this.tally.add("retries_total", row.tenant);
     return "scheduled";
   }
 
   /** The run time changed while an attempt ran: run again at the new time with a fresh budget. */
   private reschedule(row: HeldRow, attempt: AttemptRecord): void {
-    this.executions.assertMove(row, "reschedule");
+    this.runAgain(row, attempt, "reschedule", { ...row, attempt: attempt.attempt, budgetBase: attempt.attempt });
+  }
+
+  /** A finished attempt goes into the log and the execution waits again as `moved` (its due time and budget). */
+  private runAgain(row: HeldRow, attempt: AttemptRecord, move: "retry" | "reschedule", moved: HeldRow): void {
+    this.executions.assertMove(row, move);
     this.executions.running.delete(row.id);
-    const log = [...store.logOf(this.sql, row), attempt].slice(-LOG_LIMIT);
-    const moved: HeldRow = { ...row, attempt: attempt.attempt, budgetBase: attempt.attempt };
-    store.moveExecution(this.sql, row.dueAt, moved, log);
+    store.moveExecution(this.sql, row.dueAt, moved, [...store.logOf(this.sql, row), attempt].slice(-LOG_LIMIT));
     this.executions.keep(moved);
     this.executions.due.push(moved.dueAt, moved.id);
   }
@@ -868,6 +870,7 @@ export class Bucket extends DurableObject<Env> {
   }
 }
 
+/** A definition's log for insert(): none stays none (no log column written). */
 function parseLog(json: string | null): AttemptRecord[] | null {
-  return json ? (JSON.parse(json) as AttemptRecord[]) : null;
+  return json ? parseAttemptLog(json) : null;
 }

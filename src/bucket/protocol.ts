@@ -117,6 +117,11 @@ export interface AttemptRecord {
   error: string | null;
 }
 
+/** An attempt log as stored (D1 and the bucket keep it as JSON text); none is an empty log. */
+export function parseAttemptLog(json: string | null): AttemptRecord[] {
+  return json ? (JSON.parse(json) as AttemptRecord[]) : [];
+}
+
 export interface BucketCounts {
   byStatus: Record<string, number>;
 }

@@ -7,7 +7,7 @@
  * running live in memory, fenced by the epoch), a row per recurring schedule, the epoch, and
  * the counters. Terminal executions leave once D1 has them.
  */
-import type { AttemptRecord } from "./protocol";
+import { type AttemptRecord, parseAttemptLog } from "./protocol";
 
 /** An execution row without its spec and log (what the bucket keeps in memory too). */
 export interface HeldRow {
@@ -119,7 +119,7 @@ export function specOf(sql: SqlStorage, row: { dueAt: number; id: string; jobId:
 /** logOf: an execution's finished attempts. Reads only. */
 export function logOf(sql: SqlStorage, key: { dueAt: number; id: string }): AttemptRecord[] {
   const text = sql.exec<{ log: string | null }>("SELECT log FROM executions WHERE due_at = ? AND id = ?", key.dueAt, key.id).toArray()[0]?.log;
-  return text ? (JSON.parse(text) as AttemptRecord[]) : [];
+  return parseAttemptLog(text ?? null);
 }
 
 export function scheduleOf(sql: SqlStorage, jobId: string): ScheduleRow | undefined {

@@ -70,22 +70,7 @@ export function transition<T extends Transition>(from: ExecutionState, event: T)
   return canApply(event, from) ? TRANSITIONS[event].to : null;
 }
 
-/** "'a','b'" for SQL guards (constants from these tables only, never user input). */
-function sqlList(states: readonly string[]): string {
-  return states.map((s) => `'${s}'`).join(",");
-}
-
-/** A transition's from-states, for SQL guards. */
-export function fromStatesSql(transition: Transition): string {
-  return sqlList(TRANSITIONS[transition].from);
-}
-
-/** The execution states a finished execution reaches by the given transitions, for SQL guards. */
-export function toStatesSql(transitions: readonly Transition[]): string {
-  return sqlList([...new Set(transitions.map((t) => TRANSITIONS[t].to))]);
-}
-
-/** The CHECK constraint of a column holding execution states. */
+/** The CHECK constraint of a column holding execution states (the bucket's SQLite; D1's comes from the drizzle schema). */
 export function statusCheckSql(column = "status"): string {
   return `CHECK (${column} IN (${EXECUTION_STATES.map((s) => `'${s}'`).join(",")}))`;
 }
@@ -118,9 +103,4 @@ export function jobTransition(from: JobState, event: JobTransition): JobState | 
   const t = JOB_TRANSITIONS[event];
   if (!(t.from as readonly string[]).includes(from)) return null;
   return t.to ?? from;
-}
-
-/** A job transition's from-states, for SQL guards. */
-export function jobFromStatesSql(transition: JobTransition): string {
-  return sqlList(JOB_TRANSITIONS[transition].from);
 }

@@ -440,18 +440,22 @@ export async function writeOutcomes(db: Db, finished: FinishedExecution[], sched
     ),
     eq(jobs.nextRunAt, f("occurrenceAt")),
   );
+  // the outcome columns a one-off job row and an occurrence row share, by their schema names
+  const outcome = {
+    attempts: f("attempts"),
+    lastHttpStatus: f("lastHttpStatus"),
+    lastError: f("lastError"),
+    deadReason: f("deadReason"),
+    finishedAt: f("finishedAt"),
+    attemptLog: f("attemptLog"),
+  };
   for (const chunk of jsonChunks(finished.filter((e) => !e.recurring))) {
     statements.push(
       db
         .update(jobs)
         .set({
           runStatus: f("status"),
-          attempts: f("attempts"),
-          lastHttpStatus: f("lastHttpStatus"),
-          lastError: f("lastError"),
-          deadReason: f("deadReason"),
-          finishedAt: f("finishedAt"),
-          attemptLog: f("attemptLog"),
+          ...outcome,
           status: sql`CASE WHEN ${completesOneOff} THEN ${COMPLETED} ELSE ${jobs.status} END`,
           updatedAt: sql`CASE WHEN ${completesOneOff} THEN ${now} ELSE ${jobs.updatedAt} END`,
         })
@@ -473,12 +477,7 @@ export async function writeOutcomes(db: Db, finished: FinishedExecution[], sched
                 dueAt: f("occurrenceAt"),
                 occurrence: f("occurrence"),
                 status: f("status"),
-                attempts: f("attempts"),
-                lastHttpStatus: f("lastHttpStatus"),
-                lastError: f("lastError"),
-                deadReason: f("deadReason"),
-                finishedAt: f("finishedAt"),
-                attemptLog: f("attemptLog"),
+                ...outcome,
               }),
             )
             .from(each(chunk))
@@ -486,7 +485,7 @@ export async function writeOutcomes(db: Db, finished: FinishedExecution[], sched
         )
         .onConflictDoUpdate({
           target: occurrences.id,
-          set: takeProposed(occurrences, ["status", "attempts", "lastHttpStatus", "lastError", "deadReason", "finishedAt", "attemptLog"]),
+          set: takeProposed(occurrences, ["status", ...(Object.keys(outcome) as (keyof typeof outcome)[])]),
           setWhere: lte(occurrences.attempts, proposed(occurrences.attempts)),
         }),
     );
