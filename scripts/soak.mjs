@@ -17,38 +17,38 @@
 // SOAK_GC_SECONDS=30 SOAK_FLAT_PERCENT=10 SOAK_PORT=18970 (the stack; the target listens on
 // SOAK_PORT + 1, wrangler's inspector for the scheduler's worker on SOAK_PORT + 2). Run heavy
 // things one at a time on a shared machine: flock /tmp/heavy.lock npm run soak.
-// SOAK_VAR_<NAME>=<value> sets the scheduler's setting <NAME> for the run (e.g.
-// SOAK_VAR_HISTORY_RETENTION_MS=60000 to see memory once finished jobs leave D1).
+// SCHEDULER_<NAME>=<value> sets the scheduler's setting <NAME> (src/config.ts) for the run (e.g.
+// SCHEDULER_HISTORY_RETENTION_MS=60000 to see memory once finished jobs leave D1); the result's
+// `settings` are all the settings in effect (`npm run config -- stack`). SOAK_VAR_<NAME> still
+// works for now, with a warning.
 import { randomBytes, randomInt } from "node:crypto";
 import { rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { OK, startReceiver } from "../test/support/receiver.mjs";
+import { effectiveConfig } from "./config.mjs";
+import { envNumber, settingOverrides } from "./lib/env.mjs";
 import { sleep, startStack } from "./local-stack.mjs";
 import { connectRuntimeInspector, residentKb, stackProcesses } from "./runtime-inspector.mjs";
 
-const setting = (name, fallback) => {
-  const raw = process.env[name];
-  const n = raw === undefined || raw === "" ? fallback : Number(raw);
-  if (!Number.isFinite(n) || n < 0) throw new Error(`${name} must be a non-negative number, got ${raw}`);
-  return n;
-};
-const SECONDS = setting("SOAK_SECONDS", 600);
+const SECONDS = envNumber("SOAK_SECONDS", 600);
 // 20 jobs/s is what a shared 2-core machine holds with this failure mix (about 1.7 deliveries per
 // job, 15% of them hanging 1 s); at 50 the local queue consumer falls behind, the dispatch
 // deadline re-sends what is still queued, and the first-attempt lag grows past a minute
-const RATE = setting("SOAK_RATE", 20);
-const SEED = setting("SOAK_SEED", randomInt(0, 2 ** 31 - 1));
-const SETTLE_SECONDS = setting("SOAK_SETTLE_SECONDS", 180);
-const PORT = setting("SOAK_PORT", 18970);
+const RATE = envNumber("SOAK_RATE", 20);
+const SEED = envNumber("SOAK_SEED", randomInt(0, 2 ** 31 - 1), { integer: true });
+const SETTLE_SECONDS = envNumber("SOAK_SETTLE_SECONDS", 180);
+const PORT = envNumber("SOAK_PORT", 18970, { integer: true, min: 1, max: 65533 });
 /** 0: never collect (the runtime's RSS is then sampled every 30 s, to see local workerd's own growth) */
-const GC_SECONDS = setting("SOAK_GC_SECONDS", 30);
+const GC_SECONDS = envNumber("SOAK_GC_SECONDS", 30);
 const SAMPLE_SECONDS = GC_SECONDS === 0 ? 30 : Math.max(5, GC_SECONDS);
-const FLAT_PERCENT = setting("SOAK_FLAT_PERCENT", 10);
-const SETTINGS = Object.fromEntries(
-  Object.entries(process.env)
-    .filter(([name]) => name.startsWith("SOAK_VAR_"))
-    .map(([name, value]) => [name.slice("SOAK_VAR_".length), value ?? ""]),
-);
+const FLAT_PERCENT = envNumber("SOAK_FLAT_PERCENT", 10);
+const OVERRIDES = settingOverrides({ legacy: ["SOAK_VAR_"] });
+// every setting in effect, for the result; a bad SCHEDULER_<NAME> stops the soak here
+const { settings: SETTINGS } = await effectiveConfig({
+  place: "stack",
+  vars: { API_KEYS: "(per run)", WEBHOOK_SECRET: "(per run)", ALLOW_LOOPBACK_TARGETS: "true" },
+  overrides: OVERRIDES,
+});
 
 const TIMEOUT_MS = 1000;
 const RETRY = { maxAttempts: 4, initialDelayMs: 500, factor: 2, jitter: 0.2 };
@@ -201,7 +201,7 @@ async function main() {
       port: PORT,
       inspectorPort: PORT + 2,
       v8Flags: ["--expose-gc"], // the soak's collections (scripts/runtime-inspector.mjs)
-      vars: { ...SETTINGS, API_KEYS: keys.map((k) => `soak:${k}`).join(","), WEBHOOK_SECRET: secret, ALLOW_LOOPBACK_TARGETS: "true" },
+      vars: { ...OVERRIDES, API_KEYS: keys.map((k) => `soak:${k}`).join(","), WEBHOOK_SECRET: secret, ALLOW_LOOPBACK_TARGETS: "true" },
       log: (line) => {
         if (log.length < 100_000) log += line;
       },
@@ -350,6 +350,7 @@ async function main() {
       seconds: SECONDS,
       rate: RATE,
       settings: SETTINGS,
+      overrides: OVERRIDES,
       achievedRate: Math.round((accepted / loadSeconds) * 10) / 10,
       accepted,
       succeeded: counts.succeeded,

@@ -11,6 +11,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import {
+  CONFIG,
   api,
   bucketRow,
   bucketSql,
@@ -246,7 +247,7 @@ describe("POST /v1/jobs/batch", () => {
     const near = new Set(ids.filter((_, i) => i % 2 === 1));
     let inBuckets = 0;
     const held: string[] = [];
-    for (let k = 0; k < Number(env.BUCKETS); k++) {
+    for (let k = 0; k < CONFIG.BUCKETS; k++) {
       const stub = bucketStub(k);
       const [row] = await bucketSql<{ n: number }>(
         stub,

@@ -19,6 +19,7 @@ import { dbOf, jsonChunks, writeOutcomes, type FinishedExecution } from "../../s
 import type { FireMessage } from "../../src/env";
 import worker from "../../src/index";
 import {
+  CONFIG,
   api,
   bucketSql,
   captureFiresForFile,
@@ -37,8 +38,8 @@ import {
   type D1Job,
 } from "./helpers";
 
-const LOOKAHEAD_MS = Number(env.LOOKAHEAD_MS ?? 180_000);
-const LEASE_MS = Number(env.LEASE_MS ?? 10_000);
+const LOOKAHEAD_MS = CONFIG.LOOKAHEAD_MS;
+const LEASE_MS = CONFIG.LEASE_MS;
 /** D1 binds a string (or a row) of at most 2,000,000 bytes. */
 const D1_MAX_STRING_BYTES = 2_000_000;
 const EVERY_10_S = "*/10 * * * * *";
@@ -761,7 +762,7 @@ describe("8. D1 JSON chunks are sized in bytes", () => {
     });
     onTestFinished(() => target.mockRestore());
     const { bound, spy: batches } = recordBoundStrings();
-    const buckets = Number(env.BUCKETS);
+    const buckets = CONFIG.BUCKETS;
 
     for (let round = 0; round < 2; round++) {
       for (let b = 0; b < buckets; b++) await runAlarm(bucketStub(b));

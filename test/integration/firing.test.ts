@@ -17,6 +17,7 @@ import { Webhook } from "standardwebhooks";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import type { FireMessage } from "../../src/env";
 import {
+  CONFIG,
   alarmOf,
   api,
   bucketRow,
@@ -40,11 +41,11 @@ import {
   takeSent,
 } from "./helpers";
 
-const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
-const BUCKETS = Number(env.BUCKETS);
-const QUANTUM_MS = Number(env.ALARM_QUANTUM_MS ?? 50);
-const LOOKAHEAD_MS = Number(env.LOOKAHEAD_MS ?? 180_000);
-const DISPATCH_TIMEOUT_MS = Number(env.DISPATCH_TIMEOUT_MS ?? 10_000);
+const SECRET = CONFIG.WEBHOOK_SECRET; // vitest.config.ts
+const BUCKETS = CONFIG.BUCKETS;
+const QUANTUM_MS = CONFIG.ALARM_QUANTUM_MS;
+const LOOKAHEAD_MS = CONFIG.LOOKAHEAD_MS;
+const DISPATCH_TIMEOUT_MS = CONFIG.DISPATCH_TIMEOUT_MS;
 const quantized = (at: number) => Math.ceil(at / QUANTUM_MS) * QUANTUM_MS;
 
 const clock = fileClock(10 * 60_000);

@@ -13,14 +13,18 @@ import {
   waitOnExecutionContext,
 } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
-import { afterAll, beforeAll, inject, onTestFinished, vi, type MockInstance } from "vitest";
+import { afterAll, beforeAll, inject, vi, type MockInstance } from "vitest";
 import type { Bucket } from "../../src/bucket/bucket";
+import { configOf } from "../../src/config";
 import worker from "../../src/index";
 import type { FireMessage } from "../../src/env";
 import type { LiveExecution } from "../../src/bucket/protocol";
 
-/** The flush delay the integration project runs with (wrangler.toml). */
-export const FLUSH_DELAY_MS = Number(env.FLUSH_DELAY_MS ?? 1_000);
+/** The settings the integration project runs with: src/config.ts's defaults under vitest.config.ts's bindings. */
+export const CONFIG = configOf(env);
+
+/** The flush delay the integration project runs with. */
+export const FLUSH_DELAY_MS = CONFIG.FLUSH_DELAY_MS;
 
 /** API keys configured in vitest.config.ts (tenant acme has two keys). */
 export const KEYS = { acme: "test-key-acme", acme2: "test-key-acme-2", globex: "test-key-globex" } as const;
@@ -224,39 +228,9 @@ export async function runScan(): Promise<void> {
   await waitOnExecutionContext(ctx);
 }
 
-/**
- * Captures what the buckets send to the fire queues (FIRE_QUEUE_0..N-1) instead of sending it,
- * until the current test ends. The Durable Objects share the test's bindings (same isolate), so
- * this keeps the real queue consumer from taking messages in the background: the test then
- * drives consumption itself with fire(captured.messages).
- */
-export function captureFires(): { messages: FireMessage[] } {
-  const captured = { messages: [] as FireMessage[] };
-  // what a real send answers, so callers that read the response keep working
-  const metadata = { metrics: { backlogCount: 0, backlogBytes: 0 } };
-  for (let i = 0; env[`FIRE_QUEUE_${i}`] !== undefined; i++) {
-    const queue = env[`FIRE_QUEUE_${i}`]!;
-    const batch = vi.spyOn(queue, "sendBatch").mockImplementation(async (messages) => {
-      for (const m of messages) captured.messages.push(m.body);
-      return { metadata };
-    });
-    const single = vi.spyOn(queue, "send").mockImplementation(async (body) => {
-      captured.messages.push(body);
-      return { metadata };
-    });
-    onTestFinished(() => {
-      batch.mockRestore();
-      single.mockRestore();
-    });
-  }
-  return captured;
-}
-
-/** The fire queue bindings FIRE_QUEUE_0..N-1 (a bucket sends to queue bucket % N). */
+/** The fire queue bindings FIRE_QUEUE_0..N-1 (a bucket sends to queue bucket % N), as the config reads them. */
 export function fireQueues(): Queue<FireMessage>[] {
-  const queues: Queue<FireMessage>[] = [];
-  for (let i = 0; env[`FIRE_QUEUE_${i}`] !== undefined; i++) queues.push(env[`FIRE_QUEUE_${i}`]!);
-  return queues;
+  return CONFIG.fireQueues;
 }
 
 /**

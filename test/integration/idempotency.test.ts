@@ -10,10 +10,10 @@
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { api, bucketSql, bucketStub, captureFiresForFile, fileClock, KEYS, receiverUrl, uniquePath } from "./helpers";
+import { api, bucketSql, bucketStub, CONFIG, captureFiresForFile, fileClock, KEYS, receiverUrl, uniquePath } from "./helpers";
 
-const IDEMPOTENCY_WINDOW_MS = 86_400_000; // wrangler.toml
-const BUCKETS = Number(env.BUCKETS);
+const IDEMPOTENCY_WINDOW_MS = CONFIG.IDEMPOTENCY_WINDOW_MS;
+const BUCKETS = CONFIG.BUCKETS;
 
 fileClock(0);
 captureFiresForFile();

@@ -21,6 +21,7 @@ import { Bucket } from "../../src/bucket/bucket";
 import type { ClaimResult, CompletionReport, CompletionResult } from "../../src/bucket/protocol";
 import type { FireMessage } from "../../src/env";
 import {
+  CONFIG,
   alarmOf,
   api,
   captureFiresForFile,
@@ -38,9 +39,9 @@ import {
 } from "./helpers";
 
 const HEAD_START_MS = 10 * 60_000;
-const LEASE_MS = Number(env.LEASE_MS ?? 10_000);
+const LEASE_MS = CONFIG.LEASE_MS;
 const EPOCH_UNIT = 2 ** 32;
-const WEBHOOK_SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"; // vitest.config.ts
+const WEBHOOK_SECRET = env.WEBHOOK_SECRET!; // vitest.config.ts
 
 const clock = fileClock(HEAD_START_MS);
 const sent = captureFiresForFile();

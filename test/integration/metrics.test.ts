@@ -23,6 +23,7 @@ import { LAG_BOUNDS_MS } from "../../src/core/histogram";
 import type { FireMessage } from "../../src/env";
 import type { LiveExecution } from "../../src/bucket/protocol";
 import {
+  CONFIG,
   api,
   bucketSql,
   bucketStub,
@@ -40,7 +41,7 @@ import {
   uniquePath,
 } from "./helpers";
 
-const BUCKETS = Number(env.BUCKETS);
+const BUCKETS = CONFIG.BUCKETS;
 const clock = fileClock(10 * 60_000);
 const sent = captureFiresForFile();
 

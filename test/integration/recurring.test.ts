@@ -38,6 +38,7 @@ import type { DeliveryOutcome } from "../../src/core/response";
 import { dbOf, definitionOf, getJob } from "../../src/db/queries";
 import type { FireMessage } from "../../src/env";
 import {
+  CONFIG,
   alarmOf,
   api,
   bucketSql,
@@ -57,13 +58,13 @@ import {
   uniquePath,
 } from "./helpers";
 
-const SECRET = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
+const SECRET = CONFIG.WEBHOOK_SECRET; // vitest.config.ts
 const HEAD_START_MS = 10 * 60_000;
 const MINUTE = 60_000;
 const HOUR = 3_600_000;
 const DAY = 86_400_000;
-const LOOKAHEAD_MS = Number(env.LOOKAHEAD_MS ?? 180_000);
-const QUANTUM_MS = Number(env.ALARM_QUANTUM_MS ?? 50);
+const LOOKAHEAD_MS = CONFIG.LOOKAHEAD_MS;
+const QUANTUM_MS = CONFIG.ALARM_QUANTUM_MS;
 const quantized = (at: number) => Math.ceil(at / QUANTUM_MS) * QUANTUM_MS;
 
 // ---------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ import { bucketOfJob } from "../../src/core/bucketing";
 import { newId, occurrenceId } from "../../src/core/id";
 import type { FireMessage } from "../../src/env";
 import {
+  CONFIG,
   api,
   bucketRow,
   bucketSql,
@@ -45,9 +46,9 @@ import {
 
 const MINUTE = 60_000;
 const DAY = 86_400_000;
-const BUCKETS = Number(env.BUCKETS);
-const HISTORY_RETENTION_MS = Number(env.HISTORY_RETENTION_MS ?? 30 * DAY);
-const IDEMPOTENCY_WINDOW_MS = Number(env.IDEMPOTENCY_WINDOW_MS ?? DAY);
+const BUCKETS = CONFIG.BUCKETS;
+const HISTORY_RETENTION_MS = CONFIG.HISTORY_RETENTION_MS;
+const IDEMPOTENCY_WINDOW_MS = CONFIG.IDEMPOTENCY_WINDOW_MS;
 /** the purge's page (src/scanner/scan.ts PURGE_PAGE), split over the buckets for jobs */
 const PURGE_PAGE = 5000;
 

@@ -12,6 +12,7 @@ import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { FireMessage } from "../../src/env";
 import {
+  CONFIG,
   api,
   bucketStub,
   captureFiresForFile,
@@ -23,8 +24,8 @@ import {
   uniquePath,
 } from "./helpers";
 
-const BUCKETS = Number(env.BUCKETS);
-const HISTORY_RETENTION_MS = Number(env.HISTORY_RETENTION_MS ?? 30 * 86_400_000);
+const BUCKETS = CONFIG.BUCKETS;
+const HISTORY_RETENTION_MS = CONFIG.HISTORY_RETENTION_MS;
 // an hour ahead of the real clock: the platform never fires an alarm on its own during the file
 const clock = fileClock(3_600_000);
 const sent = captureFiresForFile();

@@ -17,6 +17,7 @@ import { describe, expect, it, onTestFinished, vi } from "vitest";
 import { newId } from "../../src/core/id";
 import type { FireMessage } from "../../src/env";
 import {
+  CONFIG,
   alarmOf,
   api,
   bucketRow,
@@ -38,9 +39,9 @@ import {
   takeSent,
 } from "./helpers";
 
-const BUCKETS = Number(env.BUCKETS); // 4 in vitest.config.ts
-const LOOKAHEAD_MS = Number(env.LOOKAHEAD_MS ?? 180_000);
-const QUANTUM_MS = Number(env.ALARM_QUANTUM_MS ?? 50);
+const BUCKETS = CONFIG.BUCKETS; // 4 in vitest.config.ts
+const LOOKAHEAD_MS = CONFIG.LOOKAHEAD_MS;
+const QUANTUM_MS = CONFIG.ALARM_QUANTUM_MS;
 const quantized = (at: number) => Math.ceil(at / QUANTUM_MS) * QUANTUM_MS;
 
 const clock = fileClock(10 * 60_000);

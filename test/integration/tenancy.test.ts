@@ -21,6 +21,7 @@ import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import worker from "../../src/index";
 import {
+  CONFIG,
   api,
   bucketSql,
   bucketStub,
@@ -37,7 +38,7 @@ import {
 } from "./helpers";
 
 
-const BUCKETS = Number(env.BUCKETS);
+const BUCKETS = CONFIG.BUCKETS;
 const clock = fileClock(10 * 60_000);
 const sent = captureFiresForFile();
 

@@ -7,7 +7,6 @@ import {
   canApply,
   EXECUTION_STATES,
   type ExecutionState,
-  fromStatesSql,
   isTerminal,
   statusCheckSql,
   JOB_STATES,
@@ -195,18 +194,6 @@ describe("canApply", () => {
 });
 
 describe("SQL derived from the table", () => {
-  it.each(transitions)("fromStatesSql(%s) quotes exactly its from-states", (t) => {
-    const sql = fromStatesSql(t);
-    expect(sql).toBe(TRANSITIONS[t].from.map((s) => `'${s}'`).join(","));
-    expect(sql).toMatch(/^'[a-z]+'(,'[a-z]+')*$/);
-  });
-
-  it("fromStatesSql examples", () => {
-    expect(fromStatesSql("claim")).toBe("'scheduled','dispatched'");
-    expect(fromStatesSql("kill")).toBe("'running'");
-    expect(fromStatesSql("cancel")).toBe("'pending','scheduled','dispatched'");
-  });
-
   it("statusCheckSql lists every state, in table order", () => {
     const all = EXECUTION_STATES.map((s) => `'${s}'`).join(",");
     expect(statusCheckSql()).toBe(`CHECK (status IN (${all}))`);
