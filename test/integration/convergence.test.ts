@@ -590,6 +590,39 @@ describe("6. pause while the bucket creates and writes an occurrence", () => {
     ]);
   });
 
+  it("a schedule whose last occurrence finishes while its projection is being written still completes in D1", async () => {
+    const job = await createJob({ target: { url: url(uniquePath("ok")), method: "POST" }, cron: EVERY_10_S, maxOccurrences: 1 }); // ends completed
+    const stub = await stubOf(job.id);
+    clock.travelTo((await row(job.id)).next_run_at! + 2000);
+
+    // the alarm creates the only occurrence and projects "not completed" (it is live); while that
+    // write is in flight the occurrence is claimed and succeeds
+    const original = env.DB.batch.bind(env.DB);
+    let armed = true;
+    const written: Promise<unknown>[] = [];
+    const spy = vi.spyOn(env.DB, "batch").mockImplementation(async (statements) => {
+      if (!armed) return original(statements);
+      armed = false;
+      const [message] = take(job.id);
+      const inside = bucketStub((await row(job.id)).bucket); // a stub of this context (I/O cannot cross objects)
+      const [lease] = await inside.claim([{ executionId: message!.executionId, dueAt: message!.dueAt }]);
+      if (!lease?.ok) throw new Error("claim refused");
+      await inside.complete([{ executionId: message!.executionId, token: lease.token, outcome: { kind: "succeeded", httpStatus: 200, excerpt: "ok" } }]);
+      const write = original(statements);
+      written.push(write);
+      return write;
+    });
+    onTestFinished(() => spy.mockRestore());
+    await runAlarm(stub);
+    await Promise.all(written);
+    spy.mockRestore();
+    expect(armed).toBe(false);
+    expect(await row(job.id)).toMatchObject({ status: "active" });
+
+    await flush(job.id); // the next flush writes the outcome and the completion
+    expect(await row(job.id)).toMatchObject({ status: "completed" });
+  });
+
   it("the schedule projection refused at the old version (the pause raced it) still reaches D1 at the new one", async () => {
     const job = await createJob({ target: { url: url(uniquePath("ok")), method: "POST" }, cron: EVERY_10_S });
     onTestFinished(() => cancelQuietly(job.id));
