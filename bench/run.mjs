@@ -58,7 +58,9 @@ async function main() {
       timeoutMs: envNumber("BENCH_CRASH_TIMEOUT_S", 600) * 1000,
     },
     steady: {
-      rates: envList("BENCH_STEADY_RATES", [250, 500, 1000, 2000], { item: (r) => parseNumber("BENCH_STEADY_RATES", r, { min: 1 }) }).sort((a, b) => a - b),
+      rates: envList("BENCH_STEADY_RATES", [250, 500, 1000, 2000], { item: (r) => parseNumber("BENCH_STEADY_RATES", r, { min: 1 }) }).sort(
+        (a, b) => a - b,
+      ),
       seconds: envNumber("BENCH_STEADY_SECONDS", 60),
       drainTimeoutMs,
     },
@@ -72,7 +74,12 @@ async function main() {
   const frozen = envBool("BENCH_SNAPSHOT", true) ? snapshot(sourceRoot) : null;
   const codeRoot = frozen ? frozen.root : sourceRoot;
   useCodeRoot(codeRoot);
-  const code = { ...codeIdentity(sourceRoot), sourceHash: sourceHash(codeRoot), snapshot: frozen !== null, ...(codeRootAsked ? { root: sourceRoot } : {}) };
+  const code = {
+    ...codeIdentity(sourceRoot),
+    sourceHash: sourceHash(codeRoot),
+    snapshot: frozen !== null,
+    ...(codeRootAsked ? { root: sourceRoot } : {}),
+  };
   // the settings in effect, as `npm run config` computes them for a stack of the code that runs:
   // src/config.ts defaults, wrangler.toml [vars], the local profile, the run's vars and its
   // SCHEDULER_<NAME> overrides (bad names or values stop the bench here, before any stack)

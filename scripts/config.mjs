@@ -43,15 +43,26 @@ export async function effectiveConfig({ root = PROJECT, place = "stack", vars = 
   } else {
     // .dev.vars (or, without it, .env files) by wrangler's own reader, without the [vars] under it
     const file = Object.fromEntries(
-      Object.entries(unstable_getVarsForDev(configPath, undefined, {}, undefined, true)).map(([k, v]) => [k, typeof v === "string" ? v : v.value]),
+      Object.entries(unstable_getVarsForDev(configPath, undefined, {}, undefined, true)).map(([k, v]) => [
+        k,
+        typeof v === "string" ? v : v.value,
+      ]),
     );
     const { localProfile, parseDevVars } = await import(pathToFileURL(join(root, "scripts", "local-env.mjs")).href);
     if (place === "local" && !existsSync(join(root, ".dev.vars"))) {
-      layers.push([".dev.vars.example (npm start copies it to .dev.vars)", parseDevVars(readFileSync(join(root, ".dev.vars.example"), "utf8"))]);
+      layers.push([
+        ".dev.vars.example (npm start copies it to .dev.vars)",
+        parseDevVars(readFileSync(join(root, ".dev.vars.example"), "utf8")),
+      ]);
     } else {
       layers.push([existsSync(join(root, ".dev.vars")) ? ".dev.vars" : ".env", file]);
     }
-    if (place === "stack") layers.push(["local profile (.dev.vars.example)", localProfile()], ["the run", vars], [(name) => `${SETTING_PREFIX}${name}`, overrides]);
+    if (place === "stack")
+      layers.push(
+        ["local profile (.dev.vars.example)", localProfile()],
+        ["the run", vars],
+        [(name) => `${SETTING_PREFIX}${name}`, overrides],
+      );
   }
 
   const env = {};
@@ -64,7 +75,9 @@ export async function effectiveConfig({ root = PROJECT, place = "stack", vars = 
   }
   const parsed = ConfigSchema.safeParse(env);
   if (!parsed.success) {
-    const why = parsed.error.issues.map((i) => `${i.path.join(".")}=${JSON.stringify(env[i.path[0]])} (from ${from[i.path[0]]}): ${i.message}`);
+    const why = parsed.error.issues.map(
+      (i) => `${i.path.join(".")}=${JSON.stringify(env[i.path[0]])} (from ${from[i.path[0]]}): ${i.message}`,
+    );
     throw new Error(`invalid settings in ${place}: ${why.join("; ")}`);
   }
   const settings = {};
@@ -81,7 +94,8 @@ export async function effectiveConfig({ root = PROJECT, place = "stack", vars = 
 if (process.argv[1] && fileURLToPath(import.meta.url) === process.argv[1]) {
   try {
     const asked = process.argv.slice(2);
-    for (const place of asked) if (!PLACES.includes(place)) throw new Error(`usage: npm run config [-- ${PLACES.join("|")}], got "${place}"`);
+    for (const place of asked)
+      if (!PLACES.includes(place)) throw new Error(`usage: npm run config [-- ${PLACES.join("|")}], got "${place}"`);
     // every stack run brings fresh credentials (bench, soak and e2e make them per run)
     const run = { API_KEYS: "(fresh per run)", WEBHOOK_SECRET: "(fresh per run)" };
     const out = {};

@@ -45,6 +45,8 @@ process.on("SIGTERM", stop);
 child.on("exit", (code, signal) => {
   const seconds = Math.round((Date.now() - started) / 1000);
   const verdict = code === 0 ? "passed" : "FAILED";
-  console.log(`fuzz: ${verdict} with FUZZ_SEED=${seed} FUZZ_RUNS=${runs} (${cases} cases, ${seconds} s); replay: npm run fuzz -- --seed ${seed} --runs ${runs}`);
+  console.log(
+    `fuzz: ${verdict} with FUZZ_SEED=${seed} FUZZ_RUNS=${runs} (${cases} cases, ${seconds} s); replay: npm run fuzz -- --seed ${seed} --runs ${runs}`,
+  );
   process.exit(code ?? (signal ? 1 : 0));
 });

@@ -23,8 +23,20 @@ export async function startStack(options) {
   const persistTo = options.persistTo ?? mkdtempSync(join(tmpdir(), "scheduler-state-"));
   const output = tailOf(options.log ?? (() => {}));
   await applyMigrations(persistTo, output);
-  const args = [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(options.port), "--persist-to", persistTo,
-    "--show-interactive-dev-session=false", "--log-level", options.logLevel ?? "warn", "--test-scheduled"];
+  const args = [
+    WRANGLER,
+    "dev",
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    String(options.port),
+    "--persist-to",
+    persistTo,
+    "--show-interactive-dev-session=false",
+    "--log-level",
+    options.logLevel ?? "warn",
+    "--test-scheduled",
+  ];
   if (options.inspectorPort !== undefined) args.push("--inspector-port", String(options.inspectorPort), "--inspector-ip", "127.0.0.1");
   for (const [k, v] of Object.entries({ ...localProfile(), ...options.vars })) args.push("--var", `${k}:${v}`);
   const v8Env = options.v8Flags?.length ? { MINIFLARE_WORKERD_V8_FLAGS: options.v8Flags.join(" ") } : {};
@@ -38,10 +50,16 @@ export async function startStack(options) {
   child.stderr.on("data", (d) => output.log(String(d)));
   const url = `http://127.0.0.1:${options.port}`;
   let exited = false;
-  child.on("exit", () => { exited = true; });
+  child.on("exit", () => {
+    exited = true;
+  });
   const signalGroup = (signal) => {
     if (exited) return;
-    try { process.kill(-child.pid, signal); } catch { /* already gone */ }
+    try {
+      process.kill(-child.pid, signal);
+    } catch {
+      /* already gone */
+    }
   };
   const stack = {
     url,
@@ -54,7 +72,9 @@ export async function startStack(options) {
       signalGroup("SIGKILL");
     },
     /** the crash: kill -9 of the whole runtime */
-    kill9() { signalGroup("SIGKILL"); },
+    kill9() {
+      signalGroup("SIGKILL");
+    },
     exited: () => exited,
   };
   const deadline = Date.now() + 60_000;
@@ -63,7 +83,9 @@ export async function startStack(options) {
     try {
       const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(5000) });
       if (res.ok) return stack;
-    } catch { /* not up yet */ }
+    } catch {
+      /* not up yet */
+    }
     await sleep(200);
   }
   await stack.stop();

@@ -97,7 +97,12 @@ function devtoolsSession(url, run, timeoutMs = 15_000) {
       waiting.delete(message.id);
       settle(message);
     });
-    socket.on("open", () => run(call, contextId).then((result) => done(null, result), (error) => done(error)));
+    socket.on("open", () =>
+      run(call, contextId).then(
+        (result) => done(null, result),
+        (error) => done(error),
+      ),
+    );
     socket.on("error", (error) => done(error));
     socket.on("close", () => done(new Error(`${url}: connection closed`)));
   });

@@ -116,7 +116,8 @@ async function startTarget(secret, random) {
       if (request.attempt === 1 && !state.firstArrival.has(request.webhookId)) state.firstArrival.set(request.webhookId, request.at);
     },
     onAnswered: (request) => {
-      if (request.status >= 200 && request.status < 300) state.answered2xx.set(request.webhookId, (state.answered2xx.get(request.webhookId) ?? 0) + 1);
+      if (request.status >= 200 && request.status < 300)
+        state.answered2xx.set(request.webhookId, (state.answered2xx.get(request.webhookId) ?? 0) + 1);
     },
   });
   return { url: receiver.url, state, close: () => receiver.stop() };
@@ -183,13 +184,15 @@ async function main() {
     if (sampler) clearInterval(sampler);
     if (stack) {
       await stack.stop();
-      if (stack.persistTo.startsWith(tmpdir()) && stack.persistTo.includes("scheduler-state-")) rmSync(stack.persistTo, { recursive: true, force: true });
+      if (stack.persistTo.startsWith(tmpdir()) && stack.persistTo.includes("scheduler-state-"))
+        rmSync(stack.persistTo, { recursive: true, force: true });
       stack = null;
     }
     await target.close();
   };
   const onSignal = () => {
-    cleanup().finally(() => process.exit(130));
+    // exit once cleaned up, whatever the clean-up met (the exit is the outcome)
+    void cleanup().finally(() => process.exit(130));
   };
   process.once("SIGINT", onSignal);
   process.once("SIGTERM", onSignal);
@@ -341,7 +344,8 @@ async function main() {
     const during = collected.filter((sample) => sample.at <= loadEndAt && sample.runtimeKb);
     const warm = during.find((sample) => sample.at >= loadEndAt / 3) ?? null;
     const last = during.at(-1) ?? null;
-    const growthPercent = warm && last && last !== warm ? Math.round(((last.runtimeKb - warm.runtimeKb) / warm.runtimeKb) * 1000) / 10 : null;
+    const growthPercent =
+      warm && last && last !== warm ? Math.round(((last.runtimeKb - warm.runtimeKb) / warm.runtimeKb) * 1000) / 10 : null;
     const toMb = (bytes) => (bytes === null ? null : Math.round(bytes / 104857.6) / 10);
     const c = metrics?.counters ?? {};
     const result = {
@@ -376,8 +380,18 @@ async function main() {
       deliveries: target.state.deliveries,
       answers: target.state.byAnswer,
       signatureFailures: target.state.signatureFailures,
-      firstAttemptLagMs: { p50: percentile(firstLags, 50), p99: percentile(firstLags, 99), max: firstLags.length ? Math.max(...firstLags) : null, n: firstLags.length },
-      firstArrivalLagMs: { p50: percentile(arrivalLags, 50), p99: percentile(arrivalLags, 99), max: arrivalLags.length ? Math.max(...arrivalLags) : null, n: arrivalLags.length },
+      firstAttemptLagMs: {
+        p50: percentile(firstLags, 50),
+        p99: percentile(firstLags, 99),
+        max: firstLags.length ? Math.max(...firstLags) : null,
+        n: firstLags.length,
+      },
+      firstArrivalLagMs: {
+        p50: percentile(arrivalLags, 50),
+        p99: percentile(arrivalLags, 99),
+        max: arrivalLags.length ? Math.max(...arrivalLags) : null,
+        n: arrivalLags.length,
+      },
       metricsLagP99Ms: metrics?.fire_lag_ms?.p99 ?? null,
       peakRssMb: { runtime: mb(peakKb.runtime), devProxy: proxy ? mb(peakKb.proxy) : null },
       memory: {
@@ -388,7 +402,12 @@ async function main() {
         isolates: inspector.isolates.length,
         unansweredIsolates: [...new Set(collected.flatMap((sample) => sample.unanswered))],
         // after each collection: seconds since start, runtime RSS, JS heap of every isolate and of the scheduler's
-        samples: collected.map((sample) => [Math.round(sample.at / 1000), mb(sample.runtimeKb), toMb(sample.allHeapBytes), toMb(sample.schedulerHeapBytes)]),
+        samples: collected.map((sample) => [
+          Math.round(sample.at / 1000),
+          mb(sample.runtimeKb),
+          toMb(sample.allHeapBytes),
+          toMb(sample.schedulerHeapBytes),
+        ]),
         sampleColumns: ["s", "runtimeRssMb", "allIsolatesHeapMb", "schedulerHeapMb"],
         // wrangler's dev proxy (not deployed): it has no inspector, so it is not collected
         devProxyRssMb: collected.map((sample) => mb(sample.proxyKb)),
@@ -397,7 +416,7 @@ async function main() {
     };
     console.log(JSON.stringify(result));
     if (!result.invariant4) {
-      console.error("soak: the counts do not add up; stack log tail:\n" + log.slice(-4000));
+      console.error(`soak: the counts do not add up; stack log tail:\n${log.slice(-4000)}`);
       process.exitCode = 1;
     }
     if (!result.memory.flat) {

@@ -15,7 +15,18 @@ console.log(`API key (tenant "local") is in .dev.vars, API_KEYS: export KEY=${ke
 
 const child = spawn(
   process.execPath,
-  [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", port, "--persist-to", persistTo, "--test-scheduled", "--show-interactive-dev-session=false"],
+  [
+    WRANGLER,
+    "dev",
+    "--ip",
+    "127.0.0.1",
+    "--port",
+    port,
+    "--persist-to",
+    persistTo,
+    "--test-scheduled",
+    "--show-interactive-dev-session=false",
+  ],
   { cwd: ROOT, stdio: "inherit", env: { ...process.env, ...LOCAL_RUNTIME_ENV } },
 );
 for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => child.kill(signal));

@@ -5,7 +5,7 @@
  * once per env.
  */
 import { z } from "zod";
-import type { Env, FireMessage } from "./env";
+import type { FireMessage } from "./bucket/protocol";
 
 const int = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
 
@@ -35,7 +35,10 @@ export const ConfigSchema = z.object({
   /** create idempotency keys are remembered this long (a repeat within it answers the original) */
   IDEMPOTENCY_WINDOW_MS: int(86_400_000, 0),
   /** http:// and loopback/private targets; local development only */
-  ALLOW_LOOPBACK_TARGETS: z.enum(["true", "false"]).default("false").transform((v) => v === "true"),
+  ALLOW_LOOPBACK_TARGETS: z
+    .enum(["true", "false"])
+    .default("false")
+    .transform((v) => v === "true"),
   /** signing secret of every tenant not in WEBHOOK_SECRETS */
   WEBHOOK_SECRET: z.string().default(""),
   /** per-tenant secrets with rotation: "tenant:whsec_current whsec_next,tenant2:whsec_x" */

@@ -2,7 +2,6 @@
 import { app } from "./api/routes";
 import { handleDeadLetterBatch } from "./consumer/dead-letter";
 import { handleFireBatch } from "./consumer/fire";
-import type { Env } from "./env";
 import { scan } from "./scanner/scan";
 
 export { Bucket } from "./bucket/bucket";

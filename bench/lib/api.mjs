@@ -23,7 +23,9 @@ export class Api {
     let parsed = text;
     try {
       parsed = JSON.parse(text);
-    } catch { /* not JSON */ }
+    } catch {
+      /* not JSON */
+    }
     return { status: res.status, body: parsed };
   }
 
@@ -36,7 +38,13 @@ export class Api {
     const res = await this.request("POST", "/v1/jobs/batch", { jobs: specs });
     const doneAt = Date.now();
     if (res.status !== 200) {
-      return { ids: specs.map(() => null), refused: specs.length, error: `HTTP ${res.status}: ${JSON.stringify(res.body).slice(0, 300)}`, sentAt, doneAt };
+      return {
+        ids: specs.map(() => null),
+        refused: specs.length,
+        error: `HTTP ${res.status}: ${JSON.stringify(res.body).slice(0, 300)}`,
+        sentAt,
+        doneAt,
+      };
     }
     let refused = 0;
     let error = null;

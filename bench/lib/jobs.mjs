@@ -97,7 +97,11 @@ export function deliveryFigures(target, due, n) {
 
 /** Arrivals per second from `from` (the completions per second figure). */
 export function arrivalsPerSecond(target, from) {
-  return perSlot(target.arrivals.map((a) => a.at), from, 1000);
+  return perSlot(
+    target.arrivals.map((a) => a.at),
+    from,
+    1000,
+  );
 }
 
 /** Jobs with a first arrival, counted fast while waiting. */

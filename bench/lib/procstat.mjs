@@ -8,7 +8,9 @@ import { readdirSync, readFileSync } from "node:fs";
 export let clockTicks = 100;
 try {
   clockTicks = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
-} catch { /* Linux default */ }
+} catch {
+  /* Linux default */
+}
 
 /** { pid, comm, pgrp, ticks } for every process in group `pgrp` (read from /proc). */
 export function groupProcesses(pgrp) {

@@ -4,8 +4,8 @@ import { loadavg } from "node:os";
 import { join } from "node:path";
 import { Api, schedulerFigures } from "./api.mjs";
 import { clockTicks, GroupSampler, machineTicks } from "./procstat.mjs";
-import { sleep } from "./stats.mjs";
 import { credentials, launch, removeState } from "./stack.mjs";
+import { sleep } from "./stats.mjs";
 import { Target } from "./target.mjs";
 
 /**
@@ -41,7 +41,18 @@ export async function withSession(name, options, body) {
     };
     /** false once the current stack's process group is gone (a wait then stops early) */
     const alive = () => !current.stack.exited();
-    return await body({ quiet, loadAvgAtStart, target, first, api, sampler, creds, restart, alive, schedulerFigures: () => schedulerFigures(api) });
+    return await body({
+      quiet,
+      loadAvgAtStart,
+      target,
+      first,
+      api,
+      sampler,
+      creds,
+      restart,
+      alive,
+      schedulerFigures: () => schedulerFigures(api),
+    });
   } finally {
     sampler.stop();
     for (const l of launched) {
@@ -72,7 +83,8 @@ export async function waitForQuiet(maxWaitMs, thresholdCores = 0.3) {
     const b = machineTicks();
     const own = (process.cpuUsage(u).user + process.cpuUsage(u).system) / 1e6;
     lastBusyCores = Math.max(0, (b.busy - a.busy) / clockTicks - own) / 2; // cores busy over the 2 s window
-    if (lastBusyCores < thresholdCores) return { waitedMs: Date.now() - startedAt, quiet: true, busyCores: Math.round(lastBusyCores * 100) / 100 };
+    if (lastBusyCores < thresholdCores)
+      return { waitedMs: Date.now() - startedAt, quiet: true, busyCores: Math.round(lastBusyCores * 100) / 100 };
   }
   return { waitedMs: Date.now() - startedAt, quiet: false, busyCores: Math.round(lastBusyCores * 100) / 100 };
 }

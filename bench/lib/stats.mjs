@@ -79,6 +79,8 @@ export async function waitUntil(check, deadlineAt, intervalMs = 100) {
 export function cpuMsPerDelivery(cpuByComm, delivered) {
   if (!delivered) return null;
   const all = Object.values(cpuByComm).reduce((a, b) => a + b, 0);
-  const workerd = Object.entries(cpuByComm).filter(([comm]) => comm.startsWith("workerd")).reduce((a, [, v]) => a + v, 0);
+  const workerd = Object.entries(cpuByComm)
+    .filter(([comm]) => comm.startsWith("workerd"))
+    .reduce((a, [, v]) => a + v, 0);
   return { workerd: round((workerd * 1000) / delivered, 3), stack: round((all * 1000) / delivered, 3) };
 }

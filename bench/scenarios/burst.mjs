@@ -4,13 +4,16 @@
 import { arrivalsPerSecond, deliveredCount, deliveryFigures, enqueueSequential, jobSpec, rate, stageSample } from "../lib/jobs.mjs";
 import { benchCpuSeconds } from "../lib/procstat.mjs";
 import { withSession } from "../lib/session.mjs";
-import { round, shuffle, sleep, summary, waitUntil, cpuMsPerDelivery } from "../lib/stats.mjs";
+import { cpuMsPerDelivery, round, shuffle, sleep, summary, waitUntil } from "../lib/stats.mjs";
 
 export async function burst(params, ctx) {
   const { n, minLeadMs = 5000, expectedEnqueueRate, drainTimeoutMs, sample } = params;
   return withSession("burst", ctx, async ({ quiet, loadAvgAtStart, target, first, api, sampler, alive, schedulerFigures }) => {
     const url = `${target.url}/burst`;
-    const order = shuffle(Array.from({ length: n }, (_, i) => i), 7);
+    const order = shuffle(
+      Array.from({ length: n }, (_, i) => i),
+      7,
+    );
     const expectedEnqueueMs = Math.ceil((n * 1000) / expectedEnqueueRate);
     const leadMs = Math.max(minLeadMs, expectedEnqueueMs + 2000);
     const benchCpu0 = process.cpuUsage();

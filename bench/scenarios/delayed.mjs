@@ -3,13 +3,16 @@
 import { arrivalsPerSecond, deliveredCount, deliveryFigures, enqueueSequential, jobSpec, rate, stageSample } from "../lib/jobs.mjs";
 import { benchCpuSeconds } from "../lib/procstat.mjs";
 import { withSession } from "../lib/session.mjs";
-import { round, shuffle, sleep, summary, waitUntil, cpuMsPerDelivery } from "../lib/stats.mjs";
+import { cpuMsPerDelivery, round, shuffle, sleep, summary, waitUntil } from "../lib/stats.mjs";
 
 export async function delayed(params, ctx) {
   const { n, leadMs = 5000, spreadMs = 10_000, drainTimeoutMs, sample } = params;
   return withSession("delayed", ctx, async ({ quiet, loadAvgAtStart, target, first, api, sampler, alive, schedulerFigures }) => {
     const url = `${target.url}/delayed`;
-    const order = shuffle(Array.from({ length: n }, (_, i) => i), 42);
+    const order = shuffle(
+      Array.from({ length: n }, (_, i) => i),
+      42,
+    );
     const due = new Float64Array(n);
     const benchCpu0 = process.cpuUsage();
     sampler.mark("start");

@@ -4,7 +4,7 @@
 // nothing missing and the creation rate achieved (>= 95 % of R).
 import { deliveredCount, deliveryFigures } from "../lib/jobs.mjs";
 import { withSession } from "../lib/session.mjs";
-import { round, sleep, summary, waitUntil, cpuMsPerDelivery } from "../lib/stats.mjs";
+import { cpuMsPerDelivery, round, sleep, summary, waitUntil } from "../lib/stats.mjs";
 
 const TICK_MS = 100;
 const MAX_IN_FLIGHT = 4;
@@ -71,12 +71,14 @@ export async function steadyRate(r, params, ctx) {
     const p99By10s = [];
     for (let from = start + leadMs; from < lastDue; from += 10_000) {
       const window = [];
-      for (let i = 0; i < total; i++) if (due[i] >= from && due[i] < from + 10_000 && !Number.isNaN(d.first[i])) window.push(d.first[i] - due[i]);
+      for (let i = 0; i < total; i++)
+        if (due[i] >= from && due[i] < from + 10_000 && !Number.isNaN(d.first[i])) window.push(d.first[i] - due[i]);
       p99By10s.push(summary(window).p99);
     }
     const createSeconds = (createEnd - start) / 1000;
     const achieved = created / Math.max(createSeconds, seconds);
-    const held = d.figures.lagMs.p99 !== null && d.figures.lagMs.p99 < 2000 && d.figures.missing === 0 && refused === 0 && achieved >= 0.95 * r;
+    const held =
+      d.figures.lagMs.p99 !== null && d.figures.lagMs.p99 < 2000 && d.figures.missing === 0 && refused === 0 && achieved >= 0.95 * r;
     return {
       scenario: "steady",
       params: { rate: r, seconds, leadMs, tickMs: TICK_MS, maxInFlight: MAX_IN_FLIGHT, drainTimeoutMs, settings: ctx.settings },
@@ -126,6 +128,15 @@ export async function steady(params, ctx, emit) {
     scenario: "steady-summary",
     params: { rates: params.rates, seconds: params.seconds, settings: ctx.settings },
     sustainableRate: sustainable,
-    tried: results.map((r) => ({ rate: r.params.rate, held: r.held, p50: r.lagMs.p50, p99: r.lagMs.p99, max: r.lagMs.max, delivered: r.delivered, missing: r.missing, achievedCreateRate: r.achievedCreateRate })),
+    tried: results.map((r) => ({
+      rate: r.params.rate,
+      held: r.held,
+      p50: r.lagMs.p50,
+      p99: r.lagMs.p99,
+      max: r.lagMs.max,
+      delivered: r.delivered,
+      missing: r.missing,
+      achievedCreateRate: r.achievedCreateRate,
+    })),
   };
 }

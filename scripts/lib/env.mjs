@@ -57,7 +57,10 @@ export function envString(name, fallback, { oneOf, env = process.env } = {}) {
 export function envList(name, fallback, { item = (text) => text, env = process.env } = {}) {
   const raw = read(name, env);
   if (raw === undefined) return fallback;
-  const items = raw.split(",").map((s) => s.trim()).filter(Boolean);
+  const items = raw
+    .split(",")
+    .map((s) => s.trim())
+    .filter(Boolean);
   if (items.length === 0) throw new Error(`${name} must list at least one item, got "${raw}"`);
   return items.map(item);
 }

@@ -1,3 +1,1 @@
-import type { Env } from "../env";
-
 export type ApiEnv = { Bindings: Env; Variables: { tenant: string } };

@@ -4,18 +4,18 @@
  * near-term one-off jobs and its recurring jobs, one RPC per bucket. A failed hand-off leaves the
  * job pending in D1, where the scanner's sync pass finds it by its due time.
  */
+
+import type { JobDefinition } from "../bucket/protocol";
 import type { Config } from "../config";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from "../core/backoff";
 import { bucketName, bucketOfJob } from "../core/bucketing";
 import { canonicalTimeZone, cronProblem, occurrenceAfter, type Schedule } from "../core/cron";
 import { newId } from "../core/id";
-import { isNear, isReservedHeader, LIMITS, type JobSpec, type Target } from "../core/job";
+import { isNear, isReservedHeader, type JobSpec, LIMITS, type Target } from "../core/job";
 import { checkTargetUrl } from "../core/target-policy";
 import { parseDurationMs, parseInstant } from "../core/when";
 import { type Db, definitionOf, getJobsByIds, insertJobs, type NewJob } from "../db/queries";
 import type { JobRow } from "../db/schema";
-import type { Env } from "../env";
-import type { JobDefinition } from "../bucket/protocol";
 import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
 import { presentJob } from "./present";
 import { CreateJobInput } from "./schemas";
@@ -29,9 +29,7 @@ export interface PreparedJob {
   fieldPrefix: string;
 }
 
-export type CreateResult =
-  | { status: 201 | 200; job: ReturnType<typeof presentJob> }
-  | { status: 400 | 409; error: ApiError };
+export type CreateResult = { status: 201 | 200; job: ReturnType<typeof presentJob> } | { status: 400 | 409; error: ApiError };
 
 /** Validates one job request and turns it into rows; every refusal names its field. */
 export async function prepareJob(
@@ -83,7 +81,12 @@ export function buildSpec(
   const headers: Record<string, string> = {};
   for (const [name, value] of Object.entries(input.target.headers)) {
     if (isReservedHeader(name) && kept[name] !== value) {
-      throw new ApiError(400, "invalid_field", `header "${name}" is reserved: the scheduler or the connection sets it`, field(`target.headers.${name}`));
+      throw new ApiError(
+        400,
+        "invalid_field",
+        `header "${name}" is reserved: the scheduler or the connection sets it`,
+        field(`target.headers.${name}`),
+      );
     }
     headers[name] = value;
   }
@@ -118,7 +121,8 @@ export function buildSpec(
 function scheduleOf(input: JobInput, field: (name: string) => string): Schedule | null {
   const scheduleOnly = (["timezone", "startAt", "endAt", "maxOccurrences", "catchUp"] as const).find((k) => input[k] !== undefined);
   if (input.cron === undefined) {
-    if (scheduleOnly) throw new ApiError(400, "invalid_field", `${scheduleOnly} applies to recurring jobs: give cron too`, field(scheduleOnly));
+    if (scheduleOnly)
+      throw new ApiError(400, "invalid_field", `${scheduleOnly} applies to recurring jobs: give cron too`, field(scheduleOnly));
     return null;
   }
   if (input.runAt !== undefined || input.delay !== undefined) {
@@ -132,19 +136,30 @@ function scheduleOf(input: JobInput, field: (name: string) => string): Schedule 
     const value = input[name];
     if (value === undefined) return null;
     const at = parseInstant(value);
-    if (at === undefined) throw new ApiError(400, "invalid_field", `${name} must be an RFC 3339 time with an offset or epoch milliseconds`, field(name));
+    if (at === undefined)
+      throw new ApiError(400, "invalid_field", `${name} must be an RFC 3339 time with an offset or epoch milliseconds`, field(name));
     return at;
   };
   const startAt = instant("startAt");
   const endAt = instant("endAt");
-  if (startAt !== null && endAt !== null && endAt <= startAt) throw new ApiError(400, "invalid_field", "endAt must be after startAt", field("endAt"));
-  return { cron: input.cron.trim(), timezone, startAt, endAt, maxOccurrences: input.maxOccurrences ?? null, catchUp: input.catchUp ?? "one" };
+  if (startAt !== null && endAt !== null && endAt <= startAt)
+    throw new ApiError(400, "invalid_field", "endAt must be after startAt", field("endAt"));
+  return {
+    cron: input.cron.trim(),
+    timezone,
+    startAt,
+    endAt,
+    maxOccurrences: input.maxOccurrences ?? null,
+    catchUp: input.catchUp ?? "one",
+  };
 }
 
 function firstOccurrence(schedule: Schedule, now: number, field: (name: string) => string): number {
   const at = occurrenceAfter(schedule, now - 1);
-  if (at === null) throw new ApiError(400, "invalid_field", "the schedule has no occurrence after now", field(schedule.endAt !== null ? "endAt" : "cron"));
-  if (at > now + LIMITS.horizonMs) throw new ApiError(400, "invalid_field", `the first occurrence must be within ${LIMITS.horizonMs / 86_400_000} days`, field("cron"));
+  if (at === null)
+    throw new ApiError(400, "invalid_field", "the schedule has no occurrence after now", field(schedule.endAt !== null ? "endAt" : "cron"));
+  if (at > now + LIMITS.horizonMs)
+    throw new ApiError(400, "invalid_field", `the first occurrence must be within ${LIMITS.horizonMs / 86_400_000} days`, field("cron"));
   return at;
 }
 
@@ -156,18 +171,33 @@ function dueAtOf(input: JobInput, now: number, field: (name: string) => string):
   if (input.runAt !== undefined) {
     const at = parseInstant(input.runAt);
     if (at === undefined) {
-      throw new ApiError(400, "invalid_field", "runAt must be an RFC 3339 time with an offset (2026-01-02T15:04:05Z) or epoch milliseconds", field("runAt"));
+      throw new ApiError(
+        400,
+        "invalid_field",
+        "runAt must be an RFC 3339 time with an offset (2026-01-02T15:04:05Z) or epoch milliseconds",
+        field("runAt"),
+      );
     }
     dueAt = Math.max(at, now); // a time in the past fires at once
   } else if (input.delay !== undefined) {
     const ms = parseDurationMs(input.delay);
     if (ms === undefined) {
-      throw new ApiError(400, "invalid_field", 'delay must be a duration like "500ms", "30s", "5m", "2h", "1d" or milliseconds', field("delay"));
+      throw new ApiError(
+        400,
+        "invalid_field",
+        'delay must be a duration like "500ms", "30s", "5m", "2h", "1d" or milliseconds',
+        field("delay"),
+      );
     }
     dueAt = now + ms;
   }
   if (dueAt > now + LIMITS.horizonMs) {
-    throw new ApiError(400, "invalid_field", `must be within ${LIMITS.horizonMs / 86_400_000} days`, field(input.runAt !== undefined ? "runAt" : "delay"));
+    throw new ApiError(
+      400,
+      "invalid_field",
+      `must be within ${LIMITS.horizonMs / 86_400_000} days`,
+      field(input.runAt !== undefined ? "runAt" : "delay"),
+    );
   }
   return dueAt;
 }
@@ -203,7 +233,13 @@ export async function createJobs(
   now: number,
 ): Promise<CreateResult[]> {
   if (prepared.length === 0) return [];
-  const { winners, rowsWritten } = await insertJobs(db, tenant, prepared.map((p) => p.job), now, config.IDEMPOTENCY_WINDOW_MS);
+  const { winners, rowsWritten } = await insertJobs(
+    db,
+    tenant,
+    prepared.map((p) => p.job),
+    now,
+    config.IDEMPOTENCY_WINDOW_MS,
+  );
   const ownerOfKey = new Map(winners.map((w) => [w.key, w]));
   // the rows this request created, as D1 now holds them (the one shape hand-off and the answer read)
   const created = new Map(
@@ -212,10 +248,28 @@ export async function createJobs(
       .map((p): [PreparedJob, JobRow] => [
         p,
         {
-          id: p.job.id, tenant, name: p.job.name, status: "active", bucket: p.job.bucket, spec: p.job.spec,
-          cron: p.job.cron, timezone: p.job.timezone, nextRunAt: p.job.nextRunAt, fired: 0, idempotencyKey: p.job.idempotencyKey,
-          createdAt: now, updatedAt: now, version: 1, synced: 1, runStatus: null, attempts: 0, lastHttpStatus: null,
-          lastError: null, deadReason: null, finishedAt: null, attemptLog: null,
+          id: p.job.id,
+          tenant,
+          name: p.job.name,
+          status: "active",
+          bucket: p.job.bucket,
+          spec: p.job.spec,
+          cron: p.job.cron,
+          timezone: p.job.timezone,
+          nextRunAt: p.job.nextRunAt,
+          fired: 0,
+          idempotencyKey: p.job.idempotencyKey,
+          createdAt: now,
+          updatedAt: now,
+          version: 1,
+          synced: 1,
+          runStatus: null,
+          attempts: 0,
+          lastHttpStatus: null,
+          lastError: null,
+          deadReason: null,
+          finishedAt: null,
+          attemptLog: null,
         },
       ]),
   );

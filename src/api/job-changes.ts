@@ -9,10 +9,9 @@ import type { Config } from "../config";
 import { bucketName } from "../core/bucketing";
 import { canonicalTimeZone, occurrenceAfter } from "../core/cron";
 import { parseSpec } from "../core/job";
-import { jobTransition, type JobTransition } from "../core/lifecycle";
+import { type JobTransition, jobTransition } from "../core/lifecycle";
 import { changeJob, type Db, definitionOf, type JobChange, markSynced, redriveOneOff } from "../db/queries";
 import type { JobRow } from "../db/schema";
-import type { Env } from "../env";
 import { buildSpec, type JobInput } from "./create";
 import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
 import { PatchJobInput } from "./schemas";
@@ -97,19 +96,29 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
   const { spec, dueAt } = buildSpec(input, deps.now, deps.config, "", current.target.headers);
   // a schedule stored before time zones were normalized ("europe/berlin") is the same schedule
   const currentZone = current.schedule ? canonicalTimeZone(current.schedule.timezone) : null;
-  if (current.schedule && spec.schedule && JSON.stringify({ ...current.schedule, timezone: currentZone }) === JSON.stringify(spec.schedule)) {
+  if (
+    current.schedule &&
+    spec.schedule &&
+    JSON.stringify({ ...current.schedule, timezone: currentZone }) === JSON.stringify(spec.schedule)
+  ) {
     spec.schedule = current.schedule;
   }
   const rescheduled = recurring
     ? JSON.stringify(spec.schedule) !== JSON.stringify(current.schedule)
     : (patch.runAt !== undefined || patch.delay !== undefined) && dueAt !== job.nextRunAt;
-  return commit(deps, job, "patch", {
-    name: patch.name === undefined ? job.name : patch.name,
-    spec: JSON.stringify(spec),
-    cron: spec.schedule?.cron ?? null,
-    timezone: spec.schedule?.timezone ?? null,
-    nextRunAt: rescheduled ? dueAt : job.nextRunAt,
-  }, "not_changeable");
+  return commit(
+    deps,
+    job,
+    "patch",
+    {
+      name: patch.name === undefined ? job.name : patch.name,
+      spec: JSON.stringify(spec),
+      cron: spec.schedule?.cron ?? null,
+      timezone: spec.schedule?.timezone ?? null,
+      nextRunAt: rescheduled ? dueAt : job.nextRunAt,
+    },
+    "not_changeable",
+  );
 }
 
 /** Redrive of a dead one-off job: active again, due now, with a fresh attempt budget. */

@@ -2,8 +2,8 @@
 import { type AttemptRecord, type LiveExecution, parseAttemptLog } from "../bucket/protocol";
 import { occurrencesAfter } from "../core/cron";
 import { oneOffExecutionId } from "../core/id";
-import { isTerminal } from "../core/lifecycle";
 import { parseSpec } from "../core/job";
+import { isTerminal } from "../core/lifecycle";
 import { toRfc3339 } from "../core/when";
 import type { DeadLetterRow, JobRow, OccurrenceRow } from "../db/schema";
 
@@ -85,8 +85,16 @@ export function presentExecution(e: ExecutionView, withAttempts = false) {
 
 export function viewOfLive(e: LiveExecution): ExecutionView {
   return {
-    id: e.executionId, jobId: e.jobId, dueAt: e.occurrenceAt, status: e.status, attempts: e.attempts, attemptLog: e.attemptLog,
-    lastHttpStatus: e.lastHttpStatus, lastError: e.lastError, deadReason: e.deadReason, finishedAt: e.finishedAt,
+    id: e.executionId,
+    jobId: e.jobId,
+    dueAt: e.occurrenceAt,
+    status: e.status,
+    attempts: e.attempts,
+    attemptLog: e.attemptLog,
+    lastHttpStatus: e.lastHttpStatus,
+    lastError: e.lastError,
+    deadReason: e.deadReason,
+    finishedAt: e.finishedAt,
   };
 }
 
@@ -94,24 +102,46 @@ export function viewOfLive(e: LiveExecution): ExecutionView {
 export function viewOfOneOff(job: JobRow): ExecutionView {
   const status = job.runStatus !== null && isTerminal(job.runStatus) ? job.runStatus : job.status === "canceled" ? "canceled" : "pending";
   return {
-    id: oneOffExecutionId(job.id), jobId: job.id, dueAt: job.nextRunAt ?? job.createdAt, status, attempts: job.attempts,
-    attemptLog: parseAttemptLog(job.attemptLog), lastHttpStatus: job.lastHttpStatus,
-    lastError: job.lastError, deadReason: job.deadReason, finishedAt: job.finishedAt ?? (status === "canceled" ? job.updatedAt : null),
+    id: oneOffExecutionId(job.id),
+    jobId: job.id,
+    dueAt: job.nextRunAt ?? job.createdAt,
+    status,
+    attempts: job.attempts,
+    attemptLog: parseAttemptLog(job.attemptLog),
+    lastHttpStatus: job.lastHttpStatus,
+    lastError: job.lastError,
+    deadReason: job.deadReason,
+    finishedAt: job.finishedAt ?? (status === "canceled" ? job.updatedAt : null),
   };
 }
 
 export function viewOfOccurrence(o: OccurrenceRow): ExecutionView {
   return {
-    id: o.id, jobId: o.jobId, dueAt: o.dueAt, status: o.status, attempts: o.attempts,
-    attemptLog: parseAttemptLog(o.attemptLog), lastHttpStatus: o.lastHttpStatus,
-    lastError: o.lastError, deadReason: o.deadReason, finishedAt: o.finishedAt,
+    id: o.id,
+    jobId: o.jobId,
+    dueAt: o.dueAt,
+    status: o.status,
+    attempts: o.attempts,
+    attemptLog: parseAttemptLog(o.attemptLog),
+    lastHttpStatus: o.lastHttpStatus,
+    lastError: o.lastError,
+    deadReason: o.deadReason,
+    finishedAt: o.finishedAt,
   };
 }
 
 export function viewOfDeadLetter(d: DeadLetterRow): ExecutionView {
   return {
-    id: d.executionId, jobId: d.jobId, dueAt: d.dueAt, status: "dead", attempts: d.attempts, attemptLog: [],
-    lastHttpStatus: d.lastHttpStatus, lastError: d.lastError, deadReason: d.deadReason, finishedAt: d.deadAt,
+    id: d.executionId,
+    jobId: d.jobId,
+    dueAt: d.dueAt,
+    status: "dead",
+    attempts: d.attempts,
+    attemptLog: [],
+    lastHttpStatus: d.lastHttpStatus,
+    lastError: d.lastError,
+    deadReason: d.deadReason,
+    finishedAt: d.deadAt,
   };
 }
 

@@ -1,11 +1,12 @@
 /** The HTTP API (Hono). Every /v1 route and /metrics need a bearer key; /healthz does not. */
-import { Hono, type Context } from "hono";
+import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { RESULT_MESSAGES } from "../bucket/protocol";
 import { configOf } from "../config";
-import { summarize, toPrometheus, type BucketMetrics } from "../core/metrics";
 import { bucketName, bucketOfExecution } from "../core/bucketing";
 import { jobIdOfOneOff } from "../core/id";
 import { parseJsonBytes } from "../core/json-text";
+import { type BucketMetrics, summarize, toPrometheus } from "../core/metrics";
 import {
   clearRedrives,
   dbOf,
@@ -21,13 +22,13 @@ import {
 import type { JobRow } from "../db/schema";
 import { requireApiKey } from "./auth";
 import type { ApiEnv } from "./context";
-import { createJobs, prepareJob, type PreparedJob } from "./create";
-import { cancelJob, type ChangeResult, type Deps, patchJob, pauseJob, redriveOneOffJob, resumeJob } from "./job-changes";
+import { createJobs, type PreparedJob, prepareJob } from "./create";
 import { ApiError, errorBody, fieldPath, fromZodError, respondError } from "./errors";
+import { type ChangeResult, cancelJob, type Deps, patchJob, pauseJob, redriveOneOffJob, resumeJob } from "./job-changes";
 import {
   decodeCursor,
-  encodeCursor,
   type ExecutionView,
+  encodeCursor,
   presentExecution,
   presentJob,
   viewOfDeadLetter,
@@ -36,7 +37,6 @@ import {
   viewOfOneOff,
 } from "./present";
 import { CreateJobBatchInput, ListDeadQuery, ListJobsQuery, MAX_JSON_DEPTH } from "./schemas";
-import { RESULT_MESSAGES } from "../bucket/protocol";
 
 const SINGLE_BODY_BYTES = 128 * 1024;
 const BATCH_BODY_BYTES = 16 * 1024 * 1024;
@@ -52,7 +52,10 @@ app.notFound((c) => {
   const allowed = methodsAllowedOn(c.req.path);
   if (allowed.length === 0) return c.json(errorBody("not_found", `no route ${c.req.method} ${c.req.path}`), 404);
   c.header("allow", allowed.join(", "));
-  return c.json(errorBody("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use ${allowed.join(", ")}`, "method"), 405);
+  return c.json(
+    errorBody("method_not_allowed", `${c.req.method} is not allowed on ${c.req.path}; use ${allowed.join(", ")}`, "method"),
+    405,
+  );
 });
 
 app.get("/healthz", (c) => c.json({ ok: true }));
@@ -76,7 +79,12 @@ const limit = (maxSize: number) =>
 async function readJson(c: Context<ApiEnv>): Promise<unknown> {
   const type = c.req.header("content-type");
   if (type !== undefined && !isJsonMediaType(type)) {
-    throw new ApiError(415, "unsupported_media_type", `send the body as application/json (UTF-8), not ${type.slice(0, 100)}`, "content-type");
+    throw new ApiError(
+      415,
+      "unsupported_media_type",
+      `send the body as application/json (UTF-8), not ${type.slice(0, 100)}`,
+      "content-type",
+    );
   }
   const parsed = parseJsonBytes(new Uint8Array(await c.req.arrayBuffer()), MAX_JSON_DEPTH);
   if (parsed.ok) return parsed.value;
@@ -90,7 +98,10 @@ async function readJson(c: Context<ApiEnv>): Promise<unknown> {
 function isJsonMediaType(header: string): boolean {
   const [essence = "", ...parameters] = header.split(";").map((p) => p.trim().toLowerCase());
   const json = essence === "application/json" || /^application\/[a-z0-9.+-]+\+json$/.test(essence);
-  const charset = parameters.find((p) => p.startsWith("charset="))?.slice("charset=".length).replace(/"/g, "");
+  const charset = parameters
+    .find((p) => p.startsWith("charset="))
+    ?.slice("charset=".length)
+    .replace(/"/g, "");
   return json && (charset === undefined || charset === "utf-8" || charset === "utf8");
 }
 
@@ -249,7 +260,12 @@ app.post("/v1/executions/:id/redrive", async (c) => {
     try {
       const [result] = await c.env.BUCKET.getByName(bucketName(job.bucket)).redrive(job.bucket, [
         {
-          executionId: id, jobId: job.id, tenant, occurrenceAt: dead.dueAt, occurrence: dead.occurrence, attempts: dead.attempts,
+          executionId: id,
+          jobId: job.id,
+          tenant,
+          occurrenceAt: dead.dueAt,
+          occurrence: dead.occurrence,
+          attempts: dead.attempts,
           attemptLog: (await getOccurrence(db, tenant, id))?.attemptLog ?? null,
         },
       ]);
@@ -260,7 +276,10 @@ app.post("/v1/executions/:id/redrive", async (c) => {
       console.error(`redrive of ${id} in its bucket failed; the sync pass converges it`, error);
     }
   }
-  return c.json({ ...presentExecution({ ...viewOfDeadLetter(dead), status: "scheduled", deadReason: null, finishedAt: null }), redriven: true }, 202);
+  return c.json(
+    { ...presentExecution({ ...viewOfDeadLetter(dead), status: "scheduled", deadReason: null, finishedAt: null }), redriven: true },
+    202,
+  );
 });
 
 // --- metrics --------------------------------------------------------------------------------
@@ -307,9 +326,7 @@ async function executionsOfJob(c: Context<ApiEnv>, job: JobRow, limit: number): 
   if (job.cron === null) return [live[0] ?? viewOfOneOff(job)];
   const history = await listOccurrences(dbOf(c.env.DB), job.tenant, job.id, limit);
   const liveIds = new Set(live.map((l) => l.id));
-  return [...live, ...history.filter((h) => !liveIds.has(h.id)).map(viewOfOccurrence)]
-    .sort((a, b) => b.dueAt - a.dueAt)
-    .slice(0, limit);
+  return [...live, ...history.filter((h) => !liveIds.has(h.id)).map(viewOfOccurrence)].sort((a, b) => b.dueAt - a.dueAt).slice(0, limit);
 }
 
 /** An execution by id: a one-off job's, a live one in its bucket, an occurrence in D1's history, or a dead letter. */

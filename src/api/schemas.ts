@@ -33,7 +33,14 @@ export const TargetInput = z.strictObject({
   url: z.string().max(2048),
   method: z.enum(HTTP_METHODS).default("POST"),
   headers: z
-    .record(z.string().min(1).max(256).regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "is not a valid header name"), HeaderValue)
+    .record(
+      z
+        .string()
+        .min(1)
+        .max(256)
+        .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "is not a valid header name"),
+      HeaderValue,
+    )
     .refine((h) => Object.keys(h).length <= LIMITS.headerCount, `at most ${LIMITS.headerCount} headers`)
     .default({}),
   body: JsonValue.optional(),
@@ -42,7 +49,12 @@ export const TargetInput = z.strictObject({
 export const RetryInput = z.strictObject({
   maxAttempts: z.number().int().min(LIMITS.maxAttempts.min).max(LIMITS.maxAttempts.max).optional(),
   initialDelayMs: z.number().int().min(0).max(86_400_000).optional(),
-  maxDelayMs: z.number().int().min(0).max(7 * 86_400_000).optional(),
+  maxDelayMs: z
+    .number()
+    .int()
+    .min(0)
+    .max(7 * 86_400_000)
+    .optional(),
   factor: z.number().min(1).max(10).optional(),
   jitter: z.number().min(0).max(1).optional(),
 });
@@ -51,7 +63,11 @@ const Instant = z.union([z.string().max(64), z.number()]);
 
 /** Text stored as is must be well-formed Unicode (a lone surrogate cannot be stored or compared reliably). */
 const WellFormed = (max: number) =>
-  z.string().min(1).max(max).refine((s) => s.isWellFormed(), "must be well-formed Unicode (no lone surrogates)");
+  z
+    .string()
+    .min(1)
+    .max(max)
+    .refine((s) => s.isWellFormed(), "must be well-formed Unicode (no lone surrogates)");
 
 const ScheduleFields = {
   /** 5-field (minute) or 6-field (second) cron; excludes runAt/delay */
@@ -71,7 +87,10 @@ export const CreateJobInput = z.strictObject({
   ...ScheduleFields,
   timeoutMs: z.number().int().min(LIMITS.timeoutMs.min).max(LIMITS.timeoutMs.max).optional(),
   retry: RetryInput.optional(),
-  metadata: z.record(z.string(), z.unknown()).refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`).optional(),
+  metadata: z
+    .record(z.string(), z.unknown())
+    .refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`)
+    .optional(),
   idempotencyKey: WellFormed(LIMITS.idempotencyKeyLength).optional(),
 });
 export type CreateJobInput = z.infer<typeof CreateJobInput>;
@@ -92,7 +111,11 @@ export const PatchJobInput = z.strictObject({
   ...ScheduleFields,
   timeoutMs: z.number().int().min(LIMITS.timeoutMs.min).max(LIMITS.timeoutMs.max).optional(),
   retry: RetryInput.optional(),
-  metadata: z.record(z.string(), z.unknown()).refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`).nullable().optional(),
+  metadata: z
+    .record(z.string(), z.unknown())
+    .refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`)
+    .nullable()
+    .optional(),
 });
 export type PatchJobInput = z.infer<typeof PatchJobInput>;
 

@@ -13,28 +13,27 @@
  * alarm: "every change re-arms the alarm" holds by construction.
  */
 import { DurableObject } from "cloudflare:workers";
-import { configOf, type Config } from "../config";
+import { type Config, configOf } from "../config";
 import { nextAlarmAt } from "../core/alarm";
 import { decideAfterFailure, type FailureKind } from "../core/backoff";
 import { fireQueueOf } from "../core/bucketing";
 import { planOccurrence } from "../core/cron";
 import { occurrenceId, oneOffExecutionId } from "../core/id";
 import { isNear, parseSpec } from "../core/job";
-import { transition, type TerminalState } from "../core/lifecycle";
-import { SYSTEM_TENANT, type BucketMetrics, type CounterName } from "../core/metrics";
+import { type TerminalState, transition } from "../core/lifecycle";
+import { type BucketMetrics, type CounterName, SYSTEM_TENANT } from "../core/metrics";
 import { excerpt } from "../core/response";
 import {
   clearRedrives,
   dbOf,
+  type FinishedExecution,
   markSynced,
   pendingJobs,
   pendingRedrives,
+  type ScheduleProjection,
   unsyncedJobs,
   writeOutcomes,
-  type FinishedExecution,
-  type ScheduleProjection,
 } from "../db/queries";
-import type { Env, FireMessage } from "../env";
 import { Executions, type Lease } from "./flight";
 import type {
   Applied,
@@ -44,6 +43,7 @@ import type {
   CompletionReport,
   CompletionResult,
   ExecutionRef,
+  FireMessage,
   HeartbeatResult,
   JobDefinition,
   LeaseRef,
@@ -54,8 +54,8 @@ import type {
 } from "./protocol";
 import { parseAttemptLog } from "./protocol";
 import { migrateBucket } from "./schema";
-import * as store from "./store";
 import type { HeldRow, ScheduleRow } from "./store";
+import * as store from "./store";
 import { Tally } from "./tally";
 
 const SEND_BATCH = 100; // Queue.sendBatch takes at most 100 messages
@@ -177,10 +177,16 @@ export class Bucket extends DurableObject<Env> {
     const unsynced = await unsyncedJobs(db, bucket, PULL_PAGE);
     const applied = await this.change(bucket, () => this.applyAll(unsynced, Date.now(), true));
     const synced = unsynced.filter((d) => applied.some((a) => a.jobId === d.jobId && a.version >= d.version));
-    const syncRows = await markSynced(db, synced.map((d) => ({ tenant: d.tenant, jobId: d.jobId, version: d.version })));
+    const syncRows = await markSynced(
+      db,
+      synced.map((d) => ({ tenant: d.tenant, jobId: d.jobId, version: d.version })),
+    );
     const orders = await pendingRedrives(db, bucket, PULL_PAGE);
     const results = await this.change(bucket, () => this.redriveAll(orders, Date.now()));
-    const redriveRows = await clearRedrives(db, orders.filter((_o, i) => results[i]!.ok).map((o) => ({ tenant: o.tenant, executionId: o.executionId })));
+    const redriveRows = await clearRedrives(
+      db,
+      orders.filter((_o, i) => results[i]!.ok).map((o) => ({ tenant: o.tenant, executionId: o.executionId })),
+    );
     this.tally.add("d1_rows_written_total", SYSTEM_TENANT, "", syncRows + redriveRows);
     return { pulled, synced: synced.length, redriven: orders.length };
   }
@@ -224,8 +230,17 @@ export class Bucket extends DurableObject<Env> {
       }
       const inserted = this.insert(
         {
-          dueAt, id, jobId: def.jobId, tenant: def.tenant, version: def.version, jobStatus: "active",
-          occurrenceAt: dueAt, occurrence: 1, attempt: def.attempts, budgetBase: def.attempts, recurring: false,
+          dueAt,
+          id,
+          jobId: def.jobId,
+          tenant: def.tenant,
+          version: def.version,
+          jobStatus: "active",
+          occurrenceAt: dueAt,
+          occurrence: 1,
+          attempt: def.attempts,
+          budgetBase: def.attempts,
+          recurring: false,
         },
         def.specJson,
         parseLog(def.attemptLog),
@@ -271,7 +286,15 @@ export class Bucket extends DurableObject<Env> {
     const fired = Math.max(current?.fired ?? 0, def.fired);
     const exhausted = spec.schedule?.maxOccurrences != null && fired >= spec.schedule.maxOccurrences;
     const nextAt = !active || exhausted ? null : rescheduled ? (def.nextRunAt ?? null) : (current?.nextAt ?? null);
-    store.putSchedule(this.sql, { id: def.jobId, tenant: def.tenant, version: def.version, status: def.status, spec: def.specJson, nextAt, fired });
+    store.putSchedule(this.sql, {
+      id: def.jobId,
+      tenant: def.tenant,
+      version: def.version,
+      status: def.status,
+      spec: def.specJson,
+      nextAt,
+      fired,
+    });
     this.dirtySchedules.add(def.jobId);
     if (active && !rescheduled) return def.version;
     // pause, cancel or a new schedule: what has not started is canceled, a running attempt finishes
@@ -300,12 +323,21 @@ export class Bucket extends DurableObject<Env> {
     return orders.map((order): RedriveResult => {
       const schedule = store.scheduleOf(this.sql, order.jobId);
       if (schedule?.status !== "active") return { executionId: order.executionId, ok: false, code: "job_inactive" };
-      if (this.executions.held.has(order.executionId) || this.executions.closing.has(order.executionId)) return { executionId: order.executionId, ok: true };
+      if (this.executions.held.has(order.executionId) || this.executions.closing.has(order.executionId))
+        return { executionId: order.executionId, ok: true };
       this.insert(
         {
-          dueAt: now, id: order.executionId, jobId: order.jobId, tenant: order.tenant, version: schedule.version,
-          jobStatus: "active", occurrenceAt: order.occurrenceAt, occurrence: order.occurrence, attempt: order.attempts,
-          budgetBase: order.attempts, recurring: true,
+          dueAt: now,
+          id: order.executionId,
+          jobId: order.jobId,
+          tenant: order.tenant,
+          version: schedule.version,
+          jobStatus: "active",
+          occurrenceAt: order.occurrenceAt,
+          occurrence: order.occurrence,
+          attempt: order.attempts,
+          budgetBase: order.attempts,
+          recurring: true,
         },
         null,
         parseLog(order.attemptLog),
@@ -416,7 +448,10 @@ export class Bucket extends DurableObject<Env> {
           return { ok: true, executionId: row.id, status: "succeeded" };
         }
         const status = this.fail(row, lease, now, {
-          failure: outcome.failure, label: outcome.failure, httpStatus: outcome.httpStatus, error: outcome.error,
+          failure: outcome.failure,
+          label: outcome.failure,
+          httpStatus: outcome.httpStatus,
+          error: outcome.error,
           retryAfterMs: outcome.retryAfterMs,
         });
         return { ok: true, executionId: row.id, status };
@@ -477,9 +512,10 @@ export class Bucket extends DurableObject<Env> {
   /** The live executions of a job (or some ids), for reads that must not wait for D1. */
   async inspect(query: { jobId?: string; executionIds?: string[] }): Promise<LiveExecution[]> {
     this.countRequest();
-    const rows = query.jobId !== undefined
-      ? this.executions.rowsOfJob(query.jobId)
-      : (query.executionIds ?? []).flatMap((id) => this.executions.held.get(id) ?? []);
+    const rows =
+      query.jobId !== undefined
+        ? this.executions.rowsOfJob(query.jobId)
+        : (query.executionIds ?? []).flatMap((id) => this.executions.held.get(id) ?? []);
     return rows.map((row) => {
       const closing = this.executions.closing.get(row.id);
       const log = store.logOf(this.sql, row);
@@ -552,8 +588,16 @@ export class Bucket extends DurableObject<Env> {
       const ordinal = schedule.fired + 1;
       const plan = spec.schedule ? planOccurrence(spec.schedule, occurrenceAt, ordinal, now) : { run: false, next: null };
       const row: HeldRow = {
-        dueAt: occurrenceAt, id: occurrenceId(schedule.id, occurrenceAt), jobId: schedule.id, tenant: schedule.tenant,
-        version: schedule.version, jobStatus: "active", occurrenceAt, occurrence: ordinal, attempt: 0, budgetBase: 0,
+        dueAt: occurrenceAt,
+        id: occurrenceId(schedule.id, occurrenceAt),
+        jobId: schedule.id,
+        tenant: schedule.tenant,
+        version: schedule.version,
+        jobStatus: "active",
+        occurrenceAt,
+        occurrence: ordinal,
+        attempt: 0,
+        budgetBase: 0,
         recurring: true,
       };
       const next: ScheduleRow = { ...schedule, nextAt: plan.next?.at ?? null, fired: ordinal };
@@ -608,7 +652,10 @@ export class Bucket extends DurableObject<Env> {
     const queue = queues[fireQueueOf(this.bucket ?? 0, queues.length)]!;
     const failed: FireMessage[] = [];
     const sends: Promise<void>[] = [];
-    for (const [messages, isFresh] of [[fresh, true], [again, false]] as const) {
+    for (const [messages, isFresh] of [
+      [fresh, true],
+      [again, false],
+    ] as const) {
       for (let i = 0; i < messages.length; i += SEND_BATCH) {
         const chunk = messages.slice(i, i + SEND_BATCH);
         sends.push(
@@ -657,9 +704,19 @@ export class Bucket extends DurableObject<Env> {
         const log = store.logOf(this.sql, c.row);
         if (c.last) log.push(c.last);
         return {
-          id: c.row.id, jobId: c.row.jobId, tenant: c.row.tenant, bucket: this.bucket ?? 0, recurring: c.row.recurring,
-          occurrenceAt: c.row.occurrenceAt, occurrence: c.row.occurrence, status: c.status, attempts: c.attempts,
-          lastHttpStatus: c.lastHttpStatus, lastError: c.lastError, deadReason: c.deadReason, finishedAt: c.finishedAt,
+          id: c.row.id,
+          jobId: c.row.jobId,
+          tenant: c.row.tenant,
+          bucket: this.bucket ?? 0,
+          recurring: c.row.recurring,
+          occurrenceAt: c.row.occurrenceAt,
+          occurrence: c.row.occurrence,
+          status: c.status,
+          attempts: c.attempts,
+          lastHttpStatus: c.lastHttpStatus,
+          lastError: c.lastError,
+          deadReason: c.deadReason,
+          finishedAt: c.finishedAt,
           attemptLog: log.length > 0 ? JSON.stringify(log.slice(-LOG_LIMIT)) : null,
         };
       });
@@ -671,13 +728,25 @@ export class Bucket extends DurableObject<Env> {
         const s = store.scheduleOf(this.sql, jobId);
         if (!s) return [];
         const live = this.executions.rowsOfJob(jobId).some((r) => !this.executions.closing.has(r.id));
-        return [{ tenant: s.tenant, jobId, version: s.version, nextRunAt: s.nextAt, fired: s.fired, completed: s.status === "active" && s.nextAt === null && !live }];
+        return [
+          {
+            tenant: s.tenant,
+            jobId,
+            version: s.version,
+            nextRunAt: s.nextAt,
+            fired: s.fired,
+            completed: s.status === "active" && s.nextAt === null && !live,
+          },
+        ];
       });
       const d1Rows = await writeOutcomes(dbOf(this.env.DB), finished, projections, now);
       this.tally.add("d1_rows_written_total", SYSTEM_TENANT, "", d1Rows);
       await this.change(null, () => {
         const at = Date.now();
-        store.deleteExecutions(this.sql, closing.map((c) => c.row));
+        store.deleteExecutions(
+          this.sql,
+          closing.map((c) => c.row),
+        );
         for (const c of closing) {
           this.executions.closing.delete(c.row.id);
           this.executions.release(c.row);
@@ -854,7 +923,14 @@ export class Bucket extends DurableObject<Env> {
     if (status === "canceled") this.tally.add("canceled_total", row.tenant);
   }
 
-  private attemptRecord(row: HeldRow, lease: Lease, now: number, outcome: string, httpStatus: number | null, error: string | null): AttemptRecord {
+  private attemptRecord(
+    row: HeldRow,
+    lease: Lease,
+    now: number,
+    outcome: string,
+    httpStatus: number | null,
+    error: string | null,
+  ): AttemptRecord {
     return { attempt: lease.attempt, dueAt: row.dueAt, startedAt: lease.startedAt, finishedAt: now, outcome, httpStatus, error };
   }
 

@@ -7,9 +7,10 @@
  * Every state is derived from these maps (stateOf) and every move is checked against the
  * lifecycle table first (assertMove): the table drives the code.
  */
-import { transition, type ExecutionState, type TerminalState, type Transition } from "../core/lifecycle";
+
 import { redispatchAt } from "../core/backoff";
 import { oneOffExecutionId } from "../core/id";
+import { type ExecutionState, type TerminalState, type Transition, transition } from "../core/lifecycle";
 import { DueQueue } from "./due-queue";
 import type { AttemptRecord } from "./protocol";
 import type { HeldRow } from "./store";
@@ -83,7 +84,6 @@ export class Executions {
     this.held.set(row.id, row);
   }
 
-
   hold(row: HeldRow): void {
     this.held.set(row.id, row);
     if (!row.recurring) return;
@@ -91,7 +91,6 @@ export class Executions {
     ids.add(row.id);
     this.heldOfJob.set(row.jobId, ids);
   }
-
 
   release(row: HeldRow): void {
     this.held.delete(row.id);
@@ -101,12 +100,10 @@ export class Executions {
     if (ids.size === 0) this.heldOfJob.delete(row.jobId);
   }
 
-
   /** When a dispatch counts as lost (core/backoff.ts redispatchAt). */
   redispatchAt(d: Dispatch): number {
     return redispatchAt(d.at, this.claimedSeq > d.seq, this.dispatchTimeoutMs);
   }
-
 
   /**
    * Every state change asks the lifecycle table first (core/lifecycle.ts): a move the table does
@@ -119,7 +116,6 @@ export class Executions {
     return to;
   }
 
-
   stateOf(row: HeldRow): ExecutionState {
     if (this.closing.has(row.id)) return this.closing.get(row.id)!.status;
     if (this.running.has(row.id)) return "running";
@@ -127,14 +123,18 @@ export class Executions {
     return "scheduled";
   }
 
-
   /** Whether `id` is held, scheduled (not in flight, not closing) and due at `dueAt`: a live DueQueue entry. */
   isScheduledAt(id: string, dueAt: number): boolean {
     const row = this.held.get(id);
-    return row !== undefined && row.dueAt === dueAt && row.jobStatus === "active" &&
-      !this.dispatched.has(id) && !this.running.has(id) && !this.closing.has(id);
+    return (
+      row !== undefined &&
+      row.dueAt === dueAt &&
+      row.jobStatus === "active" &&
+      !this.dispatched.has(id) &&
+      !this.running.has(id) &&
+      !this.closing.has(id)
+    );
   }
-
 
   rowsOfJob(jobId: string): HeldRow[] {
     const oneOff = this.held.get(oneOffExecutionId(jobId));

@@ -2,9 +2,19 @@
  * The bucket's RPC contract. RPCs return values, never throw for an outcome (errors lose their
  * properties across Durable Object RPC): `{ ok: true, ... } | { ok: false, code }`.
  */
+
+import type { Target } from "../core/job";
 import type { JobState } from "../core/lifecycle";
 import type { DeliveryOutcome } from "../core/response";
-import type { Target } from "../core/job";
+
+/** What the bucket sends to a fire queue: ids only; the claim returns the target. */
+export interface FireMessage {
+  v: 1;
+  executionId: string;
+  bucket: number;
+  tenant: string;
+  dueAt: number;
+}
 
 /**
  * A job at one version, as D1 holds it: what its bucket applies (create, every change, the sync

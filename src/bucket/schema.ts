@@ -5,7 +5,6 @@
  */
 import { statusCheckSql } from "../core/lifecycle";
 
-
 export const BUCKET_MIGRATIONS: ReadonlyArray<{ id: number; sql: string }> = [
   {
     id: 1,
@@ -157,7 +156,12 @@ export const BUCKET_MIGRATIONS: ReadonlyArray<{ id: number; sql: string }> = [
 
 export function migrateBucket(sql: SqlStorage): void {
   sql.exec("CREATE TABLE IF NOT EXISTS schema_migrations (id INTEGER PRIMARY KEY)");
-  const applied = new Set(sql.exec<{ id: number }>("SELECT id FROM schema_migrations").toArray().map((r) => r.id));
+  const applied = new Set(
+    sql
+      .exec<{ id: number }>("SELECT id FROM schema_migrations")
+      .toArray()
+      .map((r) => r.id),
+  );
   for (const migration of BUCKET_MIGRATIONS) {
     if (applied.has(migration.id)) continue;
     sql.exec(migration.sql);

@@ -79,8 +79,18 @@ export function insertExecution(sql: SqlStorage, row: HeldRow, spec: string | nu
     `INSERT INTO executions (due_at, id, job_id, tenant, version, job_status, occurrence_at, occurrence, attempt,
        budget_base, spec, log)
      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-    row.dueAt, row.id, row.jobId, row.tenant, row.version, row.jobStatus, row.occurrenceAt, row.occurrence, row.attempt,
-    row.budgetBase, spec, log && log.length > 0 ? JSON.stringify(log) : null,
+    row.dueAt,
+    row.id,
+    row.jobId,
+    row.tenant,
+    row.version,
+    row.jobStatus,
+    row.occurrenceAt,
+    row.occurrence,
+    row.attempt,
+    row.budgetBase,
+    spec,
+    log && log.length > 0 ? JSON.stringify(log) : null,
   );
   cursor.toArray();
   return cursor.rowsWritten > 0;
@@ -101,7 +111,11 @@ export function moveExecution(sql: SqlStorage, fromDueAt: number, row: HeldRow, 
 export function updateJobOfExecution(sql: SqlStorage, row: HeldRow, spec: string | null): void {
   sql.exec(
     "UPDATE executions SET version = ?, job_status = ?, spec = COALESCE(?, spec) WHERE due_at = ? AND id = ?",
-    row.version, row.jobStatus, spec, row.dueAt, row.id,
+    row.version,
+    row.jobStatus,
+    spec,
+    row.dueAt,
+    row.id,
   );
 }
 
@@ -113,19 +127,23 @@ export function deleteExecutions(sql: SqlStorage, keys: { dueAt: number; id: str
 /** specOf: the spec an execution runs (its own, or its schedule's). Reads only. */
 export function specOf(sql: SqlStorage, row: { dueAt: number; id: string; jobId: string; recurring: boolean }): string | null {
   if (row.recurring) return sql.exec<{ spec: string }>("SELECT spec FROM schedules WHERE id = ?", row.jobId).toArray()[0]?.spec ?? null;
-  return sql.exec<{ spec: string }>("SELECT spec FROM executions WHERE due_at = ? AND id = ?", row.dueAt, row.id).toArray()[0]?.spec ?? null;
+  return (
+    sql.exec<{ spec: string }>("SELECT spec FROM executions WHERE due_at = ? AND id = ?", row.dueAt, row.id).toArray()[0]?.spec ?? null
+  );
 }
 
 /** logOf: an execution's finished attempts. Reads only. */
 export function logOf(sql: SqlStorage, key: { dueAt: number; id: string }): AttemptRecord[] {
-  const text = sql.exec<{ log: string | null }>("SELECT log FROM executions WHERE due_at = ? AND id = ?", key.dueAt, key.id).toArray()[0]?.log;
+  const text = sql
+    .exec<{ log: string | null }>("SELECT log FROM executions WHERE due_at = ? AND id = ?", key.dueAt, key.id)
+    .toArray()[0]?.log;
   return parseAttemptLog(text ?? null);
 }
 
 export function scheduleOf(sql: SqlStorage, jobId: string): ScheduleRow | undefined {
-  return sql
-    .exec("SELECT id, tenant, version, status, spec, next_at AS nextAt, fired FROM schedules WHERE id = ?", jobId)
-    .toArray()[0] as ScheduleRow | undefined;
+  return sql.exec("SELECT id, tenant, version, status, spec, next_at AS nextAt, fired FROM schedules WHERE id = ?", jobId).toArray()[0] as
+    | ScheduleRow
+    | undefined;
 }
 
 /**
@@ -138,7 +156,13 @@ export function putSchedule(sql: SqlStorage, s: ScheduleRow): void {
      ON CONFLICT (id) DO UPDATE SET version = excluded.version, status = excluded.status, spec = excluded.spec,
        next_at = excluded.next_at, fired = excluded.fired
      WHERE schedules.version <= excluded.version`,
-    s.id, s.tenant, s.version, s.status, s.spec, s.nextAt, s.fired,
+    s.id,
+    s.tenant,
+    s.version,
+    s.status,
+    s.spec,
+    s.nextAt,
+    s.fired,
   );
 }
 
@@ -148,14 +172,14 @@ export function dueSchedules(sql: SqlStorage, at: number, limit: number): Schedu
     .exec(
       `SELECT id, tenant, version, status, spec, next_at AS nextAt, fired FROM schedules
        WHERE next_at IS NOT NULL AND next_at <= ? AND status = 'active' ORDER BY next_at LIMIT ?`,
-      at, limit,
+      at,
+      limit,
     )
     .toArray() as unknown as ScheduleRow[];
 }
 
 /** nextScheduleAt: the earliest next occurrence of an active schedule. Reads the index. */
 export function nextScheduleAt(sql: SqlStorage): number | null {
-  return sql
-    .exec<{ at: number | null }>("SELECT MIN(next_at) AS at FROM schedules WHERE next_at IS NOT NULL AND status = 'active'")
-    .one().at;
+  return sql.exec<{ at: number | null }>("SELECT MIN(next_at) AS at FROM schedules WHERE next_at IS NOT NULL AND status = 'active'").one()
+    .at;
 }

@@ -51,14 +51,19 @@ export class Tally {
       sql.exec(
         `INSERT INTO counters (name, tenant, reason, value) VALUES (?, ?, ?, ?)
          ON CONFLICT (name, tenant, reason) DO UPDATE SET value = value + excluded.value`,
-        c.name, c.tenant, c.reason, c.value,
+        c.name,
+        c.tenant,
+        c.reason,
+        c.value,
       );
     }
     for (const l of this.lags.values()) {
       sql.exec(
         `INSERT INTO lag_histogram (tenant, le, count) VALUES (?, ?, ?)
          ON CONFLICT (tenant, le) DO UPDATE SET count = count + excluded.count`,
-        l.tenant, l.le, l.count,
+        l.tenant,
+        l.le,
+        l.count,
       );
     }
     this.counters.clear();

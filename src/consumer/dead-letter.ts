@@ -5,7 +5,6 @@
  * Bounded: this queue has max_retries and no dead-letter queue of its own.
  */
 import { bucketName } from "../core/bucketing";
-import type { Env } from "../env";
 import { acceptFireMessages, groupByBucket } from "./message";
 
 export async function handleDeadLetterBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
@@ -13,7 +12,9 @@ export async function handleDeadLetterBatch(batch: MessageBatch<unknown>, env: E
   await Promise.all(
     [...groupByBucket(valid)].map(async ([bucket, group]) => {
       try {
-        await env.BUCKET.getByName(bucketName(bucket)).markPoisoned(group.map((g) => ({ executionId: g.body.executionId, dueAt: g.body.dueAt })));
+        await env.BUCKET.getByName(bucketName(bucket)).markPoisoned(
+          group.map((g) => ({ executionId: g.body.executionId, dueAt: g.body.dueAt })),
+        );
         for (const g of group) g.message.ack();
       } catch (error) {
         console.error(`markPoisoned on bucket ${bucket} failed`, error);

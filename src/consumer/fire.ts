@@ -4,11 +4,11 @@
  * never throws for one message. Failures after a claim belong to the lease: an unfinished
  * attempt comes back when its lease expires, so those messages are acked.
  */
-import { configOf, type Config } from "../config";
-import { bucketName } from "../core/bucketing";
-import type { Env, FireMessage } from "../env";
+
 import type { Bucket } from "../bucket/bucket";
-import type { ClaimResult, CompletionReport, LeaseRef } from "../bucket/protocol";
+import type { ClaimResult, CompletionReport, FireMessage, LeaseRef } from "../bucket/protocol";
+import { type Config, configOf } from "../config";
+import { bucketName } from "../core/bucketing";
 import type { DeliveryOutcome } from "../core/response";
 import { acceptFireMessages, groupByBucket } from "./message";
 import { SigningKeys } from "./signing";
@@ -44,7 +44,13 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env): P
       const outcome = await keys.forTenant(lease.tenant).then(
         (tenantKeys) =>
           deliver(
-            { executionId: lease.executionId, jobId: lease.jobId, attempt: lease.attempt, target: lease.target, timeoutMs: lease.timeoutMs },
+            {
+              executionId: lease.executionId,
+              jobId: lease.jobId,
+              attempt: lease.attempt,
+              target: lease.target,
+              timeoutMs: lease.timeoutMs,
+            },
             tenantKeys,
             Date.now(),
           ),
@@ -144,15 +150,18 @@ function signingKeysOf(config: Config): SigningKeys {
 
 /** Every third of the lease, extends the leases still running: one heartbeat RPC per bucket. */
 function startHeartbeat(running: Map<string, { lease: Lease; stub: BucketStub }>, config: Config): () => void {
-  const timer = setInterval(() => {
-    const byStub = new Map<BucketStub, LeaseRef[]>();
-    for (const { lease, stub } of running.values()) {
-      const list = byStub.get(stub) ?? [];
-      list.push({ executionId: lease.executionId, token: lease.token });
-      byStub.set(stub, list);
-    }
-    for (const [stub, list] of byStub) stub.heartbeat(list).catch((error: unknown) => console.error("heartbeat failed", error));
-  }, Math.max(100, Math.floor(config.LEASE_MS / 3)));
+  const timer = setInterval(
+    () => {
+      const byStub = new Map<BucketStub, LeaseRef[]>();
+      for (const { lease, stub } of running.values()) {
+        const list = byStub.get(stub) ?? [];
+        list.push({ executionId: lease.executionId, token: lease.token });
+        byStub.set(stub, list);
+      }
+      for (const [stub, list] of byStub) stub.heartbeat(list).catch((error: unknown) => console.error("heartbeat failed", error));
+    },
+    Math.max(100, Math.floor(config.LEASE_MS / 3)),
+  );
   return () => clearInterval(timer);
 }
 

@@ -1,8 +1,8 @@
 /** The fire message as it crosses the queue: validated on the way in, never trusted. */
 import { z } from "zod";
+import type { FireMessage } from "../bucket/protocol";
 import { bucketName } from "../core/bucketing";
 import { SYSTEM_TENANT } from "../core/metrics";
-import type { Env, FireMessage } from "../env";
 
 const FireMessageSchema = z.object({
   v: z.literal(1),
@@ -55,7 +55,9 @@ export async function acceptFireMessages(
   }
   if (malformed > 0) {
     console.warn(`dropped ${malformed} malformed message(s) from queue ${batch.queue}`);
-    await env.BUCKET.getByName(bucketName(0)).bump("malformed_messages_total", SYSTEM_TENANT, malformed).catch(() => undefined);
+    await env.BUCKET.getByName(bucketName(0))
+      .bump("malformed_messages_total", SYSTEM_TENANT, malformed)
+      .catch(() => undefined);
   }
   return valid;
 }

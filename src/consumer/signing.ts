@@ -12,7 +12,12 @@ export function secretsOf(config: Pick<Config, "WEBHOOK_SECRET" | "WEBHOOK_SECRE
   for (const entry of config.WEBHOOK_SECRETS.split(",")) {
     const at = entry.indexOf(":");
     if (at <= 0 || entry.slice(0, at).trim() !== tenant) continue;
-    const secrets = entry.slice(at + 1).trim().split(/\s+/).filter(Boolean).slice(0, MAX_ACTIVE_SECRETS);
+    const secrets = entry
+      .slice(at + 1)
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .slice(0, MAX_ACTIVE_SECRETS);
     if (secrets.length > 0) return secrets; // an empty entry falls back to WEBHOOK_SECRET
   }
   return config.WEBHOOK_SECRET ? [config.WEBHOOK_SECRET] : [];
@@ -35,9 +40,10 @@ export class SigningKeys {
     let keys = this.keys.get(tenant);
     if (!keys) {
       const secrets = secretsOf(this.config, tenant);
-      keys = secrets.length === 0
-        ? Promise.reject(new Error(`no signing secret for tenant "${tenant}": set WEBHOOK_SECRET or WEBHOOK_SECRETS`))
-        : Promise.all(secrets.map(importSecret));
+      keys =
+        secrets.length === 0
+          ? Promise.reject(new Error(`no signing secret for tenant "${tenant}": set WEBHOOK_SECRET or WEBHOOK_SECRETS`))
+          : Promise.all(secrets.map(importSecret));
       this.keys.set(tenant, keys);
     }
     return keys;

@@ -2,8 +2,9 @@
  * Delivery to an HTTP target, signed per Standard Webhooks: webhook-id is the execution id,
  * stable across attempts and duplicate deliveries (invariant 5), so receivers can dedupe on it.
  */
-import { classifyStatus, excerpt, parseRetryAfterMs, type DeliveryOutcome, EXCERPT_LENGTH } from "../core/response";
+
 import type { Target } from "../core/job";
+import { classifyStatus, type DeliveryOutcome, EXCERPT_LENGTH, excerpt, parseRetryAfterMs } from "../core/response";
 
 export interface Delivery {
   executionId: string;

@@ -25,9 +25,7 @@ export function retryDelayMs(policy: RetryPolicy, attempt: number, rand: number)
 
 export type FailureKind = "retryable" | "permanent";
 
-export type AfterFailure =
-  | { kind: "retry"; dueAt: number; delayMs: number }
-  | { kind: "dead"; reason: "permanent" | "attempts_exhausted" };
+export type AfterFailure = { kind: "retry"; dueAt: number; delayMs: number } | { kind: "dead"; reason: "permanent" | "attempts_exhausted" };
 
 /**
  * attemptsUsed counts attempts since the last redrive (the budget), including the one that failed.

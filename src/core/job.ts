@@ -58,4 +58,14 @@ export function isReservedHeader(name: string): boolean {
   return RESERVED_PREFIXES.some((p) => lower.startsWith(p)) || RESERVED_NAMES.has(lower);
 }
 const RESERVED_PREFIXES = ["webhook-", "x-scheduler-"];
-const RESERVED_NAMES = new Set(["idempotency-key", "host", "content-length", "connection", "transfer-encoding", "keep-alive", "upgrade", "te", "trailer"]);
+const RESERVED_NAMES = new Set([
+  "idempotency-key",
+  "host",
+  "content-length",
+  "connection",
+  "transfer-encoding",
+  "keep-alive",
+  "upgrade",
+  "te",
+  "trailer",
+]);

@@ -10,15 +10,7 @@
  *   scheduled again: a duplicate delivery, never a loss);
  * - succeeded, dead, canceled: written once to D1 when terminal, then the bucket row leaves.
  */
-export const EXECUTION_STATES = [
-  "pending",
-  "scheduled",
-  "dispatched",
-  "running",
-  "succeeded",
-  "dead",
-  "canceled",
-] as const;
+export const EXECUTION_STATES = ["pending", "scheduled", "dispatched", "running", "succeeded", "dead", "canceled"] as const;
 export type ExecutionState = (typeof EXECUTION_STATES)[number];
 
 export const TERMINAL_STATES = ["succeeded", "dead", "canceled"] as const satisfies readonly ExecutionState[];

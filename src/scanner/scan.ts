@@ -6,9 +6,8 @@
  */
 import { configOf } from "../config";
 import { bucketName } from "../core/bucketing";
-import { dbOf, highestBucket, purgeHistory } from "../db/queries";
-import type { Env } from "../env";
 import { SYSTEM_TENANT } from "../core/metrics";
+import { dbOf, highestBucket, purgeHistory } from "../db/queries";
 
 const CONCURRENT_BUCKETS = 6;
 const PURGE_PAGE = 5000;
@@ -56,6 +55,9 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
     console.error("history purge failed", error);
   }
   // the purge's rows are billed too: counted with bucket 0's metrics
-  if (rows > 0) await env.BUCKET.getByName(bucketName(0)).bump("d1_rows_written_total", SYSTEM_TENANT, rows).catch(() => undefined);
+  if (rows > 0)
+    await env.BUCKET.getByName(bucketName(0))
+      .bump("d1_rows_written_total", SYSTEM_TENANT, rows)
+      .catch(() => undefined);
   return { pulled, failedBuckets, purged };
 }

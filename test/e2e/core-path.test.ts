@@ -33,7 +33,7 @@ describe("core path over the real local stack", () => {
     const byJob = new Map<string, { dueAt: number; body: string }>();
     jobs.forEach((job, i) => {
       const p = planned[i]!;
-      expect(Date.parse(job.nextRunAt)).toBe(p.dueAt);
+      expect(Date.parse(job.nextRunAt!)).toBe(p.dueAt);
       byJob.set(job.id, { dueAt: p.dueAt, body: JSON.stringify(p.body) });
     });
 
@@ -48,7 +48,7 @@ describe("core path over the real local stack", () => {
       "the scheduler counts every job succeeded",
       async () => {
         const m = (await local.api.metrics()).body;
-        return m.counters.succeeded_total >= JOBS ? m : undefined;
+        return (m.counters.succeeded_total ?? 0) >= JOBS ? m : undefined;
       },
       15_000,
       250,
@@ -111,12 +111,16 @@ describe("core path over the real local stack", () => {
     //   -d '{"target":{"url":"https://example.com/hook","body":{"hello":"world"}},"delay":"5s"}'
     const res = await local.api.createJob({ target: { url: `${receiver.url}/hook`, body: { hello: "world" } }, delay: "5s" });
     expect(res.status).toBe(201);
-    const dueAt = Date.parse(res.body.nextRunAt);
+    const dueAt = Date.parse(res.body.nextRunAt!);
 
-    const [arrival] = await eventually("the hook is called", () => {
-      const got = receiver.to("/hook");
-      return got.length > 0 ? got : undefined;
-    }, dueAt - Date.now() + 10_000);
+    const [arrival] = await eventually(
+      "the hook is called",
+      () => {
+        const got = receiver.to("/hook");
+        return got.length > 0 ? got : undefined;
+      },
+      dueAt - Date.now() + 10_000,
+    );
     await eventually(
       "the execution is succeeded",
       async () => (await local.api.job(res.body.id)).body.latestExecution?.status === "succeeded",

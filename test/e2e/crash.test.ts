@@ -19,9 +19,7 @@ const RECOVERY_DEADLINE_MS = 90_000;
 
 const creds = credentials();
 const sink = logSink();
-const receiver = new Receiver(creds.secret)
-  .on("/slow", { kind: "slow", ms: SLOW_HANDLER_MS })
-  .on("/later", { kind: "ok" });
+const receiver = new Receiver(creds.secret).on("/slow", { kind: "slow", ms: SLOW_HANDLER_MS }).on("/later", { kind: "ok" });
 let first: Awaited<ReturnType<typeof startStack>> | undefined;
 let second: Awaited<ReturnType<typeof startStack>> | undefined;
 let api: Api;
@@ -71,7 +69,12 @@ describe("process restart (kill -9)", () => {
     const killAt = Date.now();
     const before = receiver.requests.filter((r) => r.at <= killAt);
     const startedBeforeKill = new Set(before.map((r) => r.webhookId));
-    const slowStartedBeforeKill = new Set(receiver.to("/slow").filter((r) => r.at <= killAt).map((r) => r.webhookId));
+    const slowStartedBeforeKill = new Set(
+      receiver
+        .to("/slow")
+        .filter((r) => r.at <= killAt)
+        .map((r) => r.webhookId),
+    );
     // interrupted: the target was still working on it when the runtime died
     const interrupted = new Set(before.filter((r) => r.completedAt === null || r.completedAt > killAt).map((r) => r.webhookId));
     const deliveredTwiceBeforeKill = before.length - startedBeforeKill.size;
@@ -84,8 +87,7 @@ describe("process restart (kill -9)", () => {
     api.use(second.url);
 
     // every accepted job: a 2xx answered by the target at least once ...
-    const answered = (jobId: string) =>
-      receiver.requests.some((r) => r.jobId === jobId && r.status === 200 && r.completedAt !== null);
+    const answered = (jobId: string) => receiver.requests.some((r) => r.jobId === jobId && r.status === 200 && r.completedAt !== null);
     await eventually(
       "every accepted job is answered 2xx by its target",
       () => [...accepted].every(answered),

@@ -12,7 +12,7 @@ import { basename, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, beforeEach, expect } from "vitest";
 import { startStack } from "../../scripts/local-stack.mjs";
-import { byPath, OK, startReceiver, type Answer, type Receiver as Loopback, type Recorded } from "../support/receiver.mjs";
+import { type Answer, byPath, type Receiver as Loopback, OK, type Recorded, startReceiver } from "../support/receiver.mjs";
 
 // ---------------------------------------------------------------------------------------------
 // the receiver
@@ -118,9 +118,49 @@ export function credentials(extra: Record<string, string> = {}): Credentials {
   };
 }
 
-export interface ApiResponse<T = any> {
+export interface ApiResponse<T = unknown> {
   status: number;
   body: T;
+}
+
+/** A job as the API shows it (the fields the end-to-end tests read). */
+export interface JobView {
+  id: string;
+  status: string;
+  nextRunAt: string | null;
+  latestExecution?: ExecutionView | null;
+}
+
+/** GET /v1/metrics (the fields the end-to-end tests read). */
+export interface MetricsView {
+  counters: Record<string, number>;
+  dead_total_by_reason: Record<string, number>;
+  fire_lag_ms: { count: number; p50: number; p95: number; p99: number };
+}
+
+/** One attempt of an execution, as GET /v1/jobs/:id/executions lists it. */
+export interface AttemptView {
+  attempt: number;
+  dueAt: string;
+  startedAt: string;
+  finishedAt: string | null;
+  outcome: string | null;
+  httpStatus: number | null;
+  error: string | null;
+  lagMs: number;
+}
+
+/** An execution as the API shows it; `attempts` is a count, or the attempts themselves in a job's execution list. */
+export interface ExecutionView<Attempts = number> {
+  id: string;
+  jobId: string;
+  dueAt: string;
+  status: string;
+  attempts: Attempts;
+  lastHttpStatus: number | null;
+  lastError: string | null;
+  deadReason: string | null;
+  finishedAt: string | null;
 }
 
 export class Api {
@@ -134,7 +174,7 @@ export class Api {
     this.baseUrl = baseUrl;
   }
 
-  async request<T = any>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResponse<T>> {
+  async request<T = unknown>(method: string, path: string, body?: unknown, headers: Record<string, string> = {}): Promise<ApiResponse<T>> {
     const res = await fetch(`${this.baseUrl}${path}`, {
       method,
       headers: {
@@ -156,35 +196,35 @@ export class Api {
   }
 
   createJob(job: unknown, headers: Record<string, string> = {}) {
-    return this.request("POST", "/v1/jobs", job, headers);
+    return this.request<JobView>("POST", "/v1/jobs", job, headers);
   }
 
   /** POST /v1/jobs/batch in chunks; returns the created jobs in order and throws if any was refused. */
-  async createJobs(jobs: unknown[], chunk = 250): Promise<any[]> {
-    const out: any[] = [];
+  async createJobs(jobs: unknown[], chunk = 250): Promise<JobView[]> {
+    const out: JobView[] = [];
     for (let i = 0; i < jobs.length; i += chunk) {
-      const res = await this.request<{ results: { status: number; job?: any; error?: unknown }[] }>(
-        "POST", "/v1/jobs/batch", { jobs: jobs.slice(i, i + chunk) },
-      );
+      const res = await this.request<{ results: { status: number; job?: JobView; error?: unknown }[] }>("POST", "/v1/jobs/batch", {
+        jobs: jobs.slice(i, i + chunk),
+      });
       if (res.status !== 200) throw new Error(`batch create answered ${res.status}: ${JSON.stringify(res.body)}`);
       for (const r of res.body.results) {
         if (r.status !== 201) throw new Error(`a job was refused: ${JSON.stringify(r)}`);
-        out.push(r.job);
+        out.push(r.job!);
       }
     }
     return out;
   }
 
   executions(jobId: string) {
-    return this.request<{ executions: any[] }>("GET", `/v1/jobs/${jobId}/executions`);
+    return this.request<{ executions: ExecutionView<AttemptView[]>[] }>("GET", `/v1/jobs/${jobId}/executions`);
   }
 
   job(jobId: string) {
-    return this.request("GET", `/v1/jobs/${jobId}`);
+    return this.request<JobView>("GET", `/v1/jobs/${jobId}`);
   }
 
   metrics() {
-    return this.request("GET", "/v1/metrics");
+    return this.request<MetricsView>("GET", "/v1/metrics");
   }
 }
 
@@ -241,7 +281,7 @@ export function report(name: string, figures: Record<string, unknown>): void {
 
 /** Removes a stack's temporary state directory (only one startStack made under the temp dir). */
 export function removeStateDir(dir: string | undefined): void {
-  if (dir && dir.startsWith(tmpdir()) && dir.includes("scheduler-state-")) rmSync(dir, { recursive: true, force: true });
+  if (dir?.startsWith(tmpdir()) && dir.includes("scheduler-state-")) rmSync(dir, { recursive: true, force: true });
 }
 
 /** Where a test file's stack log goes: overwritten each run, git-ignored with .wrangler/. */

@@ -27,7 +27,7 @@ describe("a recurring job on the real local stack", () => {
     });
     expect(res.status).toBe(201);
     const jobId: string = res.body.id;
-    const firstDueAt = Date.parse(res.body.nextRunAt);
+    const firstDueAt = Date.parse(res.body.nextRunAt!);
     // the occurrences: every even second from the first one up to endAt (inclusive)
     const expectedDues: number[] = [];
     for (let at = firstDueAt; at <= endAt; at += EVERY_MS) expectedDues.push(at);
@@ -55,7 +55,8 @@ describe("a recurring job on the real local stack", () => {
 
     const dueOf = new Map<string, number>(executions.map((e: { id: string; dueAt: string }) => [e.id, Date.parse(e.dueAt)]));
     expect([...dueOf.values()].sort((a, b) => a - b)).toEqual(expectedDues);
-    for (const e of executions) expect(e.attempts).toEqual([expect.objectContaining({ attempt: 1, outcome: "succeeded", httpStatus: 200 })]);
+    for (const e of executions)
+      expect(e.attempts).toEqual([expect.objectContaining({ attempt: 1, outcome: "succeeded", httpStatus: 200 })]);
 
     const arrivals = receiver.to("/tick");
     const seen = new Map<string, number>();

@@ -5,7 +5,7 @@
  * failure row "target keeps failing" (dead, visible in GET /v1/dlq, redrivable).
  */
 import { describe, expect, it, onTestFailed } from "vitest";
-import { CLOCK_TOLERANCE_MS, eventually, type Received, report, stackForFile } from "./harness.js";
+import { type AttemptView, CLOCK_TOLERANCE_MS, type ExecutionView, eventually, type Received, report, stackForFile } from "./harness.js";
 
 const PORT = 18820;
 /**
@@ -31,13 +31,27 @@ const { receiver, sink } = local;
  * the API shows the bucket's live status at once but the other fields (attempts, deadReason,
  * finishedAt) only after the mirror (MIRROR_DELAY_MS), so wait for those too.
  */
-async function settledExecution(jobId: string, status: "succeeded" | "dead", attempts: number, deadlineMs: number): Promise<any> {
-  return eventually(`execution of ${jobId} is ${status} after ${attempts} attempts`, async () => {
-    const [e] = (await local.api.executions(jobId)).body.executions;
-    const settled = e && e.status === status && e.finishedAt !== null && e.attempts.length === attempts &&
-      e.attempts.every((a: any) => a.outcome !== null);
-    return settled ? e : undefined;
-  }, deadlineMs, 200);
+async function settledExecution(
+  jobId: string,
+  status: "succeeded" | "dead",
+  attempts: number,
+  deadlineMs: number,
+): Promise<ExecutionView<AttemptView[]>> {
+  return eventually(
+    `execution of ${jobId} is ${status} after ${attempts} attempts`,
+    async () => {
+      const [e] = (await local.api.executions(jobId)).body.executions;
+      const settled =
+        e &&
+        e.status === status &&
+        e.finishedAt !== null &&
+        e.attempts.length === attempts &&
+        e.attempts.every((a: AttemptView) => a.outcome !== null);
+      return settled ? e : undefined;
+    },
+    deadlineMs,
+    200,
+  );
 }
 
 function expectSameExecution(requests: Received[]): void {
@@ -69,14 +83,19 @@ describe("retries over the real local stack", () => {
 
     // the backoff exactly, as the bucket recorded it: next due = previous finish + 1000 * 2^(n-1)
     const at = (s: string) => Date.parse(s);
-    expect(e.attempts.map((a: any) => a.outcome)).toEqual(["retryable", "retryable", "succeeded"]);
-    expect(e.attempts.map((a: any) => a.httpStatus)).toEqual([503, 503, 200]);
-    expect(at(e.attempts[1].dueAt) - at(e.attempts[0].finishedAt)).toBe(1_000);
-    expect(at(e.attempts[2].dueAt) - at(e.attempts[1].finishedAt)).toBe(2_000);
+    expect(e.attempts.map((a: AttemptView) => a.outcome)).toEqual(["retryable", "retryable", "succeeded"]);
+    expect(e.attempts.map((a: AttemptView) => a.httpStatus)).toEqual([503, 503, 200]);
+    expect(at(e.attempts[1]!.dueAt) - at(e.attempts[0]!.finishedAt!)).toBe(1_000);
+    expect(at(e.attempts[2]!.dueAt) - at(e.attempts[1]!.finishedAt!)).toBe(2_000);
 
     // and as the target saw it
     const gaps = [requests[1]!.at - requests[0]!.at, requests[2]!.at - requests[1]!.at];
-    report("retries-backoff", { gapsMs: gaps, expectedMs: [1_000, 2_000], toleranceMs: GAP_TOLERANCE_MS, startLagMs: e.attempts.map((a: any) => a.lagMs) });
+    report("retries-backoff", {
+      gapsMs: gaps,
+      expectedMs: [1_000, 2_000],
+      toleranceMs: GAP_TOLERANCE_MS,
+      startLagMs: e.attempts.map((a: AttemptView) => a.lagMs),
+    });
     expect(gaps[0]).toBeGreaterThanOrEqual(1_000 - CLOCK_TOLERANCE_MS);
     expect(gaps[0]).toBeLessThanOrEqual(1_000 + GAP_TOLERANCE_MS);
     expect(gaps[1]).toBeGreaterThanOrEqual(2_000 - CLOCK_TOLERANCE_MS);
@@ -98,12 +117,18 @@ describe("retries over the real local stack", () => {
     expect(requests.length).toBeGreaterThanOrEqual(2);
     expect(requests.map((r) => r.attempt)).toEqual([1, 2]);
     expectSameExecution(requests);
-    const [first] = e.attempts;
+    const first = e.attempts[0]!;
     expect(first.outcome).toBe("retryable");
     expect(first.httpStatus).toBeNull();
     expect(first.error).toMatch(/timeout/i);
-    const heldMs = Date.parse(first.finishedAt) - Date.parse(first.startedAt);
-    report("retries-timeout", { attempts: e.attempts.length, firstOutcome: first.outcome, firstError: first.error, heldMs, deadReason: e.deadReason });
+    const heldMs = Date.parse(first.finishedAt!) - Date.parse(first.startedAt);
+    report("retries-timeout", {
+      attempts: e.attempts.length,
+      firstOutcome: first.outcome,
+      firstError: first.error,
+      heldMs,
+      deadReason: e.deadReason,
+    });
     // the scheduler gave up at the timeout, not when the target finally answered (3 s)
     expect(heldMs).toBeGreaterThanOrEqual(1_000 - CLOCK_TOLERANCE_MS);
     expect(heldMs).toBeLessThan(2_500);
@@ -121,13 +146,18 @@ describe("retries over the real local stack", () => {
     const e = await settledExecution(res.body.id, "dead", 3, 20_000);
     expect(e.deadReason).toBe("attempts_exhausted");
     expect(e.lastHttpStatus).toBe(500);
-    expect(e.attempts.map((a: any) => a.outcome)).toEqual(["retryable", "retryable", "retryable"]);
+    expect(e.attempts.map((a: AttemptView) => a.outcome)).toEqual(["retryable", "retryable", "retryable"]);
     expect(receiver.to("/down").map((r) => r.attempt)).toEqual([1, 2, 3]);
 
-    const dead = await eventually("the execution is in the DLQ", async () => {
-      const list = (await local.api.request("GET", "/v1/dlq")).body.executions as any[];
-      return list.find((x) => x.id === e.id);
-    }, 10_000, 200);
+    const dead = await eventually(
+      "the execution is in the DLQ",
+      async () => {
+        const list = (await local.api.request<{ executions: ExecutionView[] }>("GET", "/v1/dlq")).body.executions;
+        return list.find((x) => x.id === e.id);
+      },
+      10_000,
+      200,
+    );
     expect(dead.status).toBe("dead");
     expect(dead.deadReason).toBe("attempts_exhausted");
 

@@ -11,26 +11,26 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import {
-  CONFIG,
   api,
   bucketRow,
   bucketSql,
   bucketStub,
+  CONFIG,
   captureFiresForFile,
   createJob,
   executionOf,
   fileClock,
   fire,
-  newExecution,
+  type JobJson,
   jobRow,
   KEYS,
   live,
+  newExecution,
   receiverUrl,
   runAlarm,
   runScan,
   sentFor,
   uniquePath,
-  type JobJson,
 } from "./helpers";
 
 const clock = fileClock(0);
@@ -124,12 +124,24 @@ describe("validation at the door", () => {
     ["target.url too long", { target: { url: `https://example.com/${"a".repeat(2100)}` } }, "target.url"],
     ["unknown method", { target: { ...target(), method: "TRACE" } }, "target.method"],
     ["lower-case method", { target: { ...target(), method: "post" } }, "target.method"],
-    ["reserved header webhook-signature", { target: { ...target(), headers: { "webhook-signature": "v1,forged" } } }, "target.headers.webhook-signature"],
+    [
+      "reserved header webhook-signature",
+      { target: { ...target(), headers: { "webhook-signature": "v1,forged" } } },
+      "target.headers.webhook-signature",
+    ],
     ["reserved header Host", { target: { ...target(), headers: { Host: "evil.example" } } }, "target.headers.Host"],
-    ["reserved header idempotency-key", { target: { ...target(), headers: { "Idempotency-Key": "mine" } } }, "target.headers.Idempotency-Key"],
+    [
+      "reserved header idempotency-key",
+      { target: { ...target(), headers: { "Idempotency-Key": "mine" } } },
+      "target.headers.Idempotency-Key",
+    ],
     ["invalid header name", { target: { ...target(), headers: { "bad header": "x" } } }, "target.headers.bad header"],
     // a value fetch() refuses would fail every attempt at fire time: refuse it now
-    ["header value with CR LF", { target: { ...target(), headers: { "x-note": "a\r\nx-injected: 1" } }, delay: "1h" }, "target.headers.x-note"],
+    [
+      "header value with CR LF",
+      { target: { ...target(), headers: { "x-note": "a\r\nx-injected: 1" } }, delay: "1h" },
+      "target.headers.x-note",
+    ],
     ["header value with NUL", { target: { ...target(), headers: { "x-note": "a\u0000b" } }, delay: "1h" }, "target.headers.x-note"],
     ["body on a GET", { target: { ...target(), method: "GET", body: "x" } }, "target.body"],
     ["target.body over 64 KiB", { target: { ...target(), body: `${big}y` } }, "target.body"],
@@ -208,7 +220,12 @@ describe("validation at the door", () => {
     const executionBefore = await executionOf(accepted.id);
     const count = await jobCount();
 
-    await expectError(await api("/v1/jobs", { method: "POST", body: { ...farJob(), name: "keep-me", bogus: 1 } }), 400, "bogus", "unknown_field");
+    await expectError(
+      await api("/v1/jobs", { method: "POST", body: { ...farJob(), name: "keep-me", bogus: 1 } }),
+      400,
+      "bogus",
+      "unknown_field",
+    );
     await expectError(await api("/v1/jobs", { method: "POST", body: "{" }), 400, "body", "invalid_json");
     await expectError(await api("/v1/jobs/batch", { method: "POST", body: { jobs: [] } }), 400, "jobs");
 
@@ -235,9 +252,7 @@ describe("POST /v1/jobs/batch", () => {
     expect(new Set(results.map((r) => r.job.id)).size).toBe(1000);
 
     // D1 holds one row per job, active, no outcome yet
-    const { results: rows } = await env.DB.prepare(
-      "SELECT id, status, run_status, next_run_at FROM jobs WHERE name LIKE ? || '-%'",
-    )
+    const { results: rows } = await env.DB.prepare("SELECT id, status, run_status, next_run_at FROM jobs WHERE name LIKE ? || '-%'")
       .bind(tag)
       .all<{ id: string; status: string; run_status: string | null; next_run_at: number }>();
     expect(rows).toHaveLength(1000);
@@ -335,7 +350,12 @@ describe("reading jobs", () => {
       timeoutMs: 30_000,
       metadata: { team: "x" },
     });
-    expect(job.latestExecution).toMatchObject({ id: row.id, jobId: created.id, status: "scheduled", dueAt: new Date(row.due_at).toISOString() });
+    expect(job.latestExecution).toMatchObject({
+      id: row.id,
+      jobId: created.id,
+      status: "scheduled",
+      dueAt: new Date(row.due_at).toISOString(),
+    });
   });
 
   it("GET /v1/jobs lists newest first and walks every page by cursor without duplicates or gaps", async () => {
@@ -614,7 +634,12 @@ describe("an execution is never shown in a state without its fields", () => {
     for (const e of [succeeded, dead]) await runAlarm(e.stub);
     for (const e of [succeeded, dead]) expect((await fire(sentFor(sent, e.exe.id))).explicitAcks).toEqual(["m0"]);
     expect((await api(`/v1/jobs/${canceled.job.id}`, { method: "DELETE" })).status).toBe(200);
-    const cases = [[succeeded, "succeeded"], [dead, "dead"], [canceled, "canceled"], [pending, "pending"]] as const;
+    const cases = [
+      [succeeded, "succeeded"],
+      [dead, "dead"],
+      [canceled, "canceled"],
+      [pending, "pending"],
+    ] as const;
     for (const [e, status] of cases) for (const shown of await shownBoth(e.job.id, e.exe.id)) expectComplete(shown, status);
     expect((await live(dead.stub, dead.exe.id))?.status).toBe("dead"); // the first reads came from the bucket
     clock.advance(5_000);

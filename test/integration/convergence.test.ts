@@ -14,17 +14,17 @@ import { createExecutionContext, createMessageBatch, getQueueResult, runInDurabl
 import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import type { Bucket } from "../../src/bucket/bucket";
-import type { JobDefinition } from "../../src/bucket/protocol";
-import { dbOf, jsonChunks, writeOutcomes, type FinishedExecution } from "../../src/db/queries";
-import type { FireMessage } from "../../src/env";
+import type { FireMessage, JobDefinition } from "../../src/bucket/protocol";
+import { dbOf, type FinishedExecution, jsonChunks, writeOutcomes } from "../../src/db/queries";
 import worker from "../../src/index";
 import {
-  CONFIG,
   api,
   bucketSql,
+  CONFIG,
   captureFiresForFile,
   counters,
   createJob,
+  type D1Job,
   fileClock,
   fire,
   jobRow,
@@ -35,7 +35,6 @@ import {
   runAlarm,
   runScan,
   uniquePath,
-  type D1Job,
 } from "./helpers";
 
 const LOOKAHEAD_MS = CONFIG.LOOKAHEAD_MS;
@@ -99,8 +98,14 @@ async function flush(jobId: string): Promise<void> {
  * The consumer on an explicit batch, like helpers.fire, also recording the delay each retried
  * message asked for (the test pool's QueueResult drops it).
  */
-async function fireRecordingDelays(bodies: unknown[], attempts: number): Promise<{ acked: string[]; retried: { msgId: string; delaySeconds: number | undefined }[] }> {
-  const batch = createMessageBatch("fire", bodies.map((body, i) => ({ id: `m${i}`, timestamp: new Date(Date.now()), attempts, body })));
+async function fireRecordingDelays(
+  bodies: unknown[],
+  attempts: number,
+): Promise<{ acked: string[]; retried: { msgId: string; delaySeconds: number | undefined }[] }> {
+  const batch = createMessageBatch(
+    "fire",
+    bodies.map((body, i) => ({ id: `m${i}`, timestamp: new Date(Date.now()), attempts, body })),
+  );
   const retried: { msgId: string; delaySeconds: number | undefined }[] = [];
   for (const message of batch.messages) {
     const retry = message.retry.bind(message);
@@ -235,7 +240,10 @@ async function jobView(id: string): Promise<{ status: string; nextRunAt: string 
 describe("1. an attempt of a canceled or paused job is never retried or delivered again", () => {
   it("a one-off job canceled while its attempt runs: the attempt fails retryably, and it is not retried", async () => {
     const path = uniquePath("fail/500");
-    const { job, exe, stub } = await newExecution({ target: { url: url(path), method: "POST" }, retry: { initialDelayMs: 1000, jitter: 0 } });
+    const { job, exe, stub } = await newExecution({
+      target: { url: url(path), method: "POST" },
+      retry: { initialDelayMs: 1000, jitter: 0 },
+    });
     const retriesBefore = (await counters()).retries_total!;
     const cancel = whileAtTarget(path, () => api(`/v1/jobs/${job.id}`, { method: "DELETE" }));
 
@@ -278,7 +286,11 @@ describe("1. an attempt of a canceled or paused job is never retried or delivere
 
   it("a recurring job paused while an occurrence runs: the occurrence fails retryably, is not retried, and nothing more fires", async () => {
     const path = uniquePath("fail/503");
-    const job = await createJob({ target: { url: url(path), method: "POST" }, cron: EVERY_10_S, retry: { initialDelayMs: 1000, jitter: 0 } });
+    const job = await createJob({
+      target: { url: url(path), method: "POST" },
+      cron: EVERY_10_S,
+      retry: { initialDelayMs: 1000, jitter: 0 },
+    });
     onTestFinished(() => cancelQuietly(job.id));
     const first = (await row(job.id)).next_run_at!;
     clock.travelTo(first);
@@ -487,7 +499,10 @@ describe("4. PATCH of a one-off job's runAt while its attempt runs", () => {
 describe("5. dead-letter messages and claim failures", () => {
   it("a dead-letter message of an old dispatch does not kill an execution waiting for (or running) its retry", async () => {
     const path = uniquePath("flaky/1");
-    const { job, exe, stub } = await newExecution({ target: { url: url(path), method: "POST" }, retry: { initialDelayMs: 5000, jitter: 0 } });
+    const { job, exe, stub } = await newExecution({
+      target: { url: url(path), method: "POST" },
+      retry: { initialDelayMs: 5000, jitter: 0 },
+    });
     const deadBefore = (await counters()).dead_total!;
     const old = await deliverOne(job.id); // 503: retry in 5 s
     expect(await live(stub, exe.id)).toMatchObject({ status: "scheduled", attempts: 1 });
@@ -583,7 +598,8 @@ describe("6. pause while the bucket creates and writes an occurrence", () => {
     await flush(job.id);
     expect(await received(path)).toHaveLength(1);
     const history = await env.DB.prepare("SELECT due_at AS dueAt, status FROM occurrences WHERE job_id = ? ORDER BY due_at")
-      .bind(job.id).all<{ dueAt: number; status: string }>();
+      .bind(job.id)
+      .all<{ dueAt: number; status: string }>();
     expect(history.results).toEqual([
       { dueAt: first, status: "canceled" },
       { dueAt: next, status: "succeeded" },
@@ -607,7 +623,9 @@ describe("6. pause while the bucket creates and writes an occurrence", () => {
       const inside = bucketStub((await row(job.id)).bucket); // a stub of this context (I/O cannot cross objects)
       const [lease] = await inside.claim([{ executionId: message!.executionId, dueAt: message!.dueAt }]);
       if (!lease?.ok) throw new Error("claim refused");
-      await inside.complete([{ executionId: message!.executionId, token: lease.token, outcome: { kind: "succeeded", httpStatus: 200, excerpt: "ok" } }]);
+      await inside.complete([
+        { executionId: message!.executionId, token: lease.token, outcome: { kind: "succeeded", httpStatus: 200, excerpt: "ok" } },
+      ]);
       const write = original(statements);
       written.push(write);
       return write;
@@ -649,7 +667,11 @@ describe("6. pause while the bucket creates and writes an occurrence", () => {
     clock.advance(5000);
     await flush(job.id);
     await runScan();
-    const [schedule] = await bucketSql<{ version: number; fired: number }>(stub, "SELECT version, fired FROM schedules WHERE id = ?", job.id);
+    const [schedule] = await bucketSql<{ version: number; fired: number }>(
+      stub,
+      "SELECT version, fired FROM schedules WHERE id = ?",
+      job.id,
+    );
     expect(await row(job.id)).toMatchObject({ status: "paused", version: schedule!.version, fired: schedule!.fired });
     expect(schedule!.fired).toBe(1);
   });
@@ -724,7 +746,8 @@ function recordBoundStrings() {
   const original = env.DB.batch.bind(env.DB);
   const spy = vi.spyOn(env.DB, "batch").mockImplementation(async (statements) => {
     for (const s of statements) {
-      for (const p of (s as unknown as { params?: unknown[] }).params ?? []) if (typeof p === "string") bound.push(encoder.encode(p).byteLength);
+      for (const p of (s as unknown as { params?: unknown[] }).params ?? [])
+        if (typeof p === "string") bound.push(encoder.encode(p).byteLength);
     }
     return original(statements);
   });
@@ -737,7 +760,11 @@ describe("8. D1 JSON chunks are sized in bytes", () => {
   const eAcute = "é".repeat(500);
 
   it("jsonChunks keeps every chunk under the limit in UTF-8 bytes, not in characters", () => {
-    const items = Array.from({ length: 1000 }, (_, i) => ({ i, error: emojiError, log: JSON.stringify(Array(5).fill({ error: emojiError })) }));
+    const items = Array.from({ length: 1000 }, (_, i) => ({
+      i,
+      error: emojiError,
+      log: JSON.stringify(Array(5).fill({ error: emojiError })),
+    }));
     const chunks = jsonChunks(items);
     expect(chunks.length).toBeGreaterThan(1);
     for (const chunk of chunks) expect(encoder.encode(chunk).byteLength).toBeLessThanOrEqual(1_000_000);
@@ -747,19 +774,39 @@ describe("8. D1 JSON chunks are sized in bytes", () => {
   it("writes 1,000 outcomes with long non-ASCII errors in one flush batch, every bound string within D1's limit", async () => {
     const res = await api("/v1/jobs/batch", {
       method: "POST",
-      body: { jobs: Array.from({ length: 1000 }, (_, i) => ({ target: { url: url(`${uniquePath("ok")}&i=${i}`), method: "POST" }, delay: "1d" })) },
+      body: {
+        jobs: Array.from({ length: 1000 }, (_, i) => ({ target: { url: url(`${uniquePath("ok")}&i=${i}`), method: "POST" }, delay: "1d" })),
+      },
     });
     const ids = ((await res.json()) as { results: { job: { id: string } }[] }).results.map((r) => r.job.id);
     expect(ids).toHaveLength(1000);
     const due = await env.DB.prepare("SELECT id, next_run_at AS at FROM jobs WHERE id IN (SELECT value FROM json_each(?))")
-      .bind(JSON.stringify(ids)).all<{ id: string; at: number }>();
+      .bind(JSON.stringify(ids))
+      .all<{ id: string; at: number }>();
     const now = clock.at;
     const log = Array.from({ length: 5 }, (_, a) => ({
-      attempt: a + 1, dueAt: now, startedAt: now, finishedAt: now, outcome: "retryable", httpStatus: 500, error: a % 2 ? emojiError : `HTTP 500: ${eAcute}`,
+      attempt: a + 1,
+      dueAt: now,
+      startedAt: now,
+      finishedAt: now,
+      outcome: "retryable",
+      httpStatus: 500,
+      error: a % 2 ? emojiError : `HTTP 500: ${eAcute}`,
     }));
     const finished: FinishedExecution[] = due.results.map((j) => ({
-      id: `exe_${j.id.slice(4)}`, jobId: j.id, tenant: "acme", bucket: 0, recurring: false, occurrenceAt: j.at, occurrence: 1,
-      status: "dead", attempts: 5, lastHttpStatus: 500, lastError: emojiError, deadReason: "attempts_exhausted", finishedAt: now,
+      id: `exe_${j.id.slice(4)}`,
+      jobId: j.id,
+      tenant: "acme",
+      bucket: 0,
+      recurring: false,
+      occurrenceAt: j.at,
+      occurrence: 1,
+      status: "dead",
+      attempts: 5,
+      lastHttpStatus: 500,
+      lastError: emojiError,
+      deadReason: "attempts_exhausted",
+      finishedAt: now,
       attemptLog: JSON.stringify(log),
     }));
     const { bound, spy } = recordBoundStrings();
@@ -771,10 +818,15 @@ describe("8. D1 JSON chunks are sized in bytes", () => {
     const rows = await env.DB.prepare(
       `SELECT count(*) AS n FROM jobs WHERE id IN (SELECT value FROM json_each(?))
          AND status = 'completed' AND run_status = 'dead' AND attempts = 5 AND last_error = ?`,
-    ).bind(JSON.stringify(ids), emojiError).first<{ n: number }>();
+    )
+      .bind(JSON.stringify(ids), emojiError)
+      .first<{ n: number }>();
     expect(rows?.n).toBe(1000);
-    const dead = await env.DB.prepare("SELECT count(*) AS n FROM dead_letters WHERE job_id IN (SELECT value FROM json_each(?)) AND last_error = ?")
-      .bind(JSON.stringify(ids), emojiError).first<{ n: number }>();
+    const dead = await env.DB.prepare(
+      "SELECT count(*) AS n FROM dead_letters WHERE job_id IN (SELECT value FROM json_each(?)) AND last_error = ?",
+    )
+      .bind(JSON.stringify(ids), emojiError)
+      .first<{ n: number }>();
     expect(dead?.n).toBe(1000);
   });
 
@@ -783,7 +835,12 @@ describe("8. D1 JSON chunks are sized in bytes", () => {
     const body = (i: number) => (i % 2 ? "😀".repeat(500) : eAcute);
     const res = await api("/v1/jobs/batch", {
       method: "POST",
-      body: { jobs: Array.from({ length: 1000 }, (_, i) => ({ target: { url: url(`${path}&i=${i}`), method: "POST" }, retry: { maxAttempts: 2, initialDelayMs: 1000, jitter: 0 } })) },
+      body: {
+        jobs: Array.from({ length: 1000 }, (_, i) => ({
+          target: { url: url(`${path}&i=${i}`), method: "POST" },
+          retry: { maxAttempts: 2, initialDelayMs: 1000, jitter: 0 },
+        })),
+      },
     });
     const ids = ((await res.json()) as { results: { job: { id: string } }[] }).results.map((r) => r.job.id);
     expect(ids).toHaveLength(1000);
@@ -813,7 +870,9 @@ describe("8. D1 JSON chunks are sized in bytes", () => {
     const rows = await env.DB.prepare(
       `SELECT count(*) AS n FROM jobs WHERE id IN (SELECT value FROM json_each(?))
          AND status = 'completed' AND run_status = 'dead' AND attempts = 2 AND last_error IN (?, ?)`,
-    ).bind(JSON.stringify(ids), emojiError, `HTTP 500: ${eAcute}`).first<{ n: number }>();
+    )
+      .bind(JSON.stringify(ids), emojiError, `HTTP 500: ${eAcute}`)
+      .first<{ n: number }>();
     expect(rows?.n).toBe(1000);
   });
 });
@@ -903,7 +962,16 @@ describe("a projection never goes backwards", () => {
     const { job, exe, stub } = await newExecution({ target: { url: url(path), method: "POST" }, delay: "60s" });
     const d1 = await row(job.id);
     const def = (version: number, status: JobDefinition["status"], nextRunAt: number): JobDefinition => ({
-      jobId: job.id, tenant: "acme", version, status, specJson: d1.spec as string, recurring: false, nextRunAt, fired: 0, attempts: 0, attemptLog: null,
+      jobId: job.id,
+      tenant: "acme",
+      version,
+      status,
+      specJson: d1.spec as string,
+      recurring: false,
+      nextRunAt,
+      fired: 0,
+      attempts: 0,
+      attemptLog: null,
     });
     const later = d1.next_run_at! + 30_000;
     expect(await stub.applyJobs(d1.bucket, [def(20, "active", later)])).toEqual([{ jobId: job.id, version: 20 }]);
@@ -928,8 +996,16 @@ describe("a projection never goes backwards", () => {
     const before = await held();
     expect(before).toEqual([{ version: 2, status: "paused", next_at: null }]);
     const stale: JobDefinition = {
-      jobId: job.id, tenant: "acme", version: 1, status: "active", specJson: d1.spec as string, recurring: true,
-      nextRunAt: d1.next_run_at, fired: 0, attempts: 0, attemptLog: null,
+      jobId: job.id,
+      tenant: "acme",
+      version: 1,
+      status: "active",
+      specJson: d1.spec as string,
+      recurring: true,
+      nextRunAt: d1.next_run_at,
+      fired: 0,
+      attempts: 0,
+      attemptLog: null,
     };
     expect(await stub.applyJobs(d1.bucket, [stale])).toEqual([{ jobId: job.id, version: 2 }]);
     expect(await held()).toEqual(before);
@@ -942,9 +1018,20 @@ describe("a projection never goes backwards", () => {
     const d1 = await row(job.id);
     const db = dbOf(env.DB);
     const outcome = (attempts: number, status: FinishedExecution["status"]): FinishedExecution => ({
-      id: `exe_${job.id.slice(4)}`, jobId: job.id, tenant: "acme", bucket: d1.bucket, recurring: false, occurrenceAt: d1.next_run_at!,
-      occurrence: 1, status, attempts, lastHttpStatus: status === "dead" ? 500 : 200, lastError: status === "dead" ? "HTTP 500" : null,
-      deadReason: status === "dead" ? "attempts_exhausted" : null, finishedAt: clock.at, attemptLog: null,
+      id: `exe_${job.id.slice(4)}`,
+      jobId: job.id,
+      tenant: "acme",
+      bucket: d1.bucket,
+      recurring: false,
+      occurrenceAt: d1.next_run_at!,
+      occurrence: 1,
+      status,
+      attempts,
+      lastHttpStatus: status === "dead" ? 500 : 200,
+      lastError: status === "dead" ? "HTTP 500" : null,
+      deadReason: status === "dead" ? "attempts_exhausted" : null,
+      finishedAt: clock.at,
+      attemptLog: null,
     });
     await writeOutcomes(db, [outcome(3, "dead")], [], clock.at);
     const after3 = await row(job.id);
@@ -955,7 +1042,14 @@ describe("a projection never goes backwards", () => {
     const recurring = await createJob({ target: { url: url(uniquePath("ok")), method: "POST" }, cron: "0 0 1 1 *" });
     onTestFinished(() => cancelQuietly(recurring.id));
     const r = await row(recurring.id);
-    const projection = (version: number, fired: number, nextRunAt: number) => ({ tenant: "acme", jobId: recurring.id, version, nextRunAt, fired, completed: false });
+    const projection = (version: number, fired: number, nextRunAt: number) => ({
+      tenant: "acme",
+      jobId: recurring.id,
+      version,
+      nextRunAt,
+      fired,
+      completed: false,
+    });
     await writeOutcomes(db, [], [projection(r.version, 3, r.next_run_at! + 1000)], clock.at);
     const at3 = await row(recurring.id);
     expect(at3).toMatchObject({ fired: 3, next_run_at: r.next_run_at! + 1000 });

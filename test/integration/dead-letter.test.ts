@@ -17,14 +17,15 @@ import { createMessageBatch } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import { Bucket } from "../../src/bucket/bucket";
-import type { ClaimResult, ExecutionRef } from "../../src/bucket/protocol";
+import type { ClaimResult, ExecutionRef, FireMessage } from "../../src/bucket/protocol";
 import { MAX_BUCKET } from "../../src/consumer/message";
-import type { FireMessage } from "../../src/env";
 import {
   api,
   bucketStub,
   captureFiresForFile,
   createJob,
+  dispatchNow,
+  type Execution,
   fileClock,
   fire,
   jobRow,
@@ -35,8 +36,6 @@ import {
   receiverUrl,
   runAlarm,
   uniquePath,
-  type Execution,
-  dispatchNow,
 } from "./helpers";
 
 const HEAD_START_MS = 10 * 60_000;
@@ -47,7 +46,6 @@ type Stub = ReturnType<typeof bucketStub>;
 type Lease = Extract<ClaimResult, { ok: true }>;
 
 const OK_200 = { kind: "succeeded", httpStatus: 200, excerpt: "ok" } as const;
-
 
 const dispatch = (stub: Stub, executionId: string) => dispatchNow({ stub, executionId }, clock, sent);
 
@@ -120,7 +118,10 @@ async function fireWithDelays(bodies: unknown[], options: { queue?: string; atte
   const spy = vi.spyOn(proto, "retry");
   try {
     const result = await fire(bodies, options);
-    const delays = spy.mock.calls.map((args, i) => ({ msgId: (spy.mock.contexts[i] as Message<unknown>).id, delaySeconds: args[0]?.delaySeconds }));
+    const delays = spy.mock.calls.map((args, i) => ({
+      msgId: (spy.mock.contexts[i] as Message<unknown>).id,
+      delaySeconds: args[0]?.delaySeconds,
+    }));
     return { result, delays };
   } finally {
     spy.mockRestore();
@@ -328,7 +329,9 @@ describe("redrive and the DLQ API", () => {
     await clock.flush(e.stub);
     const dead = (await jobRow(e.job.id))!;
     expect(dead).toMatchObject({ status: "completed", run_status: "dead", dead_reason: "attempts_exhausted", attempts: 1 });
-    expect(await dlq()).toContainEqual(expect.objectContaining({ id: e.exe.id, jobId: e.job.id, status: "dead", attempts: 1, deadReason: "attempts_exhausted" }));
+    expect(await dlq()).toContainEqual(
+      expect.objectContaining({ id: e.exe.id, jobId: e.job.id, status: "dead", attempts: 1, deadReason: "attempts_exhausted" }),
+    );
 
     const res = await redrive(e.exe.id);
     expect(res.status).toBe(202);
@@ -349,7 +352,11 @@ describe("redrive and the DLQ API", () => {
     await clock.flush(e.stub);
     const done = (await jobRow(e.job.id))!;
     expect(done).toMatchObject({ status: "completed", run_status: "succeeded", attempts: 2, dead_reason: null });
-    expect((JSON.parse(done.attempt_log!) as { attempt: number; httpStatus: number }[]).at(-1)).toMatchObject({ attempt: 2, httpStatus: 200, outcome: "succeeded" });
+    expect((JSON.parse(done.attempt_log!) as { attempt: number; httpStatus: number }[]).at(-1)).toMatchObject({
+      attempt: 2,
+      httpStatus: 200,
+      outcome: "succeeded",
+    });
     expect((await received(pathOf(e))).map((r) => r.headers["x-scheduler-attempt"])).toEqual(["1", "2"]);
     expect((await redrive(e.exe.id)).status).toBe(409);
   });
@@ -375,7 +382,9 @@ describe("redrive and the DLQ API", () => {
     await clock.flush(e.stub);
     expect(await jobRow(e.job.id)).toMatchObject({ run_status: "succeeded", attempts: 2 });
     const res = await api(`/v1/jobs/${e.job.id}/executions`);
-    const [execution] = (await res.json<{ executions: { id: string; attempts: { attempt: number; outcome: string; httpStatus: number | null }[] }[] }>()).executions;
+    const [execution] = (
+      await res.json<{ executions: { id: string; attempts: { attempt: number; outcome: string; httpStatus: number | null }[] }[] }>()
+    ).executions;
     expect(execution!.id).toBe(e.exe.id);
     expect(execution!.attempts.map((a) => [a.attempt, a.outcome, a.httpStatus])).toEqual([
       [1, "retryable", 503],
@@ -385,7 +394,11 @@ describe("redrive and the DLQ API", () => {
 
   it("redrives a recurring job's dead occurrence with a fresh attempt budget; it runs again (failure row: target keeps failing)", async () => {
     const path = uniquePath("flaky/1");
-    const job = await createJob({ target: { url: `${receiverUrl()}${path}` }, cron: "* * * * *", retry: { maxAttempts: 1, initialDelayMs: 1000, jitter: 0 } });
+    const job = await createJob({
+      target: { url: `${receiverUrl()}${path}` },
+      cron: "* * * * *",
+      retry: { maxAttempts: 1, initialDelayMs: 1000, jitter: 0 },
+    });
     try {
       const row = (await jobRow(job.id))!;
       const stub = bucketStub(row.bucket);
@@ -400,8 +413,16 @@ describe("redrive and the DLQ API", () => {
       expect(await live(stub, id)).toMatchObject({ status: "dead", attempts: 1, occurrenceAt });
       await clock.flush(stub);
       const occurrence = await env.DB.prepare("SELECT * FROM occurrences WHERE id = ?").bind(id).first();
-      expect(occurrence).toMatchObject({ job_id: job.id, status: "dead", attempts: 1, dead_reason: "attempts_exhausted", due_at: occurrenceAt });
-      expect(await dlq()).toContainEqual(expect.objectContaining({ id, jobId: job.id, attempts: 1, deadReason: "attempts_exhausted", lastHttpStatus: 503 }));
+      expect(occurrence).toMatchObject({
+        job_id: job.id,
+        status: "dead",
+        attempts: 1,
+        dead_reason: "attempts_exhausted",
+        due_at: occurrenceAt,
+      });
+      expect(await dlq()).toContainEqual(
+        expect.objectContaining({ id, jobId: job.id, attempts: 1, deadReason: "attempts_exhausted", lastHttpStatus: 503 }),
+      );
       const counted = await metrics();
 
       const res = await redrive(id);
@@ -420,7 +441,10 @@ describe("redrive and the DLQ API", () => {
       expect(await live(stub, id)).toMatchObject({ status: "succeeded", attempts: 2 });
       await clock.flush(stub);
       expect(await env.DB.prepare("SELECT * FROM occurrences WHERE id = ?").bind(id).first()).toMatchObject({
-        status: "succeeded", attempts: 2, dead_reason: null, due_at: occurrenceAt,
+        status: "succeeded",
+        attempts: 2,
+        dead_reason: null,
+        due_at: occurrenceAt,
       });
       expect((await received(path)).map((r) => r.headers["x-scheduler-attempt"])).toEqual(["1", "2"]);
       expect((await redrive(id)).status).toBe(409);

@@ -21,24 +21,24 @@
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from "vitest";
+import type { FireMessage } from "../../src/bucket/protocol";
 import { configOf } from "../../src/config";
-import type { FireMessage } from "../../src/env";
 import {
   alarmOf,
   api,
   counters,
+  type Execution,
   fileClock,
   fire,
+  fireQueues,
   jobRow,
   newExecution,
   received,
   receiverUrl,
   runAlarm,
   runScan,
-  uniquePath,
-  type Execution,
-  fireQueues,
   sentFor,
+  uniquePath,
 } from "./helpers";
 
 const HEAD_START_MS = 10 * 60_000;
@@ -236,7 +236,11 @@ describe("lost messages", () => {
       await runDurableObjectAlarm(e.stub);
     }
     const after = await counters();
-    console.log(JSON.stringify({ slowQueueMinute: { alarmRuns: runs, alarmsSet: delta(before, after, "alarms_set_total"), virtualMs: clock.at - (until - 60_000) } }));
+    console.log(
+      JSON.stringify({
+        slowQueueMinute: { alarmRuns: runs, alarmsSet: delta(before, after, "alarms_set_total"), virtualMs: clock.at - (until - 60_000) },
+      }),
+    );
     expect(sentOf(e.exe.id)).toHaveLength(1);
     expect(delta(before, after, "redispatch_total")).toBe(0);
     // nothing is due, nothing to flush, no claim to overtake it: a few alarms (counters, the
@@ -342,7 +346,9 @@ describe("lost messages", () => {
     expect(await received(e.path)).toHaveLength(1);
     await clock.flush(e.stub);
     expect(await jobRow(e.job.id)).toMatchObject({ status: "completed", run_status: "succeeded", attempts: 1, dead_reason: null });
-    const dead = await env.DB.prepare("SELECT count(*) AS n FROM dead_letters WHERE execution_id = ?").bind(e.exe.id).first<{ n: number }>();
+    const dead = await env.DB.prepare("SELECT count(*) AS n FROM dead_letters WHERE execution_id = ?")
+      .bind(e.exe.id)
+      .first<{ n: number }>();
     expect(dead?.n).toBe(0);
     const after = await counters();
     expect(delta(before, after, "dead_total")).toBe(0);

@@ -15,20 +15,21 @@ import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
-import type { FireMessage } from "../../src/env";
+import type { FireMessage } from "../../src/bucket/protocol";
 import {
-  CONFIG,
   alarmOf,
   api,
   bucketRow,
   bucketSql,
   bucketStub,
+  CONFIG,
   captureFiresForFile,
   counters,
+  type Execution,
   executionOf,
+  FLUSH_DELAY_MS,
   fileClock,
   fire,
-  FLUSH_DELAY_MS,
   fireMessage,
   jobRow,
   live,
@@ -36,9 +37,8 @@ import {
   received,
   receiverUrl,
   runScan,
-  uniquePath,
-  type Execution,
   takeSent,
+  uniquePath,
 } from "./helpers";
 
 const SECRET = CONFIG.WEBHOOK_SECRET; // vitest.config.ts
@@ -106,7 +106,7 @@ describe("the bucket alarm", () => {
     expect(firedAt!).toBeLessThanOrEqual(quantized(x.exe.due_at));
     expect(sent.filter((m) => canceled.has(m.executionId))).toEqual([]);
     for (let k = 0; k < BUCKETS; k++) await clock.flush(bucketStub(k));
-    for (const r of sameBucket) expect((await jobRow(r.job_id))).toMatchObject({ status: "canceled", run_status: "canceled" });
+    for (const r of sameBucket) expect(await jobRow(r.job_id)).toMatchObject({ status: "canceled", run_status: "canceled" });
   });
 });
 
@@ -120,7 +120,13 @@ describe("firing", () => {
 
     // invariant 1: the job is in D1 by the time the 201 arrived, and its bucket acknowledged it
     expect(await jobRow(job.id)).toMatchObject({
-      tenant: "acme", status: "active", version: 1, synced: 1, next_run_at: exe.due_at, run_status: null, attempts: 0,
+      tenant: "acme",
+      status: "active",
+      version: 1,
+      synced: 1,
+      next_run_at: exe.due_at,
+      run_status: null,
+      attempts: 0,
     });
     expect(exe.id).toBe(`exe_${job.id.slice(4)}`);
     expect(await live(stub, exe.id)).toMatchObject({ status: "scheduled", dueAt: exe.due_at, attempts: 0, jobId: job.id });
@@ -284,10 +290,20 @@ describe("firing", () => {
       occurrenceAt: e.exe.due_at,
       attempts: 1,
       lastHttpStatus: 500,
-      attemptLog: [expect.objectContaining({ attempt: 1, dueAt: e.exe.due_at, outcome: "retryable", httpStatus: 500, error: expect.stringContaining("HTTP 500") })],
+      attemptLog: [
+        expect.objectContaining({
+          attempt: 1,
+          dueAt: e.exe.due_at,
+          outcome: "retryable",
+          httpStatus: 500,
+          error: expect.stringContaining("HTTP 500"),
+        }),
+      ],
     });
     expect(await bucketRow(e.stub, e.exe.id)).toMatchObject({ due_at: retryAt, attempt: 1 });
-    const shown = (await (await api(`/v1/jobs/${e.job.id}/executions`)).json()) as { executions: { status: string; attempts: { outcome: string; httpStatus: number }[] }[] };
+    const shown = (await (await api(`/v1/jobs/${e.job.id}/executions`)).json()) as {
+      executions: { status: string; attempts: { outcome: string; httpStatus: number }[] }[];
+    };
     expect(shown.executions).toEqual([
       expect.objectContaining({ status: "scheduled", attempts: [expect.objectContaining({ outcome: "retryable", httpStatus: 500 })] }),
     ]);
@@ -327,7 +343,11 @@ describe("firing", () => {
     const good = await newExecution({ target: { url: `${receiverUrl()}${goodPath}` }, delay: "1m" });
     const bad = await newExecution({ target: { url: `${receiverUrl()}${badPath}` }, delay: "1m" });
     // a header value fetch() refuses (stored before the API checked it, or by an older version)
-    await bucketSql(bad.stub, `UPDATE executions SET spec = json_set(spec, '$.target.headers', json('{"x-note":"a\\r\\nb"}')) WHERE id = ?`, bad.exe.id);
+    await bucketSql(
+      bad.stub,
+      `UPDATE executions SET spec = json_set(spec, '$.target.headers', json('{"x-note":"a\\r\\nb"}')) WHERE id = ?`,
+      bad.exe.id,
+    );
     const messages = [...(await dispatchAtDue(good)), ...(await dispatchAtDue(bad))];
     expect(messages.map((m) => m.executionId)).toEqual([good.exe.id, bad.exe.id]);
 
@@ -338,7 +358,10 @@ describe("firing", () => {
     expect(await received(goodPath)).toHaveLength(1);
     // the broken one failed for good at once: not retried, not left running until its lease expires
     expect(await live(bad.stub, bad.exe.id)).toMatchObject({
-      status: "dead", attempts: 1, lastHttpStatus: null, lastError: expect.stringContaining("could not be built"),
+      status: "dead",
+      attempts: 1,
+      lastHttpStatus: null,
+      lastError: expect.stringContaining("could not be built"),
     });
     expect(await received(badPath)).toEqual([]);
 

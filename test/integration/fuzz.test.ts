@@ -76,9 +76,14 @@ async function check<T>(name: string, property: fc.IAsyncProperty<T>, runs = RUN
         .replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, (c) => `\\u${c.charCodeAt(0).toString(16)}`);
     const report = error instanceof Error ? error.message : String(error);
     const cause = error instanceof Error && error.cause instanceof Error ? `\ncause: ${error.cause.message}` : "";
-    throw new Error(`fuzz property "${name}" failed: replay with FUZZ_SEED=${SEED} (this property's seed ${seed})${short(cause)}\n${short(report)}`);
+    throw new Error(
+      `fuzz property "${name}" failed: replay with FUZZ_SEED=${SEED} (this property's seed ${seed})${short(cause)}\n${short(report)}`,
+    );
   }
-  const answered = [...statuses].sort(([a], [b]) => a - b).map(([status, n]) => `${status}×${n}`).join(" ");
+  const answered = [...statuses]
+    .sort(([a], [b]) => a - b)
+    .map(([status, n]) => `${status}×${n}`)
+    .join(" ");
   console.log(`fuzz ${name}: ${runs} cases passed (FUZZ_SEED=${SEED}, property seed ${seed}; answers ${answered})`);
 }
 
@@ -116,22 +121,63 @@ function anythingText(value: unknown): string {
 }
 
 const loneSurrogate = fc.integer({ min: 0xd800, max: 0xdfff }).map((c) => String.fromCharCode(c));
-const unicodeString = fc.string({ unit: fc.oneof(fc.string({ unit: "binary", minLength: 1, maxLength: 1 }), loneSurrogate), maxLength: 40 });
+const unicodeString = fc.string({
+  unit: fc.oneof(fc.string({ unit: "binary", minLength: 1, maxLength: 1 }), loneSurrogate),
+  maxLength: 40,
+});
 /** 1 KB .. 200 KB: larger than every field limit and, past 128 KB, the request limit */
 const hugeString = fc
   .tuple(fc.string({ unit: "binary", minLength: 1, maxLength: 3 }), fc.integer({ min: 1_000, max: 200_000 }))
   .map(([s, n]) => s.repeat(Math.ceil(n / s.length)).slice(0, n));
 const trickyString = fc.constantFrom(
-  "", " ", "\u0000", "\r\n", "a\r\nx-injected: 1", "null", "undefined", "true", "NaN", "Infinity", "-Infinity", "-1", "1e400",
+  "",
+  " ",
+  "\u0000",
+  "\r\n",
+  "a\r\nx-injected: 1",
+  "null",
+  "undefined",
+  "true",
+  "NaN",
+  "Infinity",
+  "-Infinity",
+  "-1",
+  "1e400",
+  "0x10",
+  "9007199254740993",
+  "-0",
+  "💥",
+  "\ud800",
+  "\udfff",
+  "\udfff\ud800",
+  "../../etc/passwd",
+  "%00",
+  "%ZZ",
   // biome-ignore lint/suspicious/noTemplateCurlyInString: "${x}" is a tricky input on purpose
-  "0x10", "9007199254740993", "-0", "💥", "\ud800", "\udfff", "\udfff\ud800", "../../etc/passwd", "%00", "%ZZ", "${x}",
-  "__proto__", "constructor", "toString", "\u202e", "\ufeff", "ﬀ", "İ",
+  "${x}",
+  "__proto__",
+  "constructor",
+  "toString",
+  "\u202e",
+  "\ufeff",
+  "ﬀ",
+  "İ",
 );
 const wildString = fc.oneof(fc.string({ maxLength: 40 }), unicodeString, trickyString, hugeString);
 
 const rawNumberToken = fc.constantFrom(
-  "1e400", "-1e400", "1E-400", "-0", "0.0", "123456789012345678901234567890", "-123456789012345678901234567890",
-  "9007199254740993", "1.0000000000000002", "0.1e1", "1e2", "4.9e-324",
+  "1e400",
+  "-1e400",
+  "1E-400",
+  "-0",
+  "0.0",
+  "123456789012345678901234567890",
+  "-123456789012345678901234567890",
+  "9007199254740993",
+  "1.0000000000000002",
+  "0.1e1",
+  "1e2",
+  "4.9e-324",
 );
 const wildNumber = fc.oneof(
   fc.integer(),
@@ -157,37 +203,122 @@ const wildTime = fc.oneof(
   fc.date({ noInvalidDate: true }).map((d) => d.toISOString()),
   fc.date({ noInvalidDate: true }).map((d) => d.toISOString().replace("Z", "+23:59")),
   fc.constantFrom(
-    "0000-01-01T00:00:00Z", "0001-01-01T00:00:00Z", "1969-12-31T23:59:59Z", "9999-12-31T23:59:59Z", "+275760-09-13T00:00:00Z",
-    "-271821-04-20T00:00:00Z", "2026-02-30T00:00:00Z", "2028-02-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-01-01T24:00:00Z",
-    "2026-01-01T23:59:60Z", "2026-01-01T00:00:00+25:00", "2026-01-01T00:00:00-00:60", "2026-01-01", "2026-01-01T00:00:00",
-    "2026-01-01T00:00:00.999999999999Z", "now", "tomorrow", "P1D", "1d", "-1d", "500ms", "0", "1e3", 9_007_199_254_740_991, 9e15, 8.64e15 + 1,
-    8.64e15, 8.64e15 - 1_000, 1e15, 253_402_300_799_999, 253_402_300_800_000,
+    "0000-01-01T00:00:00Z",
+    "0001-01-01T00:00:00Z",
+    "1969-12-31T23:59:59Z",
+    "9999-12-31T23:59:59Z",
+    "+275760-09-13T00:00:00Z",
+    "-271821-04-20T00:00:00Z",
+    "2026-02-30T00:00:00Z",
+    "2028-02-29T00:00:00Z",
+    "2026-13-01T00:00:00Z",
+    "2026-01-01T24:00:00Z",
+    "2026-01-01T23:59:60Z",
+    "2026-01-01T00:00:00+25:00",
+    "2026-01-01T00:00:00-00:60",
+    "2026-01-01",
+    "2026-01-01T00:00:00",
+    "2026-01-01T00:00:00.999999999999Z",
+    "now",
+    "tomorrow",
+    "P1D",
+    "1d",
+    "-1d",
+    "500ms",
+    "0",
+    "1e3",
+    9_007_199_254_740_991,
+    9e15,
+    8.64e15 + 1,
+    8.64e15,
+    8.64e15 - 1_000,
+    1e15,
+    253_402_300_799_999,
+    253_402_300_800_000,
   ),
   wild,
 );
 const wildDuration = fc.oneof(
-  fc.tuple(fc.oneof(fc.nat(), fc.double({ min: 0, max: 1e12, noNaN: true })), fc.constantFrom("ms", "s", "m", "h", "d", "", "w", " s")).map(([n, u]) => `${n}${u}`),
+  fc
+    .tuple(fc.oneof(fc.nat(), fc.double({ min: 0, max: 1e12, noNaN: true })), fc.constantFrom("ms", "s", "m", "h", "d", "", "w", " s"))
+    .map(([n, u]) => `${n}${u}`),
   fc.constantFrom("0ms", "1.5s", ".5s", "5.s", "1e3ms", "367d", "366d", "8784h", "31622400000", "-5m", " 5m ", "5M", "٥m"),
   wildTime,
 );
 const wildCron = fc.oneof(
   fc.constantFrom(
-    "* * * * *", "0 0 1 1 *", "*/5 * * * * *", "0 0 30 2 *", "0 0 31 4 *", "60 * * * *", "* 24 * * *", "*/0 * * * *",
-    "5-1 * * * *", "0 0 L * *", "0 0 * * 5L", "0 0 * * MON#6", "0 0 1W * *", "@yearly", "@reboot", "* * * * * * *", "",
-    " ", "0 0 29 2 1", "0 0 1 1 * 2099", "? ? ? ? ?", "1,2,3,4,5,6,7,8,9,10,11,12 * * * *", "0 0 0 0 0",
+    "* * * * *",
+    "0 0 1 1 *",
+    "*/5 * * * * *",
+    "0 0 30 2 *",
+    "0 0 31 4 *",
+    "60 * * * *",
+    "* 24 * * *",
+    "*/0 * * * *",
+    "5-1 * * * *",
+    "0 0 L * *",
+    "0 0 * * 5L",
+    "0 0 * * MON#6",
+    "0 0 1W * *",
+    "@yearly",
+    "@reboot",
+    "* * * * * * *",
+    "",
+    " ",
+    "0 0 29 2 1",
+    "0 0 1 1 * 2099",
+    "? ? ? ? ?",
+    "1,2,3,4,5,6,7,8,9,10,11,12 * * * *",
+    "0 0 0 0 0",
   ),
   fc
-    .array(fc.constantFrom("*", "*/5", "0", "59", "60", "1-5", "5-1", "L", "W", "#", "?", "MON", "JAN", "*/0", "1,2", "-1", "99999999999", "1/0"), {
-      minLength: 1,
-      maxLength: 8,
-    })
+    .array(
+      fc.constantFrom(
+        "*",
+        "*/5",
+        "0",
+        "59",
+        "60",
+        "1-5",
+        "5-1",
+        "L",
+        "W",
+        "#",
+        "?",
+        "MON",
+        "JAN",
+        "*/0",
+        "1,2",
+        "-1",
+        "99999999999",
+        "1/0",
+      ),
+      {
+        minLength: 1,
+        maxLength: 8,
+      },
+    )
     .map((a) => a.join(" ")),
   wildString,
 );
 const wildZone = fc.oneof(
   fc.constantFrom(
-    "UTC", "Europe/Berlin", "America/St_Johns", "Asia/Kathmandu", "Pacific/Kiritimati", "Australia/Lord_Howe", "Etc/GMT+12",
-    "Etc/GMT-14", "Mars/Olympus", "utc", "Z", "+05:30", "GMT+1", "Europe/Berlin\u0000", "../../UTC", "America/Argentina/ComodRivadavia",
+    "UTC",
+    "Europe/Berlin",
+    "America/St_Johns",
+    "Asia/Kathmandu",
+    "Pacific/Kiritimati",
+    "Australia/Lord_Howe",
+    "Etc/GMT+12",
+    "Etc/GMT-14",
+    "Mars/Olympus",
+    "utc",
+    "Z",
+    "+05:30",
+    "GMT+1",
+    "Europe/Berlin\u0000",
+    "../../UTC",
+    "America/Argentina/ComodRivadavia",
   ),
   wildString,
 );
@@ -195,11 +326,28 @@ const wildZone = fc.oneof(
 const ok = <T>(valid: fc.Arbitrary<T>) => fc.oneof({ weight: 3, arbitrary: valid }, { weight: 1, arbitrary: wild });
 const headerName = fc.oneof(
   fc.stringMatching(/^[a-z][a-z0-9-]{0,15}$/),
-  fc.constantFrom("host", "Host", "content-length", "webhook-signature", "Webhook-Id", "idempotency-key", "x-scheduler-attempt", "connection", "transfer-encoding", "user-agent", "content-type"),
+  fc.constantFrom(
+    "host",
+    "Host",
+    "content-length",
+    "webhook-signature",
+    "Webhook-Id",
+    "idempotency-key",
+    "x-scheduler-attempt",
+    "connection",
+    "transfer-encoding",
+    "user-agent",
+    "content-type",
+  ),
   fc.string({ maxLength: 20 }),
   unicodeString,
 );
-const headerValue = fc.oneof(fc.string({ maxLength: 30 }), fc.string({ unit: "binary", maxLength: 10 }), trickyString, fc.integer({ min: 2040, max: 2060 }).map((n) => "v".repeat(n)));
+const headerValue = fc.oneof(
+  fc.string({ maxLength: 30 }),
+  fc.string({ unit: "binary", maxLength: 10 }),
+  trickyString,
+  fc.integer({ min: 2040, max: 2060 }).map((n) => "v".repeat(n)),
+);
 const targetHeaders = fc.oneof(
   fc.dictionary(headerName, headerValue, { maxKeys: 5 }),
   fc.dictionary(fc.stringMatching(/^x-[a-z]{1,8}$/), fc.constant("1"), { minKeys: 30, maxKeys: 40 }),
@@ -208,9 +356,23 @@ const targetHeaders = fc.oneof(
 const targetUrl = fc.oneof(
   { weight: 4, arbitrary: fc.constant("receiver") }, // replaced by the loopback receiver's URL
   fc.constantFrom(
-    "https://example.com/hook", "http://2130706433/", "http://0x7f.1/", "http://[::1]/", "http://[::ffff:127.0.0.1]/", "http://169.254.169.254/latest",
-    "ftp://example.com/", "javascript:alert(1)", "data:text/plain,hi", "file:///etc/passwd", "https://user:pw@example.com/", "//example.com",
-    "https://example.com:99999/", "https://exa mple.com/", "https://xn--/", "https://[fe80::1%25eth0]/", `https://example.com/${"a".repeat(2100)}`,
+    "https://example.com/hook",
+    "http://2130706433/",
+    "http://0x7f.1/",
+    "http://[::1]/",
+    "http://[::ffff:127.0.0.1]/",
+    "http://169.254.169.254/latest",
+    "ftp://example.com/",
+    "javascript:alert(1)",
+    "data:text/plain,hi",
+    "file:///etc/passwd",
+    "https://user:pw@example.com/",
+    "//example.com",
+    "https://example.com:99999/",
+    "https://exa mple.com/",
+    "https://xn--/",
+    "https://[fe80::1%25eth0]/",
+    `https://example.com/${"a".repeat(2100)}`,
   ),
   fc.webUrl(),
   wildString,
@@ -245,7 +407,11 @@ const retry = fc.oneof(
   ),
   wild,
 );
-const metadata = fc.oneof(fc.dictionary(fc.string({ maxLength: 10 }), fc.jsonValue({ maxDepth: 3 }), { maxKeys: 5 }), fc.object({ maxDepth: 2 }), wild);
+const metadata = fc.oneof(
+  fc.dictionary(fc.string({ maxLength: 10 }), fc.jsonValue({ maxDepth: 3 }), { maxKeys: 5 }),
+  fc.object({ maxDepth: 2 }),
+  wild,
+);
 
 /** Any mix of fields, each possibly wild: mostly refused, it reaches the checks in every order. */
 const looseJob = fc.record(
@@ -296,14 +462,16 @@ const common = {
   metadata: fc.dictionary(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }),
 };
 const DAY = 86_400_000;
-const validOneOff = fc.tuple(
-  fc.record(common, { requiredKeys: ["target"] }),
-  fc.oneof(
-    fc.record({ delay: fc.constantFrom("1h", "90m", 7_200_000, "2d", "0ms") }),
-    fc.record({ runAt: fc.integer({ min: -DAY, max: 300 * DAY }).map((d) => new Date(Date.now() + d).toISOString()) }),
-    fc.constant({}),
-  ),
-).map(([job, when]) => ({ ...job, ...when }));
+const validOneOff = fc
+  .tuple(
+    fc.record(common, { requiredKeys: ["target"] }),
+    fc.oneof(
+      fc.record({ delay: fc.constantFrom("1h", "90m", 7_200_000, "2d", "0ms") }),
+      fc.record({ runAt: fc.integer({ min: -DAY, max: 300 * DAY }).map((d) => new Date(Date.now() + d).toISOString()) }),
+      fc.constant({}),
+    ),
+  )
+  .map(([job, when]) => ({ ...job, ...when }));
 const validRecurring = fc.record(
   {
     ...common,
@@ -322,7 +490,21 @@ const mutation: fc.Arbitrary<readonly [readonly string[], unknown]> = fc.oneof(
   fc.tuple(fc.constant(["delay"]), wildDuration),
   fc.tuple(fc.constant(["cron"]), wildCron),
   fc.tuple(fc.constant(["timezone"]), wildZone),
-  fc.tuple(fc.constantFrom(["maxOccurrences"], ["catchUp"], ["timeoutMs"], ["name"], ["retry", "maxAttempts"], ["retry", "initialDelayMs"], ["retry", "maxDelayMs"], ["retry", "factor"], ["retry", "jitter"], ["target", "method"]), wild),
+  fc.tuple(
+    fc.constantFrom(
+      ["maxOccurrences"],
+      ["catchUp"],
+      ["timeoutMs"],
+      ["name"],
+      ["retry", "maxAttempts"],
+      ["retry", "initialDelayMs"],
+      ["retry", "maxDelayMs"],
+      ["retry", "factor"],
+      ["retry", "jitter"],
+      ["target", "method"],
+    ),
+    wild,
+  ),
   fc.tuple(fc.constant(["retry"]), retry),
   fc.tuple(fc.constant(["metadata"]), metadata),
   fc.tuple(fc.constant(["idempotencyKey"]), fc.oneof(fc.constantFrom("fuzz-k1", "fuzz-k2", "fuzz-k3"), wild)),
@@ -330,7 +512,10 @@ const mutation: fc.Arbitrary<readonly [readonly string[], unknown]> = fc.oneof(
   fc.tuple(fc.constant(["target", "url"]), targetUrl),
   fc.tuple(fc.constant(["target", "headers"]), targetHeaders),
   fc.tuple(fc.constant(["target", "body"]), fc.oneof(wild, hugeString, fc.jsonValue())),
-  fc.tuple(fc.string({ maxLength: 12 }).map((k) => [k]), wild), // an unknown (or empty-named) field
+  fc.tuple(
+    fc.string({ maxLength: 12 }).map((k) => [k]),
+    wild,
+  ), // an unknown (or empty-named) field
 );
 function mutate(job: Record<string, unknown>, [path, value]: readonly [readonly string[], unknown]): Record<string, unknown> {
   const out: Record<string, unknown> = { ...job };
@@ -370,7 +555,19 @@ function bodyOf(valueArb: fc.Arbitrary<unknown>): fc.Arbitrary<string | Uint8Arr
     fc.anything({ maxDepth: 3 }).map(anythingText),
     fc.oneof(fc.string({ maxLength: 60 }), unicodeString, trickyString, hugeString),
     fc.uint8Array({ maxLength: 100 }),
-    fc.constantFrom("", "{", "[", '{"target":', "{}", "[]", "null", "0", '""', '{"__proto__":{"target":{"url":"x"}}}', `${"[".repeat(5000)}${"]".repeat(5000)}`),
+    fc.constantFrom(
+      "",
+      "{",
+      "[",
+      '{"target":',
+      "{}",
+      "[]",
+      "null",
+      "0",
+      '""',
+      '{"__proto__":{"target":{"url":"x"}}}',
+      `${"[".repeat(5000)}${"]".repeat(5000)}`,
+    ),
   );
 }
 
@@ -380,18 +577,40 @@ const contentType = fc.oneof(
   { weight: 1, arbitrary: fc.constantFrom("text/plain", "multipart/form-data; boundary=x", "", "application/x-www-form-urlencoded") },
 );
 const idempotencyHeader = fc.option(
-  fc.oneof(fc.constantFrom("fuzz-k1", "fuzz-k2", "", " ", "k".repeat(200), "k".repeat(201)), fc.string({ unit: "binary-ascii", maxLength: 40 })),
+  fc.oneof(
+    fc.constantFrom("fuzz-k1", "fuzz-k2", "", " ", "k".repeat(200), "k".repeat(201)),
+    fc.string({ unit: "binary-ascii", maxLength: 40 }),
+  ),
   { nil: undefined },
 );
 
 const randomId = fc.oneof(
   fc.string({ maxLength: 40 }).map(encodeURIComponent),
   unicodeString.map((s) => encodeURIComponent(s.replace(/[\ud800-\udfff]/g, "x"))),
-  fc.constantFrom("job_", "exe_", `job_${"0".repeat(26)}`, `exe_${"z".repeat(26)}`, "%2e%2e", "%00", "..", "null", "undefined", "1", "-1", "job_%20", "a%2Fb"),
+  fc.constantFrom(
+    "job_",
+    "exe_",
+    `job_${"0".repeat(26)}`,
+    `exe_${"z".repeat(26)}`,
+    "%2e%2e",
+    "%00",
+    "..",
+    "null",
+    "undefined",
+    "1",
+    "-1",
+    "job_%20",
+    "a%2Fb",
+  ),
   fc.stringMatching(/^(job|exe)_[0-9a-z]{26}$/),
 );
 
-const queryValue = fc.oneof(fc.string({ maxLength: 20 }), wildNumber.map((n) => (n instanceof RawNumber ? n.token : String(n))), trickyString, fc.constantFrom("active", "paused", "canceled", "completed", "1", "200", "201", "0"));
+const queryValue = fc.oneof(
+  fc.string({ maxLength: 20 }),
+  wildNumber.map((n) => (n instanceof RawNumber ? n.token : String(n))),
+  trickyString,
+  fc.constantFrom("active", "paused", "canceled", "completed", "1", "200", "201", "0"),
+);
 /** A query string: URL-encoded pairs, or raw text (bad percent escapes, repeated keys, no value). */
 const queryString = fc.oneof(
   fc
@@ -401,15 +620,37 @@ const queryString = fc.oneof(
       for (const [k, v] of Object.entries(d)) p.append(k, v.replace(/[\ud800-\udfff]/g, "x"));
       return p.toString();
     }),
-  fc.constantFrom("limit=1&limit=2", "limit", "limit=", "=", "&&&", "status=active&status=paused", "cursor=%", "cursor=%E0%A4%A", "limit=%ZZ", "limit=1e2", "limit=0x10", "limit=50.0", "limit=-0", "limit=Infinity", "limit=%20", "%=%"),
+  fc.constantFrom(
+    "limit=1&limit=2",
+    "limit",
+    "limit=",
+    "=",
+    "&&&",
+    "status=active&status=paused",
+    "cursor=%",
+    "cursor=%E0%A4%A",
+    "limit=%ZZ",
+    "limit=1e2",
+    "limit=0x10",
+    "limit=50.0",
+    "limit=-0",
+    "limit=Infinity",
+    "limit=%20",
+    "%=%",
+  ),
   fc.string({ unit: "binary-ascii", maxLength: 40 }).map((s) => s.replace(/#/g, "")),
 );
 const cursor = fc.oneof(
   fc.string({ maxLength: 40 }),
-  fc.tuple(fc.oneof(fc.integer().map(String), fc.constantFrom("1e999", "-0", "NaN", "9007199254740993", "", " 1", "0x10", "1.5")), fc.string({ maxLength: 30 })).map(([a, b]) =>
-    // biome-ignore lint/suspicious/noControlCharactersInRegex: the Latin-1 range, control characters included, is what btoa takes
-    btoa(`${a}:${b.replace(/[^\x00-\xff]/g, "x")}`).replace(/=+$/, ""),
-  ),
+  fc
+    .tuple(
+      fc.oneof(fc.integer().map(String), fc.constantFrom("1e999", "-0", "NaN", "9007199254740993", "", " 1", "0x10", "1.5")),
+      fc.string({ maxLength: 30 }),
+    )
+    .map(([a, b]) =>
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: the Latin-1 range, control characters included, is what btoa takes
+      btoa(`${a}:${b.replace(/[^\x00-\xff]/g, "x")}`).replace(/=+$/, ""),
+    ),
   fc.constantFrom("", "%", "=", "====", "AAAA", "MTo=", "OjE", "LTE6am9i", "a".repeat(201)),
 );
 
@@ -561,8 +802,15 @@ async function snapshot(): Promise<unknown> {
       out.push(await bucketStub((await jobRow(id))!.bucket).inspect({ jobId: id }));
     }
     const ids = JSON.stringify(a.jobIds);
-    for (const [table, column] of [["jobs", "id"], ["occurrences", "job_id"], ["dead_letters", "job_id"]] as const) {
-      out.push((await env.DB.prepare(`SELECT * FROM ${table} WHERE ${column} IN (SELECT value FROM json_each(?)) ORDER BY 1, 2`).bind(ids).all()).results);
+    for (const [table, column] of [
+      ["jobs", "id"],
+      ["occurrences", "job_id"],
+      ["dead_letters", "job_id"],
+    ] as const) {
+      out.push(
+        (await env.DB.prepare(`SELECT * FROM ${table} WHERE ${column} IN (SELECT value FROM json_each(?)) ORDER BY 1, 2`).bind(ids).all())
+          .results,
+      );
     }
   }
   out.push((await env.DB.prepare("SELECT * FROM idempotency_keys WHERE key = 'fuzz-k1' ORDER BY tenant").all()).results);
@@ -585,214 +833,293 @@ const idFor = (kind: "job" | "execution") =>
     { weight: 3, arbitrary: randomId },
     fc.constantFrom(...(kind === "job" ? globex.jobIds : globex.executionIds)),
     fc
-      .tuple(fc.constantFrom(...(kind === "job" ? acme.jobIds : acme.executionIds)), fc.constantFrom((s: string) => s.toUpperCase(), (s: string) => `${s}%20`, (s: string) => `%20${s}`, (s: string) => s.slice(0, -1), (s: string) => `${s}x`, (s: string) => `${s}%00`, (s: string) => `${s};`, (s: string) => `${s}%0A`))
+      .tuple(
+        fc.constantFrom(...(kind === "job" ? acme.jobIds : acme.executionIds)),
+        fc.constantFrom(
+          (s: string) => s.toUpperCase(),
+          (s: string) => `${s}%20`,
+          (s: string) => `%20${s}`,
+          (s: string) => s.slice(0, -1),
+          (s: string) => `${s}x`,
+          (s: string) => `${s}%00`,
+          (s: string) => `${s};`,
+          (s: string) => `${s}%0A`,
+        ),
+      )
       .map(([id, change]) => change(id)),
   );
 
 // --- the properties ------------------------------------------------------------------------------
 
 describe(`fuzz (FUZZ_SEED=${SEED}, FUZZ_RUNS=${RUNS})`, () => {
-  it("POST /v1/jobs: any body and headers answer 2xx or a 4xx naming the field; a refusal creates nothing", async () => {
-    await check(
-      "POST /v1/jobs",
-      fc.asyncProperty(bodyOf(jobRequest.map((j) => withReceiver(j, `${receiverUrl()}/ok?fuzz`))), contentType, idempotencyHeader, async (body, type, key) => {
-        const headers: Record<string, string> = {};
-        if (type) headers["content-type"] = type;
-        if (key !== undefined) headers["idempotency-key"] = key;
-        const req: Sent = { method: "POST", path: "/v1/jobs", body, headers };
-        const count = await jobCount();
-        const res = await send(req);
-        if (res === null) return;
-        const shown = (await expectWellFormed(res, req)) as { id?: string };
-        if (res.status >= 400 || res.status === 200) expect(await jobCount(), describeRequest(req)).toBe(count);
-        else {
-          // accepted: durable in D1 (invariant 1) and readable, nothing lost
-          expect(res.status).toBe(201);
-          expect(await jobCount(), describeRequest(req)).toBe(count + 1);
-          expect(await jobRow(shown.id!), describeRequest(req)).toMatchObject({ tenant: "acme", status: "active" });
-        }
-      }),
-    );
-  }, TIMEOUT_MS);
-
-  it("POST /v1/jobs/batch: any body answers 2xx with one well-formed result per item, or a 4xx naming the field", async () => {
-    const jobsValue = fc.oneof(
-      { weight: 4, arbitrary: fc.array(jobRequest.map((j) => withReceiver(j, `${receiverUrl()}/ok?fuzz`)), { maxLength: 12 }) },
-      fc.array(wild, { maxLength: 5 }),
-      wild,
-      fc.constant(Array.from({ length: 1001 }, () => ({}))),
-    );
-    const batch = fc.oneof({ weight: 4, arbitrary: fc.record({ jobs: jobsValue }) }, fc.record({ jobs: jobsValue, extra: wild }), wild);
-    await check(
-      "POST /v1/jobs/batch",
-      fc.asyncProperty(bodyOf(batch), async (body) => {
-        const req: Sent = { method: "POST", path: "/v1/jobs/batch", body, headers: { "content-type": "application/json" } };
-        const count = await jobCount();
-        const res = await send(req);
-        if (res === null) return;
-        const shown = await expectWellFormed(res, req);
-        if (res.status >= 400) {
-          expect(await jobCount(), describeRequest(req)).toBe(count);
-          return;
-        }
-        expect(res.status).toBe(200);
-        let items: number | null = null;
-        try {
-          const parsed = JSON.parse(typeof body === "string" ? body : new TextDecoder().decode(body)) as { jobs?: unknown };
-          if (Array.isArray(parsed.jobs)) items = parsed.jobs.length;
-        } catch {
-          /* the 200 proves it parsed; the count check is skipped when the client cannot re-read it */
-        }
-        expectWellFormedBatch(shown, items, req);
-        const created = (shown as { results: { status: number; job?: { id: string } }[] }).results.filter((r) => r.status === 201);
-        expect(await jobCount(), describeRequest(req)).toBe(count + created.length);
-        for (const r of created) expect(await jobRow(r.job!.id), describeRequest(req)).toMatchObject({ tenant: "acme" });
-      }),
-    );
-  }, TIMEOUT_MS);
-
-  it("PATCH /v1/jobs/:id: any body on a real job answers 2xx or a 4xx naming the field, and a refused PATCH changes nothing", async () => {
-    const patch = fc.record(
-      {
-        name: fc.oneof(fc.string({ minLength: 1, maxLength: 30 }), fc.constant(null), wild),
-        target: fc.oneof(
-          fc.record({ url: targetUrl.map((u) => (u === "receiver" ? `${receiverUrl()}/ok?fuzz` : u)), method: wild, headers: targetHeaders, body: wild }, { requiredKeys: [] }),
-          wild,
-        ),
-        runAt: wildTime,
-        delay: wildDuration,
-        cron: wildCron,
-        timezone: wildZone,
-        startAt: wildTime,
-        endAt: wildTime,
-        maxOccurrences: wild,
-        catchUp: wild,
-        timeoutMs: ok(fc.integer({ min: 1_000, max: 900_000 })),
-        retry,
-        metadata: fc.oneof(metadata, fc.constant(null)),
-        idempotencyKey: fc.constant("not-patchable"),
-      },
-      { requiredKeys: [] },
-    );
-    const jobState = async (id: string) => [
-      await (await api(`/v1/jobs/${id}`)).json(),
-      (await env.DB.prepare("SELECT * FROM jobs WHERE id = ?").bind(id).first()) ?? null,
-      await (await api(`/v1/jobs/${id}/executions`)).json(),
-      await bucketStub((await jobRow(id))!.bucket).inspect({ jobId: id }),
-    ];
-    await check(
-      "PATCH /v1/jobs/:id",
-      fc.asyncProperty(fc.constantFrom("oneOff", "recurring") as fc.Arbitrary<"oneOff" | "recurring">, bodyOf(patch), async (which, body) => {
-        const id = sacrificial[which];
-        const req: Sent = { method: "PATCH", path: `/v1/jobs/${id}`, body, headers: { "content-type": "application/json" } };
-        const prior = await jobState(id);
-        const res = await send(req);
-        if (res === null) return;
-        await expectWellFormed(res, req);
-        if (res.status >= 400) expect(await jobState(id), describeRequest(req)).toEqual(prior);
-      }),
-    );
-  }, TIMEOUT_MS);
-
-  it("routes that take an id answer 2xx or a 4xx naming the field for random ids, another tenant's ids and near misses", async () => {
-    const route = fc.oneof(
-      idFor("job").map((id) => ({ method: "GET", path: `/v1/jobs/${id}` })),
-      idFor("job").map((id) => ({ method: "DELETE", path: `/v1/jobs/${id}` })),
-      fc.tuple(idFor("job"), bodyOf(fc.record({ name: wild }, { requiredKeys: [] }))).map(([id, body]) => ({ method: "PATCH", path: `/v1/jobs/${id}`, body })),
-      fc.tuple(idFor("job"), fc.constantFrom("pause", "resume")).map(([id, action]) => ({ method: "POST", path: `/v1/jobs/${id}/${action}` })),
-      fc.constantFrom("pause", "resume").map((action) => ({ method: "POST", path: `/v1/jobs/${sacrificial.recurring}/${action}` })),
-      idFor("job").map((id) => ({ method: "GET", path: `/v1/jobs/${id}/executions` })),
-      idFor("execution").map((id) => ({ method: "GET", path: `/v1/executions/${id}` })),
-      idFor("execution").map((id) => ({ method: "POST", path: `/v1/executions/${id}/redrive` })),
-    );
-    await check(
-      "id routes",
-      fc.asyncProperty(route, async (r: Sent) => {
-        const res = await send(r);
-        if (res === null) return;
-        await expectWellFormed(res, r);
-      }),
-    );
-  }, TIMEOUT_MS);
-
-  it("GET /v1/jobs and GET /v1/dlq: random query strings and cursors answer 2xx or a 4xx naming the parameter", async () => {
-    const request = fc.oneof(
-      queryString.map((q) => ({ method: "GET", path: `/v1/jobs?${q}` })),
-      queryString.map((q) => ({ method: "GET", path: `/v1/dlq?${q}` })),
-      fc.tuple(fc.constantFrom("/v1/jobs", "/v1/dlq"), cursor, fc.option(queryValue, { nil: undefined })).map(([path, c, limit]) => {
-        const p = new URLSearchParams({ cursor: c.replace(/[\ud800-\udfff]/g, "x") });
-        if (limit !== undefined) p.set("limit", limit.replace(/[\ud800-\udfff]/g, "x"));
-        return { method: "GET", path: `${path}?${p}` };
-      }),
-    );
-    await check(
-      "list queries",
-      fc.asyncProperty(request, async (r: Sent) => {
-        const res = await send(r);
-        if (res === null) return;
-        const body = (await expectWellFormed(res, r)) as { jobs?: unknown[]; executions?: unknown[]; nextCursor?: unknown };
-        if (res.status === 200) {
-          expect(Array.isArray(body.jobs ?? body.executions), describeRequest(r)).toBe(true);
-          expect(body.nextCursor === null || typeof body.nextCursor === "string").toBe(true);
-        }
-      }),
-    );
-  }, TIMEOUT_MS);
-
-  it("racing creates with one idempotency key make at most one job; the others replay it (200), conflict (409) or are refused (400, 413) (invariant 8)", async () => {
-    const base = fc.record(
-      {
-        name: fc.string({ minLength: 1, maxLength: 10 }),
-        delay: fc.constantFrom("1h", "2h", 3_600_000),
-        timeoutMs: fc.integer({ min: 1_000, max: 900_000 }),
-        metadata: fc.dictionary(fc.string({ maxLength: 5 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }),
-      },
-      { requiredKeys: [] },
-    );
-    const racers = fc.array(
-      fc.record({
-        body: fc.oneof({ weight: 3, arbitrary: fc.constant("same" as const) }, base, jobRequest),
-        via: fc.constantFrom("header", "field", "both"),
-      }),
-      { minLength: 2, maxLength: 6 },
-    );
-    await check(
-      "idempotency race",
-      fc.asyncProperty(base, racers, async (first, others) => {
-        const key = `race-${crypto.randomUUID()}`;
-        const url = `${receiverUrl()}/ok?fuzz`;
-        const requests = [{ body: first, via: "header" as const }, ...others].map(({ body, via }): Sent => {
-          const value = body === "same" ? first : body;
-          // the body's own idempotencyKey would win over the header: every racer uses the race's key
-          const { idempotencyKey: _own, ...withTarget } = withReceiver({ target: { url }, ...(value as object) }, url) as Record<string, unknown>;
-          const text = serialize(via === "header" ? withTarget : { ...withTarget, idempotencyKey: key });
-          return { method: "POST", path: "/v1/jobs", body: text, headers: { "content-type": "application/json", ...(via === "field" ? {} : { "idempotency-key": key }) } };
-        });
-        const answers = await Promise.all(
-          requests.map(async (req) => {
+  it(
+    "POST /v1/jobs: any body and headers answer 2xx or a 4xx naming the field; a refusal creates nothing",
+    async () => {
+      await check(
+        "POST /v1/jobs",
+        fc.asyncProperty(
+          bodyOf(jobRequest.map((j) => withReceiver(j, `${receiverUrl()}/ok?fuzz`))),
+          contentType,
+          idempotencyHeader,
+          async (body, type, key) => {
+            const headers: Record<string, string> = {};
+            if (type) headers["content-type"] = type;
+            if (key !== undefined) headers["idempotency-key"] = key;
+            const req: Sent = { method: "POST", path: "/v1/jobs", body, headers };
+            const count = await jobCount();
             const res = await send(req);
-            if (res === null) return null;
-            return { req, status: res.status, body: (await expectWellFormed(res, req)) as { id?: string } & Partial<Envelope> };
-          }),
-        );
-        const what = JSON.stringify(answers.map((a) => a && [a.status, a.body.id ?? a.body.error?.code, a.req.body]));
-        const done = answers.filter((a): a is NonNullable<typeof a> => a !== null);
-        for (const a of done) expect([200, 201, 400, 409, 413], `status ${what}`).toContain(a.status);
-        for (const a of done.filter((x) => x.status === 409)) expect(a.body.error, `409 envelope ${what}`).toMatchObject({ code: "idempotency_key_reused", field: "idempotencyKey" });
-        const ids = new Set(done.filter((a) => a.status === 200 || a.status === 201).map((a) => a.body.id));
-        expect(ids.size, `one job id ${what}`).toBeLessThanOrEqual(1);
-        expect(done.filter((a) => a.status === 201).length, `one 201 ${what}`).toBeLessThanOrEqual(1);
-        const { results } = await env.DB.prepare("SELECT id FROM jobs WHERE tenant = 'acme' AND idempotency_key = ?").bind(key).all<{ id: string }>();
-        expect(results.map((r) => r.id), `D1 rows ${what}`).toEqual([...ids]);
-        // a replay or a conflict implies the key has its one job
-        if (done.some((a) => a.status === 200 || a.status === 409)) expect(results, `replay implies a job ${what}`).toHaveLength(1);
-        // the same body as the job's own request is a replay, never a conflict
-        const winner = done.find((a) => a.status === 201);
-        if (winner) for (const a of done.filter((x) => x.req.body === winner.req.body)) expect([200, 201], `same body replays ${what}`).toContain(a.status);
-      }),
-      Math.max(10, Math.floor(RUNS / 3)),
-    );
-  }, TIMEOUT_MS);
+            if (res === null) return;
+            const shown = (await expectWellFormed(res, req)) as { id?: string };
+            if (res.status >= 400 || res.status === 200) expect(await jobCount(), describeRequest(req)).toBe(count);
+            else {
+              // accepted: durable in D1 (invariant 1) and readable, nothing lost
+              expect(res.status).toBe(201);
+              expect(await jobCount(), describeRequest(req)).toBe(count + 1);
+              expect(await jobRow(shown.id!), describeRequest(req)).toMatchObject({ tenant: "acme", status: "active" });
+            }
+          },
+        ),
+      );
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    "POST /v1/jobs/batch: any body answers 2xx with one well-formed result per item, or a 4xx naming the field",
+    async () => {
+      const jobsValue = fc.oneof(
+        {
+          weight: 4,
+          arbitrary: fc.array(
+            jobRequest.map((j) => withReceiver(j, `${receiverUrl()}/ok?fuzz`)),
+            { maxLength: 12 },
+          ),
+        },
+        fc.array(wild, { maxLength: 5 }),
+        wild,
+        fc.constant(Array.from({ length: 1001 }, () => ({}))),
+      );
+      const batch = fc.oneof({ weight: 4, arbitrary: fc.record({ jobs: jobsValue }) }, fc.record({ jobs: jobsValue, extra: wild }), wild);
+      await check(
+        "POST /v1/jobs/batch",
+        fc.asyncProperty(bodyOf(batch), async (body) => {
+          const req: Sent = { method: "POST", path: "/v1/jobs/batch", body, headers: { "content-type": "application/json" } };
+          const count = await jobCount();
+          const res = await send(req);
+          if (res === null) return;
+          const shown = await expectWellFormed(res, req);
+          if (res.status >= 400) {
+            expect(await jobCount(), describeRequest(req)).toBe(count);
+            return;
+          }
+          expect(res.status).toBe(200);
+          let items: number | null = null;
+          try {
+            const parsed = JSON.parse(typeof body === "string" ? body : new TextDecoder().decode(body)) as { jobs?: unknown };
+            if (Array.isArray(parsed.jobs)) items = parsed.jobs.length;
+          } catch {
+            /* the 200 proves it parsed; the count check is skipped when the client cannot re-read it */
+          }
+          expectWellFormedBatch(shown, items, req);
+          const created = (shown as { results: { status: number; job?: { id: string } }[] }).results.filter((r) => r.status === 201);
+          expect(await jobCount(), describeRequest(req)).toBe(count + created.length);
+          for (const r of created) expect(await jobRow(r.job!.id), describeRequest(req)).toMatchObject({ tenant: "acme" });
+        }),
+      );
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    "PATCH /v1/jobs/:id: any body on a real job answers 2xx or a 4xx naming the field, and a refused PATCH changes nothing",
+    async () => {
+      const patch = fc.record(
+        {
+          name: fc.oneof(fc.string({ minLength: 1, maxLength: 30 }), fc.constant(null), wild),
+          target: fc.oneof(
+            fc.record(
+              {
+                url: targetUrl.map((u) => (u === "receiver" ? `${receiverUrl()}/ok?fuzz` : u)),
+                method: wild,
+                headers: targetHeaders,
+                body: wild,
+              },
+              { requiredKeys: [] },
+            ),
+            wild,
+          ),
+          runAt: wildTime,
+          delay: wildDuration,
+          cron: wildCron,
+          timezone: wildZone,
+          startAt: wildTime,
+          endAt: wildTime,
+          maxOccurrences: wild,
+          catchUp: wild,
+          timeoutMs: ok(fc.integer({ min: 1_000, max: 900_000 })),
+          retry,
+          metadata: fc.oneof(metadata, fc.constant(null)),
+          idempotencyKey: fc.constant("not-patchable"),
+        },
+        { requiredKeys: [] },
+      );
+      const jobState = async (id: string) => [
+        await (await api(`/v1/jobs/${id}`)).json(),
+        (await env.DB.prepare("SELECT * FROM jobs WHERE id = ?").bind(id).first()) ?? null,
+        await (await api(`/v1/jobs/${id}/executions`)).json(),
+        await bucketStub((await jobRow(id))!.bucket).inspect({ jobId: id }),
+      ];
+      await check(
+        "PATCH /v1/jobs/:id",
+        fc.asyncProperty(
+          fc.constantFrom("oneOff", "recurring") as fc.Arbitrary<"oneOff" | "recurring">,
+          bodyOf(patch),
+          async (which, body) => {
+            const id = sacrificial[which];
+            const req: Sent = { method: "PATCH", path: `/v1/jobs/${id}`, body, headers: { "content-type": "application/json" } };
+            const prior = await jobState(id);
+            const res = await send(req);
+            if (res === null) return;
+            await expectWellFormed(res, req);
+            if (res.status >= 400) expect(await jobState(id), describeRequest(req)).toEqual(prior);
+          },
+        ),
+      );
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    "routes that take an id answer 2xx or a 4xx naming the field for random ids, another tenant's ids and near misses",
+    async () => {
+      const route = fc.oneof(
+        idFor("job").map((id) => ({ method: "GET", path: `/v1/jobs/${id}` })),
+        idFor("job").map((id) => ({ method: "DELETE", path: `/v1/jobs/${id}` })),
+        fc
+          .tuple(idFor("job"), bodyOf(fc.record({ name: wild }, { requiredKeys: [] })))
+          .map(([id, body]) => ({ method: "PATCH", path: `/v1/jobs/${id}`, body })),
+        fc
+          .tuple(idFor("job"), fc.constantFrom("pause", "resume"))
+          .map(([id, action]) => ({ method: "POST", path: `/v1/jobs/${id}/${action}` })),
+        fc.constantFrom("pause", "resume").map((action) => ({ method: "POST", path: `/v1/jobs/${sacrificial.recurring}/${action}` })),
+        idFor("job").map((id) => ({ method: "GET", path: `/v1/jobs/${id}/executions` })),
+        idFor("execution").map((id) => ({ method: "GET", path: `/v1/executions/${id}` })),
+        idFor("execution").map((id) => ({ method: "POST", path: `/v1/executions/${id}/redrive` })),
+      );
+      await check(
+        "id routes",
+        fc.asyncProperty(route, async (r: Sent) => {
+          const res = await send(r);
+          if (res === null) return;
+          await expectWellFormed(res, r);
+        }),
+      );
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    "GET /v1/jobs and GET /v1/dlq: random query strings and cursors answer 2xx or a 4xx naming the parameter",
+    async () => {
+      const request = fc.oneof(
+        queryString.map((q) => ({ method: "GET", path: `/v1/jobs?${q}` })),
+        queryString.map((q) => ({ method: "GET", path: `/v1/dlq?${q}` })),
+        fc.tuple(fc.constantFrom("/v1/jobs", "/v1/dlq"), cursor, fc.option(queryValue, { nil: undefined })).map(([path, c, limit]) => {
+          const p = new URLSearchParams({ cursor: c.replace(/[\ud800-\udfff]/g, "x") });
+          if (limit !== undefined) p.set("limit", limit.replace(/[\ud800-\udfff]/g, "x"));
+          return { method: "GET", path: `${path}?${p}` };
+        }),
+      );
+      await check(
+        "list queries",
+        fc.asyncProperty(request, async (r: Sent) => {
+          const res = await send(r);
+          if (res === null) return;
+          const body = (await expectWellFormed(res, r)) as { jobs?: unknown[]; executions?: unknown[]; nextCursor?: unknown };
+          if (res.status === 200) {
+            expect(Array.isArray(body.jobs ?? body.executions), describeRequest(r)).toBe(true);
+            expect(body.nextCursor === null || typeof body.nextCursor === "string").toBe(true);
+          }
+        }),
+      );
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    "racing creates with one idempotency key make at most one job; the others replay it (200), conflict (409) or are refused (400, 413) (invariant 8)",
+    async () => {
+      const base = fc.record(
+        {
+          name: fc.string({ minLength: 1, maxLength: 10 }),
+          delay: fc.constantFrom("1h", "2h", 3_600_000),
+          timeoutMs: fc.integer({ min: 1_000, max: 900_000 }),
+          metadata: fc.dictionary(fc.string({ maxLength: 5 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }),
+        },
+        { requiredKeys: [] },
+      );
+      const racers = fc.array(
+        fc.record({
+          body: fc.oneof({ weight: 3, arbitrary: fc.constant("same" as const) }, base, jobRequest),
+          via: fc.constantFrom("header", "field", "both"),
+        }),
+        { minLength: 2, maxLength: 6 },
+      );
+      await check(
+        "idempotency race",
+        fc.asyncProperty(base, racers, async (first, others) => {
+          const key = `race-${crypto.randomUUID()}`;
+          const url = `${receiverUrl()}/ok?fuzz`;
+          const requests = [{ body: first, via: "header" as const }, ...others].map(({ body, via }): Sent => {
+            const value = body === "same" ? first : body;
+            // the body's own idempotencyKey would win over the header: every racer uses the race's key
+            const { idempotencyKey: _own, ...withTarget } = withReceiver({ target: { url }, ...(value as object) }, url) as Record<
+              string,
+              unknown
+            >;
+            const text = serialize(via === "header" ? withTarget : { ...withTarget, idempotencyKey: key });
+            return {
+              method: "POST",
+              path: "/v1/jobs",
+              body: text,
+              headers: { "content-type": "application/json", ...(via === "field" ? {} : { "idempotency-key": key }) },
+            };
+          });
+          const answers = await Promise.all(
+            requests.map(async (req) => {
+              const res = await send(req);
+              if (res === null) return null;
+              return { req, status: res.status, body: (await expectWellFormed(res, req)) as { id?: string } & Partial<Envelope> };
+            }),
+          );
+          const what = JSON.stringify(answers.map((a) => a && [a.status, a.body.id ?? a.body.error?.code, a.req.body]));
+          const done = answers.filter((a): a is NonNullable<typeof a> => a !== null);
+          for (const a of done) expect([200, 201, 400, 409, 413], `status ${what}`).toContain(a.status);
+          for (const a of done.filter((x) => x.status === 409))
+            expect(a.body.error, `409 envelope ${what}`).toMatchObject({ code: "idempotency_key_reused", field: "idempotencyKey" });
+          const ids = new Set(done.filter((a) => a.status === 200 || a.status === 201).map((a) => a.body.id));
+          expect(ids.size, `one job id ${what}`).toBeLessThanOrEqual(1);
+          expect(done.filter((a) => a.status === 201).length, `one 201 ${what}`).toBeLessThanOrEqual(1);
+          const { results } = await env.DB.prepare("SELECT id FROM jobs WHERE tenant = 'acme' AND idempotency_key = ?")
+            .bind(key)
+            .all<{ id: string }>();
+          expect(
+            results.map((r) => r.id),
+            `D1 rows ${what}`,
+          ).toEqual([...ids]);
+          // a replay or a conflict implies the key has its one job
+          if (done.some((a) => a.status === 200 || a.status === 409)) expect(results, `replay implies a job ${what}`).toHaveLength(1);
+          // the same body as the job's own request is a replay, never a conflict
+          const winner = done.find((a) => a.status === 201);
+          if (winner)
+            for (const a of done.filter((x) => x.req.body === winner.req.body))
+              expect([200, 201], `same body replays ${what}`).toContain(a.status);
+        }),
+        Math.max(10, Math.floor(RUNS / 3)),
+      );
+    },
+    TIMEOUT_MS,
+  );
 
   it("changed nothing that was accepted before the run", async () => {
     // the clock did not move during the run: every job reads exactly as before, in D1, in its bucket and through the API
@@ -840,25 +1167,32 @@ describe("regressions found by the fuzz", () => {
     ["endAt", 8.64e15 + 1],
     ["startAt", 9e15],
     ["startAt", 8.64e15 - 1_000],
-  ])("refuses a recurring job with %s %d (past the last representable date) with a 4xx, or creates one that stays readable", async (field, value) => {
-    const name = `far-${field}-${value}`;
-    try {
-      const count = await jobCount();
-      const req: Sent = { method: "POST", path: "/v1/jobs", body: JSON.stringify({ name, target: { url: url() }, cron: "* * * * *", [field]: value }) };
-      const res = (await send(req))!;
-      const body = (await expectWellFormed(res, req)) as { id?: string } & Partial<Envelope>;
-      if (res.status >= 400) {
-        expect([field, "cron"]).toContain(body.error!.field);
-        expect(await jobCount()).toBe(count);
-      } else {
-        expect((await api(`/v1/jobs/${body.id}`)).status).toBe(200);
+  ])(
+    "refuses a recurring job with %s %d (past the last representable date) with a 4xx, or creates one that stays readable",
+    async (field, value) => {
+      const name = `far-${field}-${value}`;
+      try {
+        const count = await jobCount();
+        const req: Sent = {
+          method: "POST",
+          path: "/v1/jobs",
+          body: JSON.stringify({ name, target: { url: url() }, cron: "* * * * *", [field]: value }),
+        };
+        const res = (await send(req))!;
+        const body = (await expectWellFormed(res, req)) as { id?: string } & Partial<Envelope>;
+        if (res.status >= 400) {
+          expect([field, "cron"]).toContain(body.error!.field);
+          expect(await jobCount()).toBe(count);
+        } else {
+          expect((await api(`/v1/jobs/${body.id}`)).status).toBe(200);
+        }
+        // either way the tenant's list still reads
+        expect((await api("/v1/jobs?limit=200")).status).toBe(200);
+      } finally {
+        await purge(name);
       }
-      // either way the tenant's list still reads
-      expect((await api("/v1/jobs?limit=200")).status).toBe(200);
-    } finally {
-      await purge(name);
-    }
-  });
+    },
+  );
 
   it("refuses a PATCH that moves a recurring job's endAt past the last representable date, or keeps the job readable", async () => {
     const name = "far-endAt-patch";
@@ -879,25 +1213,28 @@ describe("regressions found by the fuzz", () => {
     }
   });
 
-  it.each([["\ud800"], ["key-\udfff-x"]])("treats an idempotency key with a lone surrogate (%j) like any key or refuses it with a 400, never a 500 (invariant 8)", async (key) => {
-    const name = `lone-surrogate-${key.charCodeAt(key.length > 1 ? 4 : 0).toString(16)}`;
-    try {
-      const count = await jobCount();
-      const body = JSON.stringify({ name, target: { url: url() }, delay: "1h", idempotencyKey: key });
-      const first = (await send({ method: "POST", path: "/v1/jobs", body }))!;
-      const shown = (await expectWellFormed(first, { method: "POST", path: "/v1/jobs", body })) as { id?: string } & Partial<Envelope>;
-      if (first.status === 400) {
-        expect(shown.error!.field).toBe("idempotencyKey");
-        expect(await jobCount()).toBe(count);
-        return;
+  it.each([["\ud800"], ["key-\udfff-x"]])(
+    "treats an idempotency key with a lone surrogate (%j) like any key or refuses it with a 400, never a 500 (invariant 8)",
+    async (key) => {
+      const name = `lone-surrogate-${key.charCodeAt(key.length > 1 ? 4 : 0).toString(16)}`;
+      try {
+        const count = await jobCount();
+        const body = JSON.stringify({ name, target: { url: url() }, delay: "1h", idempotencyKey: key });
+        const first = (await send({ method: "POST", path: "/v1/jobs", body }))!;
+        const shown = (await expectWellFormed(first, { method: "POST", path: "/v1/jobs", body })) as { id?: string } & Partial<Envelope>;
+        if (first.status === 400) {
+          expect(shown.error!.field).toBe("idempotencyKey");
+          expect(await jobCount()).toBe(count);
+          return;
+        }
+        expect(first.status).toBe(201);
+        const again = (await send({ method: "POST", path: "/v1/jobs", body }))!;
+        expect(again.status).toBe(200);
+        expect(((await again.json()) as { id: string }).id).toBe(shown.id);
+        expect(await jobCount()).toBe(count + 1);
+      } finally {
+        await purge(name);
       }
-      expect(first.status).toBe(201);
-      const again = (await send({ method: "POST", path: "/v1/jobs", body }))!;
-      expect(again.status).toBe(200);
-      expect(((await again.json()) as { id: string }).id).toBe(shown.id);
-      expect(await jobCount()).toBe(count + 1);
-    } finally {
-      await purge(name);
-    }
-  });
+    },
+  );
 });

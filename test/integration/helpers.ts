@@ -8,17 +8,16 @@ import {
   createMessageBatch,
   createScheduledController,
   getQueueResult,
-  runInDurableObject,
   type QueueResult,
+  runInDurableObject,
   waitOnExecutionContext,
 } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
-import { afterAll, beforeAll, inject, vi, type MockInstance } from "vitest";
+import { afterAll, beforeAll, inject, type MockInstance, vi } from "vitest";
 import type { Bucket } from "../../src/bucket/bucket";
+import type { FireMessage, LiveExecution } from "../../src/bucket/protocol";
 import { configOf } from "../../src/config";
 import worker from "../../src/index";
-import type { FireMessage } from "../../src/env";
-import type { LiveExecution } from "../../src/bucket/protocol";
 
 /** The settings the integration project runs with: src/config.ts's defaults under vitest.config.ts's bindings. */
 export const CONFIG = configOf(env);

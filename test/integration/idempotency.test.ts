@@ -37,7 +37,11 @@ async function rowsForKey(tenant: string, key: string): Promise<{ jobs: string[]
   const ids = JSON.stringify(jobs.results.map((r) => r.id));
   const executions: string[] = [];
   for (let k = 0; k < BUCKETS; k++) {
-    const rows = await bucketSql<{ id: string }>(bucketStub(k), "SELECT id FROM executions WHERE job_id IN (SELECT value FROM json_each(?))", ids);
+    const rows = await bucketSql<{ id: string }>(
+      bucketStub(k),
+      "SELECT id FROM executions WHERE job_id IN (SELECT value FROM json_each(?))",
+      ids,
+    );
     executions.push(...rows.map((r) => r.id));
   }
   return { jobs: jobs.results.map((r) => r.id), executions };
@@ -161,8 +165,10 @@ describe("idempotent create", () => {
     expect(later.status).toBe(201);
     const laterId = (await later.json<{ id: string }>()).id;
     expect(laterId).not.toBe(firstId);
-    const owner = await env.DB.prepare("SELECT job_id FROM idempotency_keys WHERE tenant = 'acme' AND key = ?").bind(key).first<{ job_id: string }>();
+    const owner = await env.DB.prepare("SELECT job_id FROM idempotency_keys WHERE tenant = 'acme' AND key = ?")
+      .bind(key)
+      .first<{ job_id: string }>();
     expect(owner?.job_id).toBe(laterId);
-    expect(((await post(body, key)).status)).toBe(200);
+    expect((await post(body, key)).status).toBe(200);
   });
 });

@@ -18,14 +18,15 @@ import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it, vi } from "vitest";
 import { Bucket } from "../../src/bucket/bucket";
-import type { ClaimResult, CompletionReport, CompletionResult } from "../../src/bucket/protocol";
-import type { FireMessage } from "../../src/env";
+import type { ClaimResult, CompletionReport, CompletionResult, FireMessage } from "../../src/bucket/protocol";
 import {
-  CONFIG,
   alarmOf,
   api,
+  CONFIG,
   captureFiresForFile,
   counters,
+  dispatchNow,
+  type Execution,
   fileClock,
   fire,
   jobRow,
@@ -34,8 +35,6 @@ import {
   receiverUrl,
   runAlarm,
   uniquePath,
-  type Execution,
-  dispatchNow,
 } from "./helpers";
 
 const HEAD_START_MS = 10 * 60_000;
@@ -50,7 +49,6 @@ const OK_200 = { kind: "succeeded", httpStatus: 200, excerpt: "ok" } as const;
 const FAILED_503 = { kind: "failed", failure: "retryable", httpStatus: 503, error: "HTTP 503" } as const;
 
 type Lease = Extract<ClaimResult, { ok: true }>;
-
 
 const dispatch = (e: Execution) => dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent);
 
@@ -76,7 +74,15 @@ async function fireObserved(messages: FireMessage[]) {
 async function shown(jobId: string) {
   const res = await api(`/v1/jobs/${jobId}/executions`);
   expect(res.status).toBe(200);
-  const body = (await res.json()) as { executions: { id: string; status: string; attempts: { attempt: number; outcome: string; httpStatus: number | null }[]; lastHttpStatus: number | null; deadReason: string | null }[] };
+  const body = (await res.json()) as {
+    executions: {
+      id: string;
+      status: string;
+      attempts: { attempt: number; outcome: string; httpStatus: number | null }[];
+      lastHttpStatus: number | null;
+      deadReason: string | null;
+    }[];
+  };
   return body.executions[0]!;
 }
 
@@ -204,7 +210,11 @@ describe("leases", () => {
 
     // now the zombie reports, and heartbeats: both rejected and counted, nothing changes
     const [late] = await e.stub.complete([
-      { executionId: e.exe.id, token: zombie.token, outcome: { kind: "failed", failure: "permanent", httpStatus: 410, error: "HTTP 410: zombie" } },
+      {
+        executionId: e.exe.id,
+        token: zombie.token,
+        outcome: { kind: "failed", failure: "permanent", httpStatus: 410, error: "HTTP 410: zombie" },
+      },
     ]);
     expect(late).toEqual<CompletionResult>({ ok: false, executionId: e.exe.id, code: "stale_lease" });
     const [beat] = await e.stub.heartbeat([{ executionId: e.exe.id, token: zombie.token }]);
@@ -217,7 +227,12 @@ describe("leases", () => {
     const [later] = await e.stub.complete([{ executionId: e.exe.id, token: zombie.token, outcome: OK_200 }]);
     expect(later).toEqual({ ok: false, executionId: e.exe.id, code: "stale_lease" });
     expect(await jobRow(e.job.id)).toMatchObject({
-      status: "completed", run_status: "succeeded", attempts: 2, last_http_status: 200, last_error: null, dead_reason: null,
+      status: "completed",
+      run_status: "succeeded",
+      attempts: 2,
+      last_http_status: 200,
+      last_error: null,
+      dead_reason: null,
     });
     const view = await shown(e.job.id);
     expect(view.status).toBe("succeeded");
@@ -317,7 +332,12 @@ describe("leases", () => {
       expect(r.headers["x-scheduler-job-id"]).toBe(e.job.id);
     }
     await clock.flush(e.stub);
-    expect(await jobRow(e.job.id)).toMatchObject({ status: "completed", run_status: "succeeded", last_http_status: 200, dead_reason: null });
+    expect(await jobRow(e.job.id)).toMatchObject({
+      status: "completed",
+      run_status: "succeeded",
+      last_http_status: 200,
+      dead_reason: null,
+    });
     // the pre-restart report arriving now changes nothing
     expect(await e.stub.complete(lost)).toEqual([{ ok: false, executionId: e.exe.id, code: "stale_lease" }]);
     expect((await jobRow(e.job.id))?.run_status).toBe("succeeded");

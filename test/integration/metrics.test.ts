@@ -18,21 +18,20 @@
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { COUNTERS, type MetricsSummary } from "../../src/core/metrics";
+import type { FireMessage, LiveExecution } from "../../src/bucket/protocol";
 import { LAG_BOUNDS_MS } from "../../src/core/histogram";
-import type { FireMessage } from "../../src/env";
-import type { LiveExecution } from "../../src/bucket/protocol";
+import { COUNTERS, type MetricsSummary } from "../../src/core/metrics";
 import {
-  CONFIG,
   api,
   bucketSql,
   bucketStub,
+  CONFIG,
   captureFiresForFile,
   createJob,
   executionOf,
+  FLUSH_DELAY_MS,
   fileClock,
   fire,
-  FLUSH_DELAY_MS,
   jobRow,
   KEYS,
   live,
@@ -69,7 +68,11 @@ async function dispatchNow(e: Execution): Promise<FireMessage> {
 }
 
 /** Creates a job due now and runs it through the consumer once; its outcome is then flushed to D1. */
-async function runOnce(path: string, key: string = KEYS.acme, retry: Record<string, unknown> = { maxAttempts: 3, initialDelayMs: 1000, jitter: 0 }): Promise<Execution> {
+async function runOnce(
+  path: string,
+  key: string = KEYS.acme,
+  retry: Record<string, unknown> = { maxAttempts: 3, initialDelayMs: 1000, jitter: 0 },
+): Promise<Execution> {
   const e = await newExecution({ target: { url: `${receiverUrl()}${path}` }, retry }, key);
   const message = await dispatchNow(e);
   const result = await fire([message]);
@@ -165,9 +168,13 @@ describe("metrics endpoints", () => {
     const globex = await metrics(KEYS.globex);
 
     const delta = (after: MetricsSummary, before: MetricsSummary, name: string) => after.counters[name]! - before.counters[name]!;
-    expect(["fired_total", "succeeded_total", "failed_attempts_total", "dead_total"].map((n) => delta(globex, globexBefore, n))).toEqual([1, 1, 0, 0]);
+    expect(["fired_total", "succeeded_total", "failed_attempts_total", "dead_total"].map((n) => delta(globex, globexBefore, n))).toEqual([
+      1, 1, 0, 0,
+    ]);
     expect(globex.fire_lag_ms.count - globexBefore.fire_lag_ms.count).toBe(1);
-    expect(["fired_total", "succeeded_total", "failed_attempts_total", "dead_total"].map((n) => delta(acme, acmeBefore, n))).toEqual([1, 0, 1, 1]);
+    expect(["fired_total", "succeeded_total", "failed_attempts_total", "dead_total"].map((n) => delta(acme, acmeBefore, n))).toEqual([
+      1, 0, 1, 1,
+    ]);
     expect(acme.dead_total_by_reason.permanent! - (acmeBefore.dead_total_by_reason.permanent ?? 0)).toBe(1);
     expect(acme.fire_lag_ms.count - acmeBefore.fire_lag_ms.count).toBe(1);
     // the tenant's second key sees the same tenant
@@ -196,7 +203,13 @@ interface Census {
 /** Reads D1 and every bucket and puts each accepted execution in exactly one place. */
 async function census(): Promise<Census> {
   const { results: rows } = await env.DB.prepare("SELECT id, tenant, bucket, status, cron, run_status, attempts FROM jobs").all<{
-    id: string; tenant: string; bucket: number; status: string; cron: string | null; run_status: string | null; attempts: number;
+    id: string;
+    tenant: string;
+    bucket: number;
+    status: string;
+    cron: string | null;
+    run_status: string | null;
+    attempts: number;
   }>();
   // invariant 1: every 201 of this file is a D1 row (storage is this file's own)
   expect(rows).toHaveLength(accepted);
@@ -221,8 +234,13 @@ async function census(): Promise<Census> {
   }
 
   const c: Census = {
-    state: new Map(), source: new Map(), tenant: new Map(), attempts: new Map(),
-    pending: 0, d1Terminal: 0, bucketTotal,
+    state: new Map(),
+    source: new Map(),
+    tenant: new Map(),
+    attempts: new Map(),
+    pending: 0,
+    d1Terminal: 0,
+    bucketTotal,
   };
   const jobOf = new Set<string>();
   for (const r of rows) {
@@ -237,7 +255,9 @@ async function census(): Promise<Census> {
     else if (!inBucket && r.status === "canceled") d1 = "canceled";
     else if (!inBucket && r.status === "active") d1 = "pending";
     const places = (d1 === null ? 0 : 1) + (inBucket ? 1 : 0);
-    expect(places, `${id} (${r.status}/${r.run_status} in D1, ${inBucket?.view.status ?? "not"} in a bucket) is in ${places} places`).toBe(1);
+    expect(places, `${id} (${r.status}/${r.run_status} in D1, ${inBucket?.view.status ?? "not"} in a bucket) is in ${places} places`).toBe(
+      1,
+    );
     c.tenant.set(id, r.tenant);
     if (inBucket) {
       c.state.set(id, inBucket.view.status);
@@ -280,14 +300,23 @@ function expectedCounters(c: Census, tenant: string) {
 }
 
 async function expectCountersAddUp(c: Census): Promise<void> {
-  for (const [tenant, key] of [["acme", KEYS.acme], ["globex", KEYS.globex]] as const) {
+  for (const [tenant, key] of [
+    ["acme", KEYS.acme],
+    ["globex", KEYS.globex],
+  ] as const) {
     const shown = await metrics(key);
     const want = expectedCounters(c, tenant);
     const { lag_count, ...counters } = want;
     expect(Object.fromEntries(Object.keys(counters).map((n) => [n, shown.counters[n]])), `${tenant}'s counters`).toEqual(counters);
     expect(shown.fire_lag_ms.count, `${tenant}'s lag samples`).toBe(lag_count);
     // nothing this file did is a duplicate, a stale report, a lost dispatch or a recovery
-    for (const n of ["duplicates_suppressed_total", "stale_lease_rejects_total", "lease_expired_total", "redispatch_total", "dispatch_errors_total"]) {
+    for (const n of [
+      "duplicates_suppressed_total",
+      "stale_lease_rejects_total",
+      "lease_expired_total",
+      "redispatch_total",
+      "dispatch_errors_total",
+    ]) {
       expect(shown.counters[n], `${tenant} ${n}`).toBe(0);
     }
   }
@@ -302,7 +331,12 @@ describe("accounting", () => {
     expected.set(succeeded.exe.id, ["succeeded", "d1"]);
     const dead = await runOnce(uniquePath("fail/404"));
     expected.set(dead.exe.id, ["dead", "d1"]);
-    const retrying = await runOnce(uniquePath("fail/503"), KEYS.acme, { maxAttempts: 3, initialDelayMs: 3_600_000, maxDelayMs: 7_200_000, jitter: 0 });
+    const retrying = await runOnce(uniquePath("fail/503"), KEYS.acme, {
+      maxAttempts: 3,
+      initialDelayMs: 3_600_000,
+      maxDelayMs: 7_200_000,
+      jitter: 0,
+    });
     expected.set(retrying.exe.id, ["scheduled", "bucket"]);
     expect(await retrying.view()).toMatchObject({ status: "scheduled", attempts: 1 });
 

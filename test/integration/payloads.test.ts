@@ -14,7 +14,7 @@ import { env, exports } from "cloudflare:workers";
 import fc from "fast-check";
 import { Webhook, WebhookVerificationError } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
-import { api, captureFiresForFile, KEYS, dispatchNow, fileClock, fire, newExecution, received, receiverUrl, uniquePath } from "./helpers";
+import { api, captureFiresForFile, dispatchNow, fileClock, fire, KEYS, newExecution, received, receiverUrl, uniquePath } from "./helpers";
 
 const clock = fileClock(10 * 60_000);
 const sent = captureFiresForFile();
@@ -105,7 +105,9 @@ describe("accepted bodies arrive as documented and verify", () => {
   }, 120_000);
 
   it("numbers that denote the same value in their shortest form are accepted and sent in that form (1.0 -> 1, 1E2 -> 100, -0 -> 0)", async () => {
-    const delivered = await deliverBody(`{"target":{"url":"${target()}","body":{"a":1.0,"b":1E2,"c":-0,"d":0.1,"e":1e-7,"f":9007199254740992}}}`);
+    const delivered = await deliverBody(
+      `{"target":{"url":"${target()}","body":{"a":1.0,"b":1E2,"c":-0,"d":0.1,"e":1e-7,"f":9007199254740992}}}`,
+    );
     expect(utf8.decode(delivered.bytes)).toBe('{"a":1,"b":100,"c":0,"d":0.1,"e":1e-7,"f":9007199254740992}');
     expect(verifies(delivered)).toBe(true);
   });
@@ -186,7 +188,12 @@ describe("what cannot be sent as given is refused, naming the field", () => {
 
   it("numbers in random spellings: accepted exactly when the delivered text denotes the same number (property)", async () => {
     const numberText = fc
-      .tuple(fc.boolean(), fc.stringMatching(/^(0|[1-9][0-9]{0,24})$/), fc.option(fc.stringMatching(/^[0-9]{1,20}$/)), fc.option(fc.integer({ min: -400, max: 400 })))
+      .tuple(
+        fc.boolean(),
+        fc.stringMatching(/^(0|[1-9][0-9]{0,24})$/),
+        fc.option(fc.stringMatching(/^[0-9]{1,20}$/)),
+        fc.option(fc.integer({ min: -400, max: 400 })),
+      )
       .map(([neg, int, frac, exp]) => `${neg ? "-" : ""}${int}${frac === null ? "" : `.${frac}`}${exp === null ? "" : `e${exp}`}`);
     await fc.assert(
       fc.asyncProperty(numberText, async (n) => {
@@ -203,7 +210,20 @@ describe("what cannot be sent as given is refused, naming the field", () => {
 
 describe("reserved headers and media types", () => {
   it("refuses every header in the webhook-* and x-scheduler-* namespaces and the connection's own, in any case; other headers pass", async () => {
-    for (const name of ["webhook-id", "Webhook-Custom", "webhook-signature-v2", "X-Scheduler-Custom", "x-scheduler-attempt", "Idempotency-Key", "host", "Content-Length", "transfer-encoding", "connection", "upgrade", "te"]) {
+    for (const name of [
+      "webhook-id",
+      "Webhook-Custom",
+      "webhook-signature-v2",
+      "X-Scheduler-Custom",
+      "x-scheduler-attempt",
+      "Idempotency-Key",
+      "host",
+      "Content-Length",
+      "transfer-encoding",
+      "connection",
+      "upgrade",
+      "te",
+    ]) {
       const { status, body } = await post(JSON.stringify({ target: { url: target(), headers: { [name]: "x" } } }));
       expect([status, body.error?.field], name).toEqual([400, `target.headers.${name}`]);
     }
@@ -214,7 +234,12 @@ describe("reserved headers and media types", () => {
 
   it("a body sent with a media type other than JSON is a 415; application/json with charset utf-8 and +json types pass; no content-type is read as JSON", async () => {
     const text = JSON.stringify({ target: { url: target() } });
-    for (const type of ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x", "application/json; charset=latin1"]) {
+    for (const type of [
+      "text/plain",
+      "application/x-www-form-urlencoded",
+      "multipart/form-data; boundary=x",
+      "application/json; charset=latin1",
+    ]) {
       const { status, body } = await post(text, type);
       expect([status, body.error?.code, body.error?.field], type).toEqual([415, "unsupported_media_type", "content-type"]);
     }

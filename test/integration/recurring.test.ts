@@ -31,25 +31,24 @@ import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
-import type { ClaimResult, LiveExecution } from "../../src/bucket/protocol";
+import type { ClaimResult, FireMessage, LiveExecution } from "../../src/bucket/protocol";
 import { occurrenceId, oneOffExecutionId } from "../../src/core/id";
 import type { JobSpec } from "../../src/core/job";
 import type { DeliveryOutcome } from "../../src/core/response";
 import { dbOf, definitionOf, getJob } from "../../src/db/queries";
-import type { FireMessage } from "../../src/env";
 import {
-  CONFIG,
   alarmOf,
   api,
   bucketSql,
   bucketStub,
+  CONFIG,
   captureFiresForFile,
   counters,
   createJob,
   fileClock,
   fire,
-  jobRow,
   type JobJson,
+  jobRow,
   live,
   received,
   receiverUrl,
@@ -254,8 +253,26 @@ describe("occurrences: the bucket's alarm creates each one when due and plans th
     // projected, and the bucket lets the finished rows go
     await clock.flush(c.stub);
     expect(await history(c.job.id)).toEqual([
-      { id: id1, status: "succeeded", due_at: first, occurrence: 1, attempts: 1, last_http_status: 200, last_error: null, dead_reason: null },
-      { id: id2, status: "succeeded", due_at: second, occurrence: 2, attempts: 1, last_http_status: 200, last_error: null, dead_reason: null },
+      {
+        id: id1,
+        status: "succeeded",
+        due_at: first,
+        occurrence: 1,
+        attempts: 1,
+        last_http_status: 200,
+        last_error: null,
+        dead_reason: null,
+      },
+      {
+        id: id2,
+        status: "succeeded",
+        due_at: second,
+        occurrence: 2,
+        attempts: 1,
+        last_http_status: 200,
+        last_error: null,
+        dead_reason: null,
+      },
     ]);
     expect(await jobRow(c.job.id)).toMatchObject({ status: "active", version: 1, next_run_at: third, fired: 2 });
     expect(await liveOf(c)).toEqual([]);
@@ -267,7 +284,11 @@ describe("occurrences: the bucket's alarm creates each one when due and plans th
       [id1, "succeeded"],
     ]);
     const job = await shown(c.job.id);
-    expect(job).toMatchObject({ status: "active", nextRunAt: new Date(third).toISOString(), latestExecution: { id: id2, status: "succeeded" } });
+    expect(job).toMatchObject({
+      status: "active",
+      nextRunAt: new Date(third).toISOString(),
+      latestExecution: { id: id2, status: "succeeded" },
+    });
     const one = (await (await api(`/v1/executions/${id1}`)).json()) as { id: string; status: string; jobId: string };
     expect(one).toMatchObject({ id: id1, jobId: c.job.id, status: "succeeded" });
   });
@@ -339,7 +360,16 @@ describe("occurrences: the bucket's alarm creates each one when due and plans th
     ]);
     await clock.flush(c.stub);
     expect(await history(c.job.id)).toEqual([
-      { id: id1, status: "succeeded", due_at: c.firstAt, occurrence: 1, attempts: 2, last_http_status: 200, last_error: null, dead_reason: null },
+      {
+        id: id1,
+        status: "succeeded",
+        due_at: c.firstAt,
+        occurrence: 1,
+        attempts: 2,
+        last_http_status: 200,
+        last_error: null,
+        dead_reason: null,
+      },
     ]);
   });
 });
@@ -573,9 +603,21 @@ describe("pause, resume, cancel", () => {
 
     await clock.flush(paused.stub);
     await clock.flush(canceled.stub);
-    for (const [c, m] of [[paused, mp], [canceled, mc]] as const) {
+    for (const [c, m] of [
+      [paused, mp],
+      [canceled, mc],
+    ] as const) {
       expect(await history(c.job.id)).toEqual([
-        { id: m.executionId, status: "canceled", due_at: m.dueAt, occurrence: 1, attempts: 1, last_http_status: 503, last_error: "HTTP 503: not yet", dead_reason: null },
+        {
+          id: m.executionId,
+          status: "canceled",
+          due_at: m.dueAt,
+          occurrence: 1,
+          attempts: 1,
+          last_http_status: 503,
+          last_error: "HTTP 503: not yet",
+          dead_reason: null,
+        },
       ]);
     }
     expect(await jobRow(paused.job.id)).toMatchObject({ status: "paused" });
@@ -588,9 +630,11 @@ describe("pause, resume, cancel", () => {
     const m1 = await fireOccurrence(c, first);
     const lease = await claim(c, m1);
     expect((await changeJob(c.job.id, "pause")).status).toBe(200);
-    expect(await c.stub.complete([{ executionId: m1.executionId, token: lease.token, outcome: { kind: "succeeded", httpStatus: 200, excerpt: "ok" } }])).toEqual([
-      { ok: true, executionId: m1.executionId, status: "succeeded" },
-    ]);
+    expect(
+      await c.stub.complete([
+        { executionId: m1.executionId, token: lease.token, outcome: { kind: "succeeded", httpStatus: 200, excerpt: "ok" } },
+      ]),
+    ).toEqual([{ ok: true, executionId: m1.executionId, status: "succeeded" }]);
     await clock.flush(c.stub);
     expect((await history(c.job.id)).map((r) => [r.id, r.status, r.attempts])).toEqual([[m1.executionId, "succeeded", 1]]);
 
@@ -690,7 +734,11 @@ describe("PATCH", () => {
     const res = await patch(c.job.id, { cron: "30 * * * * *" }); // every minute at second 30
     expect(res.status).toBe(200);
     const next = minuteAtOrAfter(now - 30_000) + 30_000; // the first second-30 at or after now
-    expect(await res.json()).toMatchObject({ status: "active", schedule: { cron: "30 * * * * *" }, nextRunAt: new Date(next).toISOString() });
+    expect(await res.json()).toMatchObject({
+      status: "active",
+      schedule: { cron: "30 * * * * *" },
+      nextRunAt: new Date(next).toISOString(),
+    });
     expect(await jobRow(c.job.id)).toMatchObject({ version: 2, synced: 1, next_run_at: next });
     expect(await scheduleOf(c)).toEqual({ version: 2, status: "active", next_at: next, fired: 0 });
 
@@ -797,10 +845,14 @@ describe("PATCH of a job stored under older rules", () => {
     const c = await create({ cron: "* * * * *", timezone: "Europe/Berlin", retry: { initialDelayMs: 30_000, jitter: 0 } }, "fail/503");
     // as written before: a header now reserved, the zone in lower case
     const row = (await jobRow(c.job.id))!;
-    const spec = JSON.parse((await env.DB.prepare("SELECT spec FROM jobs WHERE id = ?").bind(c.job.id).first<{ spec: string }>())!.spec) as JobSpec;
+    const spec = JSON.parse(
+      (await env.DB.prepare("SELECT spec FROM jobs WHERE id = ?").bind(c.job.id).first<{ spec: string }>())!.spec,
+    ) as JobSpec;
     spec.target.headers["x-scheduler-trace"] = "legacy";
     spec.schedule!.timezone = "europe/berlin";
-    await env.DB.prepare("UPDATE jobs SET spec = ?, timezone = ?, version = version + 1, synced = 0 WHERE id = ?").bind(JSON.stringify(spec), "europe/berlin", c.job.id).run();
+    await env.DB.prepare("UPDATE jobs SET spec = ?, timezone = ?, version = version + 1, synced = 0 WHERE id = ?")
+      .bind(JSON.stringify(spec), "europe/berlin", c.job.id)
+      .run();
     await runScan();
     // an occurrence fails and waits for its retry
     const m = await fireOccurrence(c, c.firstAt);
@@ -810,7 +862,11 @@ describe("PATCH of a job stored under older rules", () => {
     const res = await patch(c.job.id, { name: "renamed" });
     expect(res.status, await res.clone().text()).toBe(200);
     const shownJob = (await res.json()) as JobJson & { schedule: { timezone: string } };
-    expect([shownJob.name, shownJob.target.headers["x-scheduler-trace"], shownJob.schedule.timezone]).toEqual(["renamed", "legacy", "europe/berlin"]);
+    expect([shownJob.name, shownJob.target.headers["x-scheduler-trace"], shownJob.schedule.timezone]).toEqual([
+      "renamed",
+      "legacy",
+      "europe/berlin",
+    ]);
     expect(await heldOf(c)).toEqual([[m.executionId, "scheduled", 1]]); // its retry still waits: not rescheduled
     expect(row.version).toBeLessThan((await jobRow(c.job.id))!.version);
     // a new reserved header is still refused
@@ -875,7 +931,9 @@ describe("validation at the door", () => {
   it("GET /v1/jobs/:id lists the next five occurrences in nextRuns, in the job's time zone", async () => {
     // 09:00 in Kolkata (UTC+05:30, no daylight saving) is 03:30Z every day
     const daily = await create({ cron: "0 9 * * *", timezone: "Asia/Kolkata" });
-    const job = (await shown(daily.job.id)) as Awaited<ReturnType<typeof shown>> & { schedule: { cron: string; timezone: string; catchUp: string } };
+    const job = (await shown(daily.job.id)) as Awaited<ReturnType<typeof shown>> & {
+      schedule: { cron: string; timezone: string; catchUp: string };
+    };
     expect(job.schedule).toMatchObject({ cron: "0 9 * * *", timezone: "Asia/Kolkata", catchUp: "one" });
     expect(job.nextRuns).toHaveLength(5);
     expect(job.nextRuns[0]).toBe(job.nextRunAt);
@@ -918,7 +976,10 @@ describe("validation at the door", () => {
     expect(((await shown(berlin.job.id)) as unknown as { schedule: { timezone: string } }).schedule.timezone).toBe("America/New_York");
     const kolkata = await create({ cron: "0 9 * * *", timezone: "Asia/Kolkata" });
     expect(((await shown(kolkata.job.id)) as unknown as { schedule: { timezone: string } }).schedule.timezone).toBe("Asia/Kolkata");
-    const res = await api("/v1/jobs", { method: "POST", body: { target: { url: `${receiverUrl()}/ok` }, cron: "0 9 * * *", timezone: "+05:30" } });
+    const res = await api("/v1/jobs", {
+      method: "POST",
+      body: { target: { url: `${receiverUrl()}/ok` }, cron: "0 9 * * *", timezone: "+05:30" },
+    });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: { field: string } }).error.field).toBe("timezone");
   });
@@ -956,7 +1017,16 @@ describe("catch-up after downtime", () => {
     expect(await scheduleOf(c)).toMatchObject({ status: "active", next_at: next });
     await clock.flush(c.stub);
     expect(await history(c.job.id)).toEqual([
-      { id: id1, status: "canceled", due_at: c.firstAt, occurrence: 1, attempts: 0, last_http_status: null, last_error: "skipped: missed occurrence (catchUp none)", dead_reason: null },
+      {
+        id: id1,
+        status: "canceled",
+        due_at: c.firstAt,
+        occurrence: 1,
+        attempts: 0,
+        last_http_status: null,
+        last_error: "skipped: missed occurrence (catchUp none)",
+        dead_reason: null,
+      },
     ]);
     expect(await jobRow(c.job.id)).toMatchObject({ status: "active", next_run_at: next });
 

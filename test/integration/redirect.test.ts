@@ -18,8 +18,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import type { AttemptRecord } from "../../src/bucket/protocol";
-import { deliver } from "../../src/consumer/webhook";
 import { SigningKeys } from "../../src/consumer/signing";
+import { deliver } from "../../src/consumer/webhook";
 import {
   api,
   bucketRow,
@@ -91,19 +91,28 @@ function redirectingFetch(path: string, location: string): { seen: Request[]; re
 }
 
 describe("a 3xx answer from the real runtime", () => {
-  it.each([301, 302, 303, 307, 308])("fails permanently on %d: dead with reason permanent and the status kept, no retry", async (status) => {
-    const path = uniquePath(`fail/${status}`);
-    const { exe, view, row, attempts } = await runOnce(`${receiverUrl()}${path}`);
-    expect(view).toMatchObject({ status: "dead", attempts: 1, lastHttpStatus: status });
-    expect(row).toMatchObject({ status: "completed", run_status: "dead", dead_reason: "permanent", last_http_status: status, attempts: 1 });
-    expect(attempts).toEqual([expect.objectContaining({ attempt: 1, httpStatus: status, outcome: "permanent" })]);
-    expect(await received(path)).toHaveLength(1);
+  it.each([301, 302, 303, 307, 308])(
+    "fails permanently on %d: dead with reason permanent and the status kept, no retry",
+    async (status) => {
+      const path = uniquePath(`fail/${status}`);
+      const { exe, view, row, attempts } = await runOnce(`${receiverUrl()}${path}`);
+      expect(view).toMatchObject({ status: "dead", attempts: 1, lastHttpStatus: status });
+      expect(row).toMatchObject({
+        status: "completed",
+        run_status: "dead",
+        dead_reason: "permanent",
+        last_http_status: status,
+        attempts: 1,
+      });
+      expect(attempts).toEqual([expect.objectContaining({ attempt: 1, httpStatus: status, outcome: "permanent" })]);
+      expect(await received(path)).toHaveLength(1);
 
-    const shown = (await (await api(`/v1/executions/${exe.id}`)).json()) as Record<string, unknown>;
-    expect(shown).toMatchObject({ status: "dead", deadReason: "permanent", lastHttpStatus: status, attempts: 1 });
-    const { executions } = (await (await api("/v1/dlq?limit=200")).json()) as { executions: { id: string }[] };
-    expect(executions.map((e) => e.id)).toContain(exe.id);
-  });
+      const shown = (await (await api(`/v1/executions/${exe.id}`)).json()) as Record<string, unknown>;
+      expect(shown).toMatchObject({ status: "dead", deadReason: "permanent", lastHttpStatus: status, attempts: 1 });
+      const { executions } = (await (await api("/v1/dlq?limit=200")).json()) as { executions: { id: string }[] };
+      expect(executions.map((e) => e.id)).toContain(exe.id);
+    },
+  );
 });
 
 describe("the Location of a redirect is never requested", () => {

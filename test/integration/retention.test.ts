@@ -17,31 +17,31 @@
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
+import type { FireMessage } from "../../src/bucket/protocol";
 import { bucketOfJob } from "../../src/core/bucketing";
 import { newId, occurrenceId } from "../../src/core/id";
-import type { FireMessage } from "../../src/env";
 import {
-  CONFIG,
   api,
   bucketRow,
   bucketSql,
   bucketStub,
+  CONFIG,
   captureFiresForFile,
   createJob,
+  type Execution,
   fileClock,
   fire,
   fireMessage,
-  jobRow,
   type JobJson,
+  jobRow,
   live,
   newExecution,
   received,
   receiverUrl,
   runAlarm,
   runScan,
-  uniquePath,
-  type Execution,
   takeSent,
+  uniquePath,
 } from "./helpers";
 
 const MINUTE = 60_000;
@@ -98,7 +98,9 @@ async function flushAll(): Promise<void> {
 }
 
 async function count(query: string, ...args: unknown[]): Promise<number> {
-  return (await env.DB.prepare(query).bind(...args).first<{ n: number }>())!.n;
+  return (await env.DB.prepare(query)
+    .bind(...args)
+    .first<{ n: number }>())!.n;
 }
 
 describe("bucket storage stays bounded", () => {
@@ -141,7 +143,11 @@ describe("bucket storage stays bounded", () => {
       executions: { id: string; status: string; attempts: { attempt: number; outcome: string }[] }[];
     };
     expect(shown.executions).toEqual([
-      expect.objectContaining({ id: ok.exe.id, status: "succeeded", attempts: [expect.objectContaining({ attempt: 1, outcome: "succeeded" })] }),
+      expect.objectContaining({
+        id: ok.exe.id,
+        status: "succeeded",
+        attempts: [expect.objectContaining({ attempt: 1, outcome: "succeeded" })],
+      }),
     ]);
     // a late duplicate is still dropped, now and after the bucket forgot the id
     await deliver([fireMessage(ok.exe)]);
@@ -211,7 +217,9 @@ describe("bucket storage stays bounded", () => {
     for (const l of all) {
       expect(["scheduled", "dispatched"], l.status).toContain((await live(l.e.stub, l.e.exe.id))!.status);
     }
-    expect((await live(claimed.stub, claimed.exe.id))!.attemptLog).toEqual([expect.objectContaining({ attempt: 1, outcome: "lease_expired" })]);
+    expect((await live(claimed.stub, claimed.exe.id))!.attemptLog).toEqual([
+      expect.objectContaining({ attempt: 1, outcome: "lease_expired" }),
+    ]);
   });
 });
 
@@ -274,8 +282,11 @@ describe("D1 history retention (the scan's purge)", () => {
     const recent = cutoff + MINUTE;
     const id = () => newId("job", old, crypto.getRandomValues(new Uint8Array(16)));
     const oneOffSpec = JSON.stringify({
-      target: { url: `${receiverUrl()}${uniquePath()}`, method: "POST", headers: {}, body: null }, timeoutMs: 30_000,
-      retry: { maxAttempts: 5, initialDelayMs: 1_000, maxDelayMs: 300_000, factor: 2, jitter: 0 }, metadata: null, schedule: null,
+      target: { url: `${receiverUrl()}${uniquePath()}`, method: "POST", headers: {}, body: null },
+      timeoutMs: 30_000,
+      retry: { maxAttempts: 5, initialDelayMs: 1_000, maxDelayMs: 300_000, factor: 2, jitter: 0 },
+      metadata: null,
+      schedule: null,
     });
     const cronSpec = JSON.stringify({
       ...JSON.parse(oneOffSpec),
@@ -303,8 +314,18 @@ describe("D1 history retention (the scan's purge)", () => {
         env.DB.prepare(
           `INSERT INTO jobs (tenant, id, name, bucket, status, version, synced, spec, cron, timezone, next_run_at, created_at, updated_at, fired, attempts)
            VALUES ('acme', ?, ?, ?, ?, 1, 1, ?, ?, ?, ?, ?, ?, 0, 0)`,
-        ).bind(j.id, j.name, bucketOfJob(j.id, BUCKETS), j.status, j.cron ? cronSpec : oneOffSpec, j.cron ? "* * * * *" : null,
-          j.cron ? "UTC" : null, j.nextRunAt, old, j.updatedAt),
+        ).bind(
+          j.id,
+          j.name,
+          bucketOfJob(j.id, BUCKETS),
+          j.status,
+          j.cron ? cronSpec : oneOffSpec,
+          j.cron ? "* * * * *" : null,
+          j.cron ? "UTC" : null,
+          j.nextRunAt,
+          old,
+          j.updatedAt,
+        ),
       ),
       ...deadLetters.map((d) =>
         env.DB.prepare(
@@ -324,7 +345,9 @@ describe("D1 history retention (the scan's purge)", () => {
     await runScan();
 
     for (const j of jobs) {
-      expect(await env.DB.prepare("SELECT status FROM jobs WHERE id = ?").bind(j.id).first(), j.name).toEqual(j.purged ? null : { status: j.status });
+      expect(await env.DB.prepare("SELECT status FROM jobs WHERE id = ?").bind(j.id).first(), j.name).toEqual(
+        j.purged ? null : { status: j.status },
+      );
     }
     for (const d of deadLetters) {
       expect(await count("SELECT count(*) AS n FROM dead_letters WHERE execution_id = ?", d.id), d.name).toBe(d.purged ? 0 : 1);
@@ -334,7 +357,10 @@ describe("D1 history retention (the scan's purge)", () => {
     }
     // the overdue active job was not dropped: the scan handed it to its bucket
     const active = jobs[4]!;
-    expect(await live(bucketStub(bucketOfJob(active.id, BUCKETS)), `exe_${active.id.slice(4)}`)).toMatchObject({ status: "scheduled", dueAt: old });
+    expect(await live(bucketStub(bucketOfJob(active.id, BUCKETS)), `exe_${active.id.slice(4)}`)).toMatchObject({
+      status: "scheduled",
+      dueAt: old,
+    });
   });
 
   it("pages the purge until caught up: more finished jobs and occurrences than one page are all purged by one scan", async () => {
@@ -367,7 +393,8 @@ describe("D1 history retention (the scan's purge)", () => {
 
   it("purges idempotency keys older than IDEMPOTENCY_WINDOW_MS; a younger key still replays the original job (invariant 8)", async () => {
     const url = `${receiverUrl()}${uniquePath()}`;
-    const post = (key: string) => api("/v1/jobs", { method: "POST", body: { target: { url }, delay: "1h" }, headers: { "idempotency-key": key } });
+    const post = (key: string) =>
+      api("/v1/jobs", { method: "POST", body: { target: { url }, delay: "1h" }, headers: { "idempotency-key": key } });
     const [oldKey, youngKey] = [`old-${crypto.randomUUID()}`, `young-${crypto.randomUUID()}`];
     const first = await post(oldKey);
     expect(first.status).toBe(201);

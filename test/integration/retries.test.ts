@@ -21,6 +21,8 @@ import {
   api,
   captureFiresForFile,
   counters,
+  dispatchNow,
+  type Execution,
   fileClock,
   fire,
   jobRow,
@@ -29,8 +31,6 @@ import {
   receiverUrl,
   runAlarm,
   uniquePath,
-  type Execution,
-  dispatchNow,
 } from "./helpers";
 
 const HEAD_START_MS = 10 * 60_000;
@@ -38,7 +38,6 @@ const clock = fileClock(HEAD_START_MS);
 const sent = captureFiresForFile();
 
 type Lease = Extract<ClaimResult, { ok: true }>;
-
 
 const dispatch = (e: Execution) => dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent);
 
@@ -105,7 +104,13 @@ describe("backoff", () => {
 
     // the job row has the outcome and every attempt, each due when the backoff said
     const { row, log } = await flushed(e);
-    expect(row).toMatchObject({ status: "completed", run_status: "dead", attempts: 4, dead_reason: "attempts_exhausted", last_http_status: 503 });
+    expect(row).toMatchObject({
+      status: "completed",
+      run_status: "dead",
+      attempts: 4,
+      dead_reason: "attempts_exhausted",
+      last_http_status: 503,
+    });
     expect(log.map((a) => [a.attempt, a.outcome, a.httpStatus])).toEqual([
       [1, "retryable", 503],
       [2, "retryable", 503],
@@ -236,14 +241,22 @@ describe("attempts exhausted", () => {
     expect(delta(before.dead_total_by_reason, after.dead_total_by_reason, "attempts_exhausted")).toBe(1);
 
     const { row, log } = await flushed(e);
-    expect(row).toMatchObject({ status: "completed", run_status: "dead", attempts: 2, dead_reason: "attempts_exhausted", last_http_status: 500 });
+    expect(row).toMatchObject({
+      status: "completed",
+      run_status: "dead",
+      attempts: 2,
+      dead_reason: "attempts_exhausted",
+      last_http_status: 500,
+    });
     expect(row.last_error).toContain("HTTP 500");
     expect(log.map((a) => [a.attempt, a.outcome, a.httpStatus])).toEqual([
       [1, "retryable", 500],
       [2, "retryable", 500],
     ]);
     const dlq = await api("/v1/dlq?limit=200").then((r) =>
-      r.json<{ executions: { id: string; status: string; attempts: number; deadReason: string; lastError: string; lastHttpStatus: number }[] }>(),
+      r.json<{
+        executions: { id: string; status: string; attempts: number; deadReason: string; lastError: string; lastHttpStatus: number }[];
+      }>(),
     );
     const listed = dlq.executions.find((x) => x.id === e.exe.id);
     expect(listed).toMatchObject({ status: "dead", attempts: 2, deadReason: "attempts_exhausted", lastHttpStatus: 500 });
@@ -262,7 +275,10 @@ describe("attempts exhausted", () => {
 describe("lease expiry", () => {
   it("retries an attempt whose lease expired with backoff, then delivers it (failure row: worker crashes mid-handler)", async () => {
     const path = uniquePath("ok");
-    const e = await newExecution({ target: { url: `${receiverUrl()}${path}` }, retry: { maxAttempts: 3, initialDelayMs: 2000, jitter: 0 } });
+    const e = await newExecution({
+      target: { url: `${receiverUrl()}${path}` },
+      retry: { maxAttempts: 3, initialDelayMs: 2000, jitter: 0 },
+    });
     const lease = await claimAndCrash(e);
     const before = await counters();
 
@@ -280,7 +296,9 @@ describe("lease expiry", () => {
     expect(delta(before, after, "failed_attempts_total")).toBe(1);
 
     // the crashed worker's late report is a stale lease; the retry runs and succeeds
-    const [late] = await e.stub.complete([{ executionId: e.exe.id, token: lease.token, outcome: { kind: "succeeded", httpStatus: 200, excerpt: "" } }]);
+    const [late] = await e.stub.complete([
+      { executionId: e.exe.id, token: lease.token, outcome: { kind: "succeeded", httpStatus: 200, excerpt: "" } },
+    ]);
     expect(late).toMatchObject({ ok: false, code: "stale_lease" });
     await attemptOnce(e);
     expect(await e.view()).toMatchObject({ status: "succeeded", attempts: 2 });
@@ -294,21 +312,36 @@ describe("lease expiry", () => {
   });
 
   it("ends dead (attempts_exhausted) when the lease of the last attempt expires (invariant 6)", async () => {
-    const e = await newExecution({ target: { url: `${receiverUrl()}${uniquePath("ok")}` }, retry: { maxAttempts: 1, initialDelayMs: 1000, jitter: 0 } });
+    const e = await newExecution({
+      target: { url: `${receiverUrl()}${uniquePath("ok")}` },
+      retry: { maxAttempts: 1, initialDelayMs: 1000, jitter: 0 },
+    });
     const lease = await claimAndCrash(e);
-    const before = await api("/v1/metrics").then((r) => r.json<{ counters: Record<string, number>; dead_total_by_reason: Record<string, number> }>());
+    const before = await api("/v1/metrics").then((r) =>
+      r.json<{ counters: Record<string, number>; dead_total_by_reason: Record<string, number> }>(),
+    );
     clock.travelTo(lease.leaseDeadlineAt);
     await runAlarm(e.stub);
     // the same alarm may already have written the outcome to D1 (the clock moved past the flush delay)
-    const shown = await api(`/v1/executions/${e.exe.id}`).then((r) => r.json<{ status: string; attempts: number; deadReason: string | null }>());
+    const shown = await api(`/v1/executions/${e.exe.id}`).then((r) =>
+      r.json<{ status: string; attempts: number; deadReason: string | null }>(),
+    );
     expect(shown).toMatchObject({ status: "dead", attempts: 1 });
-    const after = await api("/v1/metrics").then((r) => r.json<{ counters: Record<string, number>; dead_total_by_reason: Record<string, number> }>());
+    const after = await api("/v1/metrics").then((r) =>
+      r.json<{ counters: Record<string, number>; dead_total_by_reason: Record<string, number> }>(),
+    );
     expect(delta(before.counters, after.counters, "lease_expired_total")).toBe(1);
     expect(delta(before.counters, after.counters, "retries_total")).toBe(0);
     expect(delta(before.dead_total_by_reason, after.dead_total_by_reason, "attempts_exhausted")).toBe(1);
 
     const { row, log } = await flushed(e);
-    expect(row).toMatchObject({ status: "completed", run_status: "dead", attempts: 1, dead_reason: "attempts_exhausted", last_http_status: null });
+    expect(row).toMatchObject({
+      status: "completed",
+      run_status: "dead",
+      attempts: 1,
+      dead_reason: "attempts_exhausted",
+      last_http_status: null,
+    });
     expect(row.last_error).toContain("lease expired");
     expect(log).toEqual([expect.objectContaining({ attempt: 1, outcome: "lease_expired" })]);
     const dlq = await api("/v1/dlq?limit=200").then((r) => r.json<{ executions: { id: string; deadReason: string }[] }>());

@@ -10,19 +10,8 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { FireMessage } from "../../src/env";
-import {
-  CONFIG,
-  api,
-  bucketStub,
-  captureFiresForFile,
-  createJob,
-  fileClock,
-  fire,
-  receiverUrl,
-  runScan,
-  uniquePath,
-} from "./helpers";
+import type { FireMessage } from "../../src/bucket/protocol";
+import { api, bucketStub, CONFIG, captureFiresForFile, createJob, fileClock, fire, receiverUrl, runScan, uniquePath } from "./helpers";
 
 const BUCKETS = CONFIG.BUCKETS;
 const HISTORY_RETENTION_MS = CONFIG.HISTORY_RETENTION_MS;
@@ -89,7 +78,12 @@ function settleDoRows(): void {
 }
 
 /** Creates `n` one-off jobs due now and runs them to D1: alarm -> consumer -> outcome flush. */
-async function runJobs(n: number, how: "batch" | "single", path = uniquePath("ok"), extra: Record<string, unknown> = {}): Promise<string[]> {
+async function runJobs(
+  n: number,
+  how: "batch" | "single",
+  path = uniquePath("ok"),
+  extra: Record<string, unknown> = {},
+): Promise<string[]> {
   const body = (i: number) => ({ target: { url: `${receiverUrl()}${path}&i=${i}`, method: "POST" }, ...extra });
   let ids: string[];
   if (how === "batch") {
@@ -136,7 +130,13 @@ async function measure(executions: number, run: () => Promise<void>) {
   meter.on = false;
   settleDoRows();
   const per = (n: number) => Math.round((n / executions) * 100) / 100;
-  return { doRows: per(meter.doRows), d1Rows: per(meter.d1Rows), total: per(meter.doRows + meter.d1Rows), setAlarm: per(meter.alarms), d1Unmetered: meter.d1Unmetered };
+  return {
+    doRows: per(meter.doRows),
+    d1Rows: per(meter.d1Rows),
+    total: per(meter.doRows + meter.d1Rows),
+    setAlarm: per(meter.alarms),
+    d1Unmetered: meter.d1Unmetered,
+  };
 }
 
 describe("rows written per execution (DESIGN.md: at most 8 for a one-off job, purge included)", () => {
@@ -146,11 +146,14 @@ describe("rows written per execution (DESIGN.md: at most 8 for a one-off job, pu
       expect(ids).toHaveLength(100);
       const delivered = await env.DB.prepare(
         "SELECT count(*) AS n FROM jobs WHERE id IN (SELECT value FROM json_each(?)) AND status = 'completed' AND run_status = 'succeeded'",
-      ).bind(JSON.stringify(ids)).first<{ n: number }>();
+      )
+        .bind(JSON.stringify(ids))
+        .first<{ n: number }>();
       expect(delivered?.n).toBe(100);
       await purgeAll();
       const left = await env.DB.prepare("SELECT count(*) AS n FROM jobs WHERE id IN (SELECT value FROM json_each(?))")
-        .bind(JSON.stringify(ids)).first<{ n: number }>();
+        .bind(JSON.stringify(ids))
+        .first<{ n: number }>();
       expect(left?.n).toBe(0); // the purge is part of the budget
     });
     console.log(JSON.stringify({ rows: "one-off, batch of 100", ...result }));

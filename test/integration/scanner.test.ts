@@ -14,17 +14,18 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
+import type { FireMessage } from "../../src/bucket/protocol";
 import { newId } from "../../src/core/id";
-import type { FireMessage } from "../../src/env";
 import {
-  CONFIG,
   alarmOf,
   api,
   bucketRow,
   bucketSql,
   bucketStub,
+  CONFIG,
   captureFiresForFile,
   counters,
+  type Execution,
   fileClock,
   fire,
   jobRow,
@@ -34,9 +35,8 @@ import {
   receiverUrl,
   runAlarm,
   runScan,
-  uniquePath,
-  type Execution,
   takeSent,
+  uniquePath,
 } from "./helpers";
 
 const BUCKETS = CONFIG.BUCKETS; // 4 in vitest.config.ts
@@ -284,7 +284,9 @@ describe("the scanner's sync pass", () => {
     await env.DB.prepare(
       `INSERT INTO jobs (tenant, id, name, bucket, status, version, synced, spec, next_run_at, created_at, updated_at, fired, attempts)
        VALUES ('acme', ?, 'lowered', ?, 'active', 1, 1, ?, ?, ?, ?, 0, 0)`,
-    ).bind(jobId, bucket, JSON.stringify(spec), dueAt, now, now).run();
+    )
+      .bind(jobId, bucket, JSON.stringify(spec), dueAt, now, now)
+      .run();
 
     await runScan();
     expect(await live(stub, executionId)).toMatchObject({ status: "scheduled", dueAt, jobId });

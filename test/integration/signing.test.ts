@@ -17,9 +17,9 @@ import { createExecutionContext, createMessageBatch, getQueueResult, type QueueR
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
-import { MAX_ACTIVE_SECRETS, secretsOf, SigningKeys } from "../../src/consumer/signing";
+import type { FireMessage } from "../../src/bucket/protocol";
+import { MAX_ACTIVE_SECRETS, SigningKeys, secretsOf } from "../../src/consumer/signing";
 import { deliver } from "../../src/consumer/webhook";
-import type { FireMessage } from "../../src/env";
 import worker from "../../src/index";
 import {
   api,
@@ -32,11 +32,11 @@ import {
   jobRow,
   KEYS,
   live,
+  type Received,
   received,
   receiverUrl,
   runAlarm,
   uniquePath,
-  type Received,
 } from "./helpers";
 
 const clock = fileClock(0);
@@ -52,7 +52,10 @@ async function dispatch(stub: ReturnType<typeof bucketStub>, executionIds: strin
 
 /** Runs the real fire consumer on `consumerEnv` (ids m0, m1, ...) and returns what it did with each message. */
 async function consume(consumerEnv: unknown, messages: FireMessage[]): Promise<QueueResult> {
-  const batch = createMessageBatch("fire", messages.map((body, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body })));
+  const batch = createMessageBatch(
+    "fire",
+    messages.map((body, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body })),
+  );
   const ctx = createExecutionContext();
   await expect(worker.queue(batch, consumerEnv as never)).resolves.toBeUndefined();
   return getQueueResult(batch, ctx);
@@ -90,7 +93,12 @@ async function deliverAs(config: { WEBHOOK_SECRET: string; WEBHOOK_SECRETS: stri
       executionId: `exe_${crypto.randomUUID().replace(/-/g, "").slice(0, 26)}`,
       jobId: "job_signing",
       attempt: 1,
-      target: { url: `${receiverUrl()}${path}`, method: "POST", headers: { "content-type": "application/json" }, body: '{"hello":"world"}' },
+      target: {
+        url: `${receiverUrl()}${path}`,
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: '{"hello":"world"}',
+      },
       timeoutMs: 5_000,
     },
     await new SigningKeys(config).forTenant(tenant),
@@ -235,7 +243,10 @@ describe("a tenant whose signing secret is unusable", () => {
   ])("does not fail the batch for the other tenants: %s", async (_label, secrets) => {
     const brokenPath = uniquePath();
     const healthyPath = uniquePath();
-    const broken = await createJob({ target: { url: `${receiverUrl()}${brokenPath}` }, retry: { maxAttempts: 3, initialDelayMs: 60_000 } }, KEYS.acme);
+    const broken = await createJob(
+      { target: { url: `${receiverUrl()}${brokenPath}` }, retry: { maxAttempts: 3, initialDelayMs: 60_000 } },
+      KEYS.acme,
+    );
     const healthy = await createJob({ target: { url: `${receiverUrl()}${healthyPath}` } }, KEYS.globex);
     const executions = [(await executionOf(broken.id))!, (await executionOf(healthy.id))!];
     const ids = executions.map((e) => e.id);

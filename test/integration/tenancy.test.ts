@@ -21,10 +21,10 @@ import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import worker from "../../src/index";
 import {
-  CONFIG,
   api,
   bucketSql,
   bucketStub,
+  CONFIG,
   captureFiresForFile,
   createJob,
   executionOf,
@@ -36,7 +36,6 @@ import {
   runAlarm,
   uniquePath,
 } from "./helpers";
-
 
 const BUCKETS = CONFIG.BUCKETS;
 const clock = fileClock(10 * 60_000);
@@ -100,7 +99,8 @@ async function snapshot(f: Fixture): Promise<unknown> {
   const ids = [f.oneOff.jobId, f.recurring, f.paused, f.dead.jobId];
   const jobIds = JSON.stringify(ids);
   const d1 = async (table: string, column: string) =>
-    (await env.DB.prepare(`SELECT * FROM ${table} WHERE ${column} IN (SELECT value FROM json_each(?)) ORDER BY 1, 2`).bind(jobIds).all()).results;
+    (await env.DB.prepare(`SELECT * FROM ${table} WHERE ${column} IN (SELECT value FROM json_each(?)) ORDER BY 1, 2`).bind(jobIds).all())
+      .results;
   const buckets: unknown[] = [];
   for (let k = 0; k < BUCKETS; k++) {
     const stub = bucketStub(k);
@@ -184,7 +184,11 @@ async function walk(path: string, key: string, field: "jobs" | "executions"): Pr
   let cursor: string | null = null;
   for (let page = 0; page < 50; page++) {
     const sep = path.includes("?") ? "&" : "?";
-    const res = await api(cursor === null ? `${path}${sep}limit=200` : `${path}${sep}limit=200&cursor=${encodeURIComponent(cursor)}`, {}, key);
+    const res = await api(
+      cursor === null ? `${path}${sep}limit=200` : `${path}${sep}limit=200&cursor=${encodeURIComponent(cursor)}`,
+      {},
+      key,
+    );
     expect(res.status).toBe(200);
     const body = (await res.json()) as Record<string, unknown> & { nextCursor: string | null };
     out.push(...(body[field] as { id: string }[]));
@@ -205,33 +209,41 @@ describe("cross-tenant access", () => {
   it.each([
     ["globex", "acme"],
     ["acme", "globex"],
-  ] as const)("%s gets 404 (never 403) on every route aimed at %s's ids, exactly as for a missing id, and nothing changes", async (who, whose) => {
-    const caller = who === "acme" ? KEYS.acme : KEYS.globex;
-    const owner = whose === "acme" ? acme : globex;
-    const before = await snapshot(owner);
-    const foreign = idRoutes(owner);
-    const missing = idRoutes(owner, true);
-    for (const [i, [method, path, body]] of foreign.entries()) {
-      const res = await api(path, { method, body }, caller);
-      const label = `${method} ${path}`;
-      expect(res.status, label).toBe(404);
-      expect(res.headers.get("content-type"), label).toMatch(/application\/json/);
-      const shown = await jsonOf(res);
-      expect(shown, label).toEqual({ error: { code: "not_found", message: expect.any(String), field: "id" } });
-      // indistinguishable from an id that exists nowhere
-      const [m, missingPath, missingBody] = missing[i]!;
-      const absent = await api(missingPath, { method: m, body: missingBody }, caller);
-      expect(absent.status, label).toBe(404);
-      expect(shown, label).toEqual(await jsonOf(absent));
-    }
-    expect(await snapshot(owner)).toEqual(before);
-    // the owner still sees its rows as they were
-    const own = await api(`/v1/jobs/${owner.oneOff.jobId}`, {}, owner.key);
-    expect(await jsonOf(own)).toMatchObject({ id: owner.oneOff.jobId, name: "one-off", status: "active", latestExecution: { status: "scheduled" } });
-    expect(await jobRow(owner.dead.jobId)).toMatchObject({ run_status: "dead" });
-    const deadShown = await jsonOf(await api(`/v1/executions/${owner.dead.executionId}`, {}, owner.key));
-    expect(deadShown).toMatchObject({ id: owner.dead.executionId, status: "dead", deadReason: "permanent" });
-  });
+  ] as const)(
+    "%s gets 404 (never 403) on every route aimed at %s's ids, exactly as for a missing id, and nothing changes",
+    async (who, whose) => {
+      const caller = who === "acme" ? KEYS.acme : KEYS.globex;
+      const owner = whose === "acme" ? acme : globex;
+      const before = await snapshot(owner);
+      const foreign = idRoutes(owner);
+      const missing = idRoutes(owner, true);
+      for (const [i, [method, path, body]] of foreign.entries()) {
+        const res = await api(path, { method, body }, caller);
+        const label = `${method} ${path}`;
+        expect(res.status, label).toBe(404);
+        expect(res.headers.get("content-type"), label).toMatch(/application\/json/);
+        const shown = await jsonOf(res);
+        expect(shown, label).toEqual({ error: { code: "not_found", message: expect.any(String), field: "id" } });
+        // indistinguishable from an id that exists nowhere
+        const [m, missingPath, missingBody] = missing[i]!;
+        const absent = await api(missingPath, { method: m, body: missingBody }, caller);
+        expect(absent.status, label).toBe(404);
+        expect(shown, label).toEqual(await jsonOf(absent));
+      }
+      expect(await snapshot(owner)).toEqual(before);
+      // the owner still sees its rows as they were
+      const own = await api(`/v1/jobs/${owner.oneOff.jobId}`, {}, owner.key);
+      expect(await jsonOf(own)).toMatchObject({
+        id: owner.oneOff.jobId,
+        name: "one-off",
+        status: "active",
+        latestExecution: { status: "scheduled" },
+      });
+      expect(await jobRow(owner.dead.jobId)).toMatchObject({ run_status: "dead" });
+      const deadShown = await jsonOf(await api(`/v1/executions/${owner.dead.executionId}`, {}, owner.key));
+      expect(deadShown).toMatchObject({ id: owner.dead.executionId, status: "dead", deadReason: "permanent" });
+    },
+  );
 
   it("GET /v1/jobs never lists another tenant's jobs, with any status filter and any cursor", async () => {
     for (const f of [acme, globex]) {
@@ -239,9 +251,7 @@ describe("cross-tenant access", () => {
       const otherIds = [other.oneOff.jobId, other.recurring, other.paused, other.dead.jobId];
       for (const status of ["", "active", "paused", "canceled", "completed"]) {
         const listed = await walk(status ? `/v1/jobs?status=${status}` : "/v1/jobs", f.key, "jobs");
-        const { results } = await env.DB.prepare(
-          `SELECT id FROM jobs WHERE tenant = ? ${status ? "AND status = ?" : ""} ORDER BY id`,
-        )
+        const { results } = await env.DB.prepare(`SELECT id FROM jobs WHERE tenant = ? ${status ? "AND status = ?" : ""} ORDER BY id`)
           .bind(...(status ? [f === acme ? "acme" : "globex", status] : [f === acme ? "acme" : "globex"]))
           .all<{ id: string }>();
         expect(listed.map((j) => j.id).sort(), `${f.key} ${status}`).toEqual(results.map((r) => r.id));
@@ -280,7 +290,10 @@ describe("cross-tenant access", () => {
     // globex: a success, a permanent failure (dead), a retry, a cancel, a redrive
     const ok = await createJob({ target: { url: url() } }, KEYS.globex);
     const dead = await createJob({ target: { url: url("fail/404") }, retry: { maxAttempts: 1 } }, KEYS.globex);
-    const retried = await createJob({ target: { url: url("fail/500") }, retry: { maxAttempts: 3, initialDelayMs: 60_000, jitter: 0 } }, KEYS.globex);
+    const retried = await createJob(
+      { target: { url: url("fail/500") }, retry: { maxAttempts: 3, initialDelayMs: 60_000, jitter: 0 } },
+      KEYS.globex,
+    );
     const canceled = await createJob({ target: { url: url() }, delay: "2m" }, KEYS.globex);
     for (const j of [ok, dead, retried]) await runNow(j.id);
     expect((await api(`/v1/jobs/${canceled.id}`, { method: "DELETE" }, KEYS.globex)).status).toBe(200);
@@ -302,9 +315,23 @@ describe("cross-tenant access", () => {
     // globex's counters moved by exactly what it did
     const globexAfter = (await jsonOf(await api("/v1/metrics", {}, KEYS.globex))) as { counters: Record<string, number> };
     const delta = (name: string) => globexAfter.counters[name]! - globexBefore.counters[name]!;
-    const names = ["fired_total", "succeeded_total", "dead_total", "failed_attempts_total", "retries_total", "canceled_total", "redrive_total"];
+    const names = [
+      "fired_total",
+      "succeeded_total",
+      "dead_total",
+      "failed_attempts_total",
+      "retries_total",
+      "canceled_total",
+      "redrive_total",
+    ];
     expect(Object.fromEntries(names.map((n) => [n, delta(n)]))).toEqual({
-      fired_total: 4, succeeded_total: 1, dead_total: 1, failed_attempts_total: 2, retries_total: 1, canceled_total: 1, redrive_total: 1,
+      fired_total: 4,
+      succeeded_total: 1,
+      dead_total: 1,
+      failed_attempts_total: 2,
+      retries_total: 1,
+      canceled_total: 1,
+      redrive_total: 1,
     });
   });
 });
@@ -349,7 +376,11 @@ describe("API keys", () => {
     // the rotation's last step: API_KEYS without the old key (a new env object: config is parsed per env)
     const rotated = { ...env, API_KEYS: `acme:${KEYS.acme2},globex:${KEYS.globex}` };
     const call = (path: string, key: string) =>
-      worker.fetch!(new Request(`http://scheduler${path}`, { headers: { authorization: `Bearer ${key}` } }) as never, rotated as never, createExecutionContext());
+      worker.fetch!(
+        new Request(`http://scheduler${path}`, { headers: { authorization: `Bearer ${key}` } }) as never,
+        rotated as never,
+        createExecutionContext(),
+      );
     expect((await call(`/v1/jobs/${made.id}`, KEYS.acme)).status).toBe(401);
     expect((await call("/v1/jobs?limit=1", KEYS.acme)).status).toBe(401);
     const after = await call(`/v1/jobs/${made.id}`, KEYS.acme2);

@@ -23,12 +23,36 @@ beforeAll(() => {
 
 describe("parseApiKeys", () => {
   it.each<[string, { tenant: string; key: string }[]]>([
-    ["a:k1,b:k2", [{ tenant: "a", key: "k1" }, { tenant: "b", key: "k2" }]],
-    ["  a:k1 ,\n b:k2  ", [{ tenant: "a", key: "k1" }, { tenant: "b", key: "k2" }]],
+    [
+      "a:k1,b:k2",
+      [
+        { tenant: "a", key: "k1" },
+        { tenant: "b", key: "k2" },
+      ],
+    ],
+    [
+      "  a:k1 ,\n b:k2  ",
+      [
+        { tenant: "a", key: "k1" },
+        { tenant: "b", key: "k2" },
+      ],
+    ],
     ["", []],
     [" , ,", []],
-    ["a:k1,,b:k2,", [{ tenant: "a", key: "k1" }, { tenant: "b", key: "k2" }]],
-    ["acme:k1,acme:k2", [{ tenant: "acme", key: "k1" }, { tenant: "acme", key: "k2" }]], // key rotation: two live keys
+    [
+      "a:k1,,b:k2,",
+      [
+        { tenant: "a", key: "k1" },
+        { tenant: "b", key: "k2" },
+      ],
+    ],
+    [
+      "acme:k1,acme:k2",
+      [
+        { tenant: "acme", key: "k1" },
+        { tenant: "acme", key: "k2" },
+      ],
+    ], // key rotation: two live keys
     ["a:k:with:colons", [{ tenant: "a", key: "k:with:colons" }]], // the first colon splits
     // malformed entries are skipped, the rest still parse
     ["nocolon,a:k1", [{ tenant: "a", key: "k1" }]],

@@ -2,7 +2,14 @@
  * Retry delay and the decision after a failed attempt (invariant 6; failure row "target keeps failing").
  */
 import { describe, expect, it } from "vitest";
-import { decideAfterFailure, DEFAULT_RETRY_POLICY, MAX_DISPATCH_WAIT_MS, redispatchAt, retryDelayMs, type RetryPolicy } from "../../src/core/backoff";
+import {
+  DEFAULT_RETRY_POLICY,
+  decideAfterFailure,
+  MAX_DISPATCH_WAIT_MS,
+  type RetryPolicy,
+  redispatchAt,
+  retryDelayMs,
+} from "../../src/core/backoff";
 
 const policy = (overrides: Partial<RetryPolicy> = {}): RetryPolicy => ({ ...DEFAULT_RETRY_POLICY, jitter: 0, ...overrides });
 

@@ -8,7 +8,9 @@ import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 
 const coreDir = join(import.meta.dirname, "../../src/core");
-const files = readdirSync(coreDir, { recursive: true, encoding: "utf8" }).filter((f) => /\.(ts|js|mjs)$/.test(f)).sort();
+const files = readdirSync(coreDir, { recursive: true, encoding: "utf8" })
+  .filter((f) => /\.(ts|js|mjs)$/.test(f))
+  .sort();
 
 /** Drops block and line comments (string contents are kept; good enough for this source). */
 function code(source: string): string {

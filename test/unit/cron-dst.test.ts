@@ -15,7 +15,12 @@ const HOUR = 3_600_000;
 const at = (iso: string) => Date.parse(iso);
 const iso = (ms: number) => new Date(ms).toISOString();
 const schedule = (cron: string, timezone: string): Schedule => ({
-  cron, timezone, startAt: null, endAt: null, maxOccurrences: null, catchUp: "one",
+  cron,
+  timezone,
+  startAt: null,
+  endAt: null,
+  maxOccurrences: null,
+  catchUp: "one",
 });
 
 const formats = new Map<string, Intl.DateTimeFormat>();
@@ -25,7 +30,14 @@ function wallOf(zone: string, at: number): number {
   let format = formats.get(zone);
   if (!format) {
     format = new Intl.DateTimeFormat("en-US", {
-      timeZone: zone, hourCycle: "h23", year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", second: "2-digit",
+      timeZone: zone,
+      hourCycle: "h23",
+      year: "numeric",
+      month: "2-digit",
+      day: "2-digit",
+      hour: "2-digit",
+      minute: "2-digit",
+      second: "2-digit",
     });
     formats.set(zone, format);
   }
@@ -117,8 +129,20 @@ const TRANSITIONS = [
 ];
 
 const MINUTE_PATTERNS = [
-  "30 2 * * *", "0,30 2 * * *", "*/30 2 * * *", "*/15 * * * *", "0-59/20 2 * * *", "* 2 * * *", "0 * * * *", "* * * * *",
-  "30 2 * * 0", "30 2 * * 1-5", "0 3 * * *", "30 1 * * *", "* 1 * * *", "45 1,2 * * *",
+  "30 2 * * *",
+  "0,30 2 * * *",
+  "*/30 2 * * *",
+  "*/15 * * * *",
+  "0-59/20 2 * * *",
+  "* 2 * * *",
+  "0 * * * *",
+  "* * * * *",
+  "30 2 * * 0",
+  "30 2 * * 1-5",
+  "0 3 * * *",
+  "30 1 * * *",
+  "* 1 * * *",
+  "45 1,2 * * *",
 ];
 const SECOND_PATTERNS = ["0 30 2 * * *", "*/20 * 2 * * *", "*/20 * 1 * * *", "* 30 2 * * *", "15 */10 * * * *"];
 

@@ -3,22 +3,50 @@
 // against a brute-force oracle for every field shape and zone.
 import { describe, expect, it } from "vitest";
 import {
-  canonicalTimeZone, cronProblem, MAX_CATCH_UP, MISSED_AFTER_MS, occurrenceAfter, occurrencesAfter, planOccurrence, type Schedule,
+  canonicalTimeZone,
+  cronProblem,
+  MAX_CATCH_UP,
+  MISSED_AFTER_MS,
+  occurrenceAfter,
+  occurrencesAfter,
+  planOccurrence,
+  type Schedule,
 } from "../../src/core/cron";
 
 const at = (iso: string) => Date.parse(iso);
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 const schedule = (cron: string, timezone = "UTC", extra: Partial<Schedule> = {}): Schedule => ({
-  cron, timezone, startAt: null, endAt: null, maxOccurrences: null, catchUp: "one", ...extra,
+  cron,
+  timezone,
+  startAt: null,
+  endAt: null,
+  maxOccurrences: null,
+  catchUp: "one",
+  ...extra,
 });
 const next = (s: Schedule, from: string, n: number) => occurrencesAfter(s, at(from), n).map(iso);
 
 describe("cron occurrences", () => {
   it.each([
     ["*/15 * * * *", "UTC", "2026-01-01T00:07:00Z", ["2026-01-01T00:15:00.000Z", "2026-01-01T00:30:00.000Z", "2026-01-01T00:45:00.000Z"]],
-    ["0 9 * * 1-5", "Europe/Berlin", "2026-01-02T09:00:00Z", ["2026-01-05T08:00:00.000Z", "2026-01-06T08:00:00.000Z", "2026-01-07T08:00:00.000Z"]],
-    ["0 9 * * 1-5", "America/New_York", "2026-07-03T14:00:00Z", ["2026-07-06T13:00:00.000Z", "2026-07-07T13:00:00.000Z", "2026-07-08T13:00:00.000Z"]],
-    ["*/2 * * * * *", "UTC", "2026-01-01T00:00:00.500Z", ["2026-01-01T00:00:02.000Z", "2026-01-01T00:00:04.000Z", "2026-01-01T00:00:06.000Z"]],
+    [
+      "0 9 * * 1-5",
+      "Europe/Berlin",
+      "2026-01-02T09:00:00Z",
+      ["2026-01-05T08:00:00.000Z", "2026-01-06T08:00:00.000Z", "2026-01-07T08:00:00.000Z"],
+    ],
+    [
+      "0 9 * * 1-5",
+      "America/New_York",
+      "2026-07-03T14:00:00Z",
+      ["2026-07-06T13:00:00.000Z", "2026-07-07T13:00:00.000Z", "2026-07-08T13:00:00.000Z"],
+    ],
+    [
+      "*/2 * * * * *",
+      "UTC",
+      "2026-01-01T00:00:00.500Z",
+      ["2026-01-01T00:00:02.000Z", "2026-01-01T00:00:04.000Z", "2026-01-01T00:00:06.000Z"],
+    ],
     ["30 * * * * *", "UTC", "2026-01-01T00:00:00Z", ["2026-01-01T00:00:30.000Z", "2026-01-01T00:01:30.000Z", "2026-01-01T00:02:30.000Z"]],
     ["0 12 L * *", "UTC", "2026-01-15T00:00:00Z", ["2026-01-31T12:00:00.000Z", "2026-02-28T12:00:00.000Z", "2026-03-31T12:00:00.000Z"]],
     ["0 0 31 * *", "UTC", "2026-01-31T12:00:00Z", ["2026-03-31T00:00:00.000Z", "2026-05-31T00:00:00.000Z", "2026-07-31T00:00:00.000Z"]],
@@ -66,7 +94,11 @@ describe("cron occurrences", () => {
 
   it("respects startAt and endAt", () => {
     const s = schedule("0 * * * *", "UTC", { startAt: at("2026-01-01T05:00:00Z"), endAt: at("2026-01-01T07:00:00Z") });
-    expect(next(s, "2026-01-01T00:00:00Z", 5)).toEqual(["2026-01-01T05:00:00.000Z", "2026-01-01T06:00:00.000Z", "2026-01-01T07:00:00.000Z"]);
+    expect(next(s, "2026-01-01T00:00:00Z", 5)).toEqual([
+      "2026-01-01T05:00:00.000Z",
+      "2026-01-01T06:00:00.000Z",
+      "2026-01-01T07:00:00.000Z",
+    ]);
   });
 
   it("stops listing at maxOccurrences", () => {
@@ -78,33 +110,56 @@ describe("cron occurrences", () => {
 describe("daylight saving: the matches skipped by spring-forward fire once at the transition, a repeated time fires at its first occurrence", () => {
   const countIn = (s: Schedule, from: string, to: string) => {
     let n = 0;
-    for (let t = occurrenceAfter(s, at(from) - 1), last = -Infinity; t !== null && t > last && t < at(to); last = t, t = occurrenceAfter(s, t)) n++;
+    for (
+      let t = occurrenceAfter(s, at(from) - 1), last = -Infinity;
+      t !== null && t > last && t < at(to);
+      last = t, t = occurrenceAfter(s, t)
+    )
+      n++;
     return n;
   };
 
-  it.each([
-    ["*/30 2 * * *"], ["0,30 2 * * *"], ["0-59/20 2 * * *"],
-  ])("%s in Europe/Berlin fires once at 03:00 CEST on 29 Mar 2026, and the day is not skipped", (cron) => {
-    const [springDay, nextDay] = next(schedule(cron, "Europe/Berlin"), "2026-03-28T12:00:00Z", 3);
-    expect(springDay).toBe("2026-03-29T01:00:00.000Z");
-    expect(nextDay).toBe("2026-03-30T00:00:00.000Z");
-  });
+  it.each([["*/30 2 * * *"], ["0,30 2 * * *"], ["0-59/20 2 * * *"]])(
+    "%s in Europe/Berlin fires once at 03:00 CEST on 29 Mar 2026, and the day is not skipped",
+    (cron) => {
+      const [springDay, nextDay] = next(schedule(cron, "Europe/Berlin"), "2026-03-28T12:00:00Z", 3);
+      expect(springDay).toBe("2026-03-29T01:00:00.000Z");
+      expect(nextDay).toBe("2026-03-30T00:00:00.000Z");
+    },
+  );
 
   it("* 2 * * * fires once on the spring-forward day, at the transition (Europe/Berlin)", () => {
-    expect(next(schedule("* 2 * * *", "Europe/Berlin"), "2026-03-29T00:00:00Z", 2)).toEqual(["2026-03-29T01:00:00.000Z", "2026-03-30T00:00:00.000Z"]);
+    expect(next(schedule("* 2 * * *", "Europe/Berlin"), "2026-03-29T00:00:00Z", 2)).toEqual([
+      "2026-03-29T01:00:00.000Z",
+      "2026-03-30T00:00:00.000Z",
+    ]);
   });
 
   it("a skipped 02:00 and a matching 03:00 are one firing at the transition (Europe/Berlin)", () => {
-    expect(next(schedule("0 3 * * *", "Europe/Berlin"), "2026-03-28T12:00:00Z", 2)).toEqual(["2026-03-29T01:00:00.000Z", "2026-03-30T01:00:00.000Z"]);
-    expect(next(schedule("0 2,3 * * *", "Europe/Berlin"), "2026-03-29T00:30:00Z", 2)).toEqual(["2026-03-29T01:00:00.000Z", "2026-03-30T00:00:00.000Z"]);
+    expect(next(schedule("0 3 * * *", "Europe/Berlin"), "2026-03-28T12:00:00Z", 2)).toEqual([
+      "2026-03-29T01:00:00.000Z",
+      "2026-03-30T01:00:00.000Z",
+    ]);
+    expect(next(schedule("0 2,3 * * *", "Europe/Berlin"), "2026-03-29T00:30:00Z", 2)).toEqual([
+      "2026-03-29T01:00:00.000Z",
+      "2026-03-30T00:00:00.000Z",
+    ]);
   });
 
   it("0 * * * * fires 23 times on the spring-forward day and 24 on the fall-back day (Europe/Berlin)", () => {
     const hourly = schedule("0 * * * *", "Europe/Berlin");
-    expect(next(hourly, "2026-03-28T23:30:00Z", 3)).toEqual(["2026-03-29T00:00:00.000Z", "2026-03-29T01:00:00.000Z", "2026-03-29T02:00:00.000Z"]);
+    expect(next(hourly, "2026-03-28T23:30:00Z", 3)).toEqual([
+      "2026-03-29T00:00:00.000Z",
+      "2026-03-29T01:00:00.000Z",
+      "2026-03-29T02:00:00.000Z",
+    ]);
     expect(countIn(hourly, "2026-03-28T23:00:00Z", "2026-03-29T22:00:00Z")).toBe(23); // the local day, 23 h long
     // 02:00 CEST (00:00Z), then 03:00 CET (02:00Z): 02:00 CET, the repeated 02:00, does not fire
-    expect(next(hourly, "2026-10-24T23:30:00Z", 3)).toEqual(["2026-10-25T00:00:00.000Z", "2026-10-25T02:00:00.000Z", "2026-10-25T03:00:00.000Z"]);
+    expect(next(hourly, "2026-10-24T23:30:00Z", 3)).toEqual([
+      "2026-10-25T00:00:00.000Z",
+      "2026-10-25T02:00:00.000Z",
+      "2026-10-25T03:00:00.000Z",
+    ]);
     expect(countIn(hourly, "2026-10-24T22:00:00Z", "2026-10-25T23:00:00Z")).toBe(24); // the local day, 25 h long
   });
 
@@ -119,23 +174,37 @@ describe("daylight saving: the matches skipped by spring-forward fire once at th
   it("handles a 30-minute shift (Australia/Lord_Howe: 02:00 -> 01:30 on 5 Apr 2026, 02:00 -> 02:30 on 4 Oct 2026)", () => {
     // fall-back: 01:30 and 01:45 (+11) fire, their repeats (+10:30) do not, then 02:00 (+10:30)
     expect(next(schedule("*/15 * * * *", "Australia/Lord_Howe"), "2026-04-04T14:20:00Z", 4)).toEqual([
-      "2026-04-04T14:30:00.000Z", "2026-04-04T14:45:00.000Z", "2026-04-04T15:30:00.000Z", "2026-04-04T15:45:00.000Z",
+      "2026-04-04T14:30:00.000Z",
+      "2026-04-04T14:45:00.000Z",
+      "2026-04-04T15:30:00.000Z",
+      "2026-04-04T15:45:00.000Z",
     ]);
     // spring-forward: 02:00, 02:15 and 02:30 are one firing at the transition (02:30 +11), then 02:45
     expect(next(schedule("*/15 2 * * *", "Australia/Lord_Howe"), "2026-10-03T15:00:00Z", 3)).toEqual([
-      "2026-10-03T15:30:00.000Z", "2026-10-03T15:45:00.000Z", "2026-10-04T15:00:00.000Z",
+      "2026-10-03T15:30:00.000Z",
+      "2026-10-03T15:45:00.000Z",
+      "2026-10-04T15:00:00.000Z",
     ]);
   });
 
   it("a 6-field schedule follows the same rule to the second (Europe/Berlin)", () => {
-    expect(next(schedule("0 30 2 * * *", "Europe/Berlin"), "2026-03-28T12:00:00Z", 2)).toEqual(["2026-03-29T01:00:00.000Z", "2026-03-30T00:30:00.000Z"]);
-    expect(next(schedule("*/20 * 2 * * *", "Europe/Berlin"), "2026-03-29T00:59:59Z", 2)).toEqual(["2026-03-29T01:00:00.000Z", "2026-03-30T00:00:00.000Z"]);
+    expect(next(schedule("0 30 2 * * *", "Europe/Berlin"), "2026-03-28T12:00:00Z", 2)).toEqual([
+      "2026-03-29T01:00:00.000Z",
+      "2026-03-30T00:30:00.000Z",
+    ]);
+    expect(next(schedule("*/20 * 2 * * *", "Europe/Berlin"), "2026-03-29T00:59:59Z", 2)).toEqual([
+      "2026-03-29T01:00:00.000Z",
+      "2026-03-30T00:00:00.000Z",
+    ]);
     // after 02:59:40 CEST, the last match of the first pass, the next is 02:00:00 the following day: the repeated hour is silent
     expect(next(schedule("*/20 * 2 * * *", "Europe/Berlin"), "2026-10-25T00:59:40Z", 1)).toEqual(["2026-10-26T01:00:00.000Z"]);
   });
 
   it("a zone without daylight saving is unaffected (Asia/Tokyo)", () => {
-    expect(next(schedule("30 2 * * *", "Asia/Tokyo"), "2026-03-28T12:00:00Z", 2)).toEqual(["2026-03-28T17:30:00.000Z", "2026-03-29T17:30:00.000Z"]);
+    expect(next(schedule("30 2 * * *", "Asia/Tokyo"), "2026-03-28T12:00:00Z", 2)).toEqual([
+      "2026-03-28T17:30:00.000Z",
+      "2026-03-29T17:30:00.000Z",
+    ]);
   });
 });
 

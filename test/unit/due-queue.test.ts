@@ -22,7 +22,10 @@ describe("DueQueue", () => {
     q.push(10, "a");
     q.push(20, "b");
     q.push(30, "c");
-    const live = new Map([["b", 20], ["c", 30]]); // "a" moved away
+    const live = new Map([
+      ["b", 20],
+      ["c", 30],
+    ]); // "a" moved away
     expect(q.peek((dueAt, id) => live.get(id) === dueAt)).toEqual({ dueAt: 20, id: "b" });
     expect(q.size).toBe(2);
     live.set("b", 25); // "b" was rescheduled: its old entry is stale

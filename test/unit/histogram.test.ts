@@ -1,6 +1,6 @@
 /** The fire-lag histogram: fixed bins so buckets sum across Durable Objects, quantiles by interpolation. */
 import { describe, expect, it } from "vitest";
-import { LAG_BOUNDS_MS, LAG_OVERFLOW, lagBin, type LagHistogram, quantileMs } from "../../src/core/histogram";
+import { LAG_BOUNDS_MS, LAG_OVERFLOW, type LagHistogram, lagBin, quantileMs } from "../../src/core/histogram";
 
 describe("lagBin", () => {
   it.each([
@@ -39,25 +39,87 @@ const hist = (entries: [number, number][]): LagHistogram => new Map(entries);
 describe("quantileMs", () => {
   it.each<[string, [number, number][], number, number | null]>([
     ["empty -> null", [], 0.5, null],
-    ["all-zero counts -> null", [[5, 0], [10, 0]], 0.5, null],
+    [
+      "all-zero counts -> null",
+      [
+        [5, 0],
+        [10, 0],
+      ],
+      0.5,
+      null,
+    ],
     ["one bin [0,5]: p50 interpolates to 2.5 -> 3", [[5, 100]], 0.5, 3],
     ["one bin [0,5]: p99", [[5, 100]], 0.99, 5],
     ["one bin (5,10]: p50 = 7.5 -> 8", [[10, 100]], 0.5, 8],
     ["one bin (500,1000]: p10", [[1_000, 10]], 0.1, 550],
-    ["two bins: p50 at the top of the first", [[5, 50], [100, 50]], 0.5, 5],
-    ["two bins: p95 inside the second (50,100]", [[5, 50], [100, 50]], 0.95, 95],
-    ["two bins: p99", [[5, 50], [100, 50]], 0.99, 99],
-    ["q=1 is the top of the last non-empty bin", [[25, 3], [250, 1]], 1, 250],
+    [
+      "two bins: p50 at the top of the first",
+      [
+        [5, 50],
+        [100, 50],
+      ],
+      0.5,
+      5,
+    ],
+    [
+      "two bins: p95 inside the second (50,100]",
+      [
+        [5, 50],
+        [100, 50],
+      ],
+      0.95,
+      95,
+    ],
+    [
+      "two bins: p99",
+      [
+        [5, 50],
+        [100, 50],
+      ],
+      0.99,
+      99,
+    ],
+    [
+      "q=1 is the top of the last non-empty bin",
+      [
+        [25, 3],
+        [250, 1],
+      ],
+      1,
+      250,
+    ],
     ["q=0 is the bottom of the first non-empty bin", [[100, 10]], 0, 50],
     ["overflow only: reports its lower bound", [[LAG_OVERFLOW, 10]], 0.5, 60_000],
-    ["p95 in the overflow", [[5, 90], [LAG_OVERFLOW, 10]], 0.95, 60_000],
-    ["p50 below the overflow", [[5, 90], [LAG_OVERFLOW, 10]], 0.5, 3],
+    [
+      "p95 in the overflow",
+      [
+        [5, 90],
+        [LAG_OVERFLOW, 10],
+      ],
+      0.95,
+      60_000,
+    ],
+    [
+      "p50 below the overflow",
+      [
+        [5, 90],
+        [LAG_OVERFLOW, 10],
+      ],
+      0.5,
+      3,
+    ],
   ])("%s", (_name, entries, q, expected) => {
     expect(quantileMs(hist(entries), q)).toBe(expected);
   });
 
   it("is monotonic in q", () => {
-    const h = hist([[5, 40], [25, 30], [250, 20], [2_000, 9], [LAG_OVERFLOW, 1]]);
+    const h = hist([
+      [5, 40],
+      [25, 30],
+      [250, 20],
+      [2_000, 9],
+      [LAG_OVERFLOW, 1],
+    ]);
     let previous = -Infinity;
     for (let q = 0; q <= 1.0001; q += 0.01) {
       const v = quantileMs(h, Math.min(q, 1))!;

@@ -28,7 +28,13 @@ describe("newId", () => {
     expect(newId("exe", 0, bytes(31)).slice(14)).toBe("z".repeat(16));
     expect(newId("exe", 0, bytes(32)).slice(14)).toBe("0".repeat(16));
     expect(newId("exe", 0, bytes(255)).slice(14)).toBe("z".repeat(16));
-    expect(newId("exe", 0, Uint8Array.from({ length: 16 }, (_, i) => i)).slice(14)).toBe(ALPHABET.slice(0, 16));
+    expect(
+      newId(
+        "exe",
+        0,
+        Uint8Array.from({ length: 16 }, (_, i) => i),
+      ).slice(14),
+    ).toBe(ALPHABET.slice(0, 16));
   });
 
   it("is pure: same inputs, same id; another random, another id", () => {
@@ -38,7 +44,9 @@ describe("newId", () => {
   });
 
   it("sorts by creation time as plain strings (ms resolution), whatever the randomness", () => {
-    const times = [0, 1, 31, 32, 33, 1_023, 1_024, 999_999, 1_000_000, 1_767_366_245_122, 1_767_366_245_123, 1_767_366_246_000, 4_102_444_800_000];
+    const times = [
+      0, 1, 31, 32, 33, 1_023, 1_024, 999_999, 1_000_000, 1_767_366_245_122, 1_767_366_245_123, 1_767_366_246_000, 4_102_444_800_000,
+    ];
     const ids = times.map((t, i) => newId("exe", t, bytes(255 - i * 19, i * 7)));
     expect([...ids].sort()).toEqual(ids);
     for (let i = 1; i < ids.length; i++) expect(ids[i - 1]! < ids[i]!).toBe(true);
@@ -46,8 +54,16 @@ describe("newId", () => {
 
   it("uses a 32-char alphabet in ASCII order, which is what makes ids sortable", () => {
     const produced =
-      newId("exe", 0, Uint8Array.from({ length: 16 }, (_, i) => i)).slice(14) +
-      newId("exe", 0, Uint8Array.from({ length: 16 }, (_, i) => i + 16)).slice(14);
+      newId(
+        "exe",
+        0,
+        Uint8Array.from({ length: 16 }, (_, i) => i),
+      ).slice(14) +
+      newId(
+        "exe",
+        0,
+        Uint8Array.from({ length: 16 }, (_, i) => i + 16),
+      ).slice(14);
     expect(produced).toBe(ALPHABET);
     expect([...produced].sort().join("")).toBe(produced);
   });

@@ -12,10 +12,26 @@ const parse = (text: string) => parseJsonBytes(bytes(text), 32);
 
 describe("sameNumber", () => {
   it.each([
-    ["1", true], ["1.0", true], ["1E2", true], ["100e-2", true], ["-0", true], ["0.0e5", true], ["0.1", true],
-    ["1e-7", true], ["123456789012345678e3", false], ["9007199254740992", true], ["9007199254740993", false],
-    ["12345678901234567890", false], ["1e400", false], ["1e-400", false], ["0.10000000000000000001", false],
-    ["-1.5e+300", true], ["5e-324", true], ["2e-324", false], ["1.7976931348623157e308", true], ["1.7976931348623159e308", false],
+    ["1", true],
+    ["1.0", true],
+    ["1E2", true],
+    ["100e-2", true],
+    ["-0", true],
+    ["0.0e5", true],
+    ["0.1", true],
+    ["1e-7", true],
+    ["123456789012345678e3", false],
+    ["9007199254740992", true],
+    ["9007199254740993", false],
+    ["12345678901234567890", false],
+    ["1e400", false],
+    ["1e-400", false],
+    ["0.10000000000000000001", false],
+    ["-1.5e+300", true],
+    ["5e-324", true],
+    ["2e-324", false],
+    ["1.7976931348623157e308", true],
+    ["1.7976931348623159e308", false],
   ])("%s round-trips: %s", (text, expected) => {
     expect(sameNumber(text, JSON.parse(text) as number)).toBe(expected);
   });
@@ -46,7 +62,10 @@ describe("parseJsonBytes", () => {
     const key = parse('{"m":{"x\\udc00":1}}');
     expect(key.ok && findUnfaithful(key.value)).toMatchObject({ path: ["m", "x\udc00"], problem: expect.stringMatching(/key/) });
     const number = parse('{"ok":"\\ud83d\\ude00","n":[12345678901234567890]}'); // a well-formed pair is fine
-    expect(number.ok && findUnfaithful(number.value)).toMatchObject({ path: ["n", 0], problem: expect.stringMatching(/would be sent as 12345678901234567000/) });
+    expect(number.ok && findUnfaithful(number.value)).toMatchObject({
+      path: ["n", 0],
+      problem: expect.stringMatching(/would be sent as 12345678901234567000/),
+    });
     const fine = parse('{"a":[1.0,"\\u00e9",{"b":null}]}');
     expect(fine.ok && findUnfaithful(fine.value)).toBeNull();
   });

@@ -8,20 +8,22 @@ import {
   EXECUTION_STATES,
   type ExecutionState,
   isTerminal,
-  statusCheckSql,
   JOB_STATES,
   JOB_TRANSITIONS,
-  jobTransition,
   type JobState,
   type JobTransition,
+  jobTransition,
+  statusCheckSql,
   TERMINAL_STATES,
-  transition,
-  type Transition,
   TRANSITIONS,
+  type Transition,
+  transition,
 } from "../../src/core/lifecycle";
 
 const transitions = Object.keys(TRANSITIONS) as Transition[];
-const edges = transitions.flatMap((t) => TRANSITIONS[t].from.map((from) => ({ t, from: from as ExecutionState, to: TRANSITIONS[t].to as ExecutionState })));
+const edges = transitions.flatMap((t) =>
+  TRANSITIONS[t].from.map((from) => ({ t, from: from as ExecutionState, to: TRANSITIONS[t].to as ExecutionState })),
+);
 
 describe("TRANSITIONS", () => {
   it("names only known states", () => {
@@ -80,11 +82,11 @@ describe("TRANSITIONS", () => {
       for (let changed = true; changed; ) {
         changed = false;
         for (const e of edges) {
-        if (seen.has(e.from) && !seen.has(e.to)) {
-          seen.add(e.to);
-          changed = true;
+          if (seen.has(e.from) && !seen.has(e.to)) {
+            seen.add(e.to);
+            changed = true;
+          }
         }
-      }
       }
       expect([...seen].some(isTerminal), start).toBe(true);
     }

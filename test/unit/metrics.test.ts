@@ -144,7 +144,9 @@ describe("toPrometheus", () => {
 
   it("every sample line is name{labels} value", () => {
     for (const l of lines.filter((x) => x && !x.startsWith("#"))) {
-      expect(l).toMatch(/^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*")*\})? -?\d+(\.\d+)?$/);
+      expect(l).toMatch(
+        /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*")*\})? -?\d+(\.\d+)?$/,
+      );
     }
   });
 });

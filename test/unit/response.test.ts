@@ -3,7 +3,7 @@
  * retry honouring Retry-After (invariant 6); every other status is permanent.
  */
 import { describe, expect, it } from "vitest";
-import { classifyStatus, excerpt, EXCERPT_LENGTH, parseRetryAfterMs } from "../../src/core/response";
+import { classifyStatus, EXCERPT_LENGTH, excerpt, parseRetryAfterMs } from "../../src/core/response";
 
 describe("classifyStatus", () => {
   it.each([200, 201, 202, 204, 299])("%i succeeds", (status) => {
@@ -83,7 +83,8 @@ describe("excerpt", () => {
   });
 
   it("stays bounded for any input length", () => {
-    for (const n of [0, 1, 1023, 1024, 1025, 4096, 1_000_000]) expect(excerpt("z".repeat(n)).length).toBeLessThanOrEqual(EXCERPT_LENGTH + 1);
+    for (const n of [0, 1, 1023, 1024, 1025, 4096, 1_000_000])
+      expect(excerpt("z".repeat(n)).length).toBeLessThanOrEqual(EXCERPT_LENGTH + 1);
   });
 
   it("never cuts a surrogate pair in half (the excerpt stays valid UTF-16, so JSON and SQLite keep it intact)", () => {

@@ -332,9 +332,7 @@ function prefixValue(prefix: string, family: Family): bigint {
   if (family === "ipv4") return prefix.split(".").reduce((acc, octet) => (acc << 8n) | BigInt(octet), 0n);
   // Expand "::" by padding with as many zero groups as are missing, then read 8 groups.
   const groupsPresent = prefix.split(":").filter((g) => g !== "").length;
-  const expanded = prefix.includes("::")
-    ? prefix.replace("::", `:${"0:".repeat(8 - groupsPresent)}`).replace(/^:|:$/g, "")
-    : prefix;
+  const expanded = prefix.includes("::") ? prefix.replace("::", `:${"0:".repeat(8 - groupsPresent)}`).replace(/^:|:$/g, "") : prefix;
   return expanded.split(":").reduce((acc, group) => (acc << 16n) | BigInt(`0x${group}`), 0n);
 }
 
@@ -427,13 +425,31 @@ describe("just outside each row: allowed when globally reachable", () => {
   });
 
   it.each([
-    ["https://9.255.255.255/"], ["https://11.0.0.0/"], ["https://126.255.255.255/"], ["https://128.0.0.0/"],
-    ["https://172.15.255.255/"], ["https://172.32.0.0/"], ["https://192.167.255.255/"], ["https://192.169.0.0/"],
-    ["https://198.17.255.255/"], ["https://198.20.0.0/"], ["https://223.255.255.255/"], ["https://192.0.0.9/"],
-    ["https://192.0.0.10/"], ["https://192.0.1.0/"], ["https://[2000::]/"], ["https://[3fff:1000::]/"],
-    ["https://[2001:200::]/"], ["https://[2001:db7:ffff:ffff:ffff:ffff:ffff:ffff]/"],
-    ["https://[2001:db9::]/"], ["https://[2001:1::1]/"], ["https://[2001:4:112::1]/"], ["https://[2001:20::1]/"],
-    ["https://[2001:30::1]/"], ["https://[2003::]/"], ["https://[2001:ffff::]/"],
+    ["https://9.255.255.255/"],
+    ["https://11.0.0.0/"],
+    ["https://126.255.255.255/"],
+    ["https://128.0.0.0/"],
+    ["https://172.15.255.255/"],
+    ["https://172.32.0.0/"],
+    ["https://192.167.255.255/"],
+    ["https://192.169.0.0/"],
+    ["https://198.17.255.255/"],
+    ["https://198.20.0.0/"],
+    ["https://223.255.255.255/"],
+    ["https://192.0.0.9/"],
+    ["https://192.0.0.10/"],
+    ["https://192.0.1.0/"],
+    ["https://[2000::]/"],
+    ["https://[3fff:1000::]/"],
+    ["https://[2001:200::]/"],
+    ["https://[2001:db7:ffff:ffff:ffff:ffff:ffff:ffff]/"],
+    ["https://[2001:db9::]/"],
+    ["https://[2001:1::1]/"],
+    ["https://[2001:4:112::1]/"],
+    ["https://[2001:20::1]/"],
+    ["https://[2001:30::1]/"],
+    ["https://[2003::]/"],
+    ["https://[2001:ffff::]/"],
   ])("allows %s", (raw) => {
     expect(allowed(raw)).toBe(true);
   });
@@ -441,16 +457,16 @@ describe("just outside each row: allowed when globally reachable", () => {
 
 describe("property: the verdict on a random address equals the test table's (fast-check)", () => {
   const near = (family: Family, rows: typeof ALL_ROWS) =>
-    fc.tuple(fc.constantFrom(...rows), fc.bigInt({ min: 0n, max: (1n << BigInt(BITS[family])) - 1n }), fc.integer({ min: -2, max: 2 })).map(
-      ([r, random, step]) => {
+    fc
+      .tuple(fc.constantFrom(...rows), fc.bigInt({ min: 0n, max: (1n << BigInt(BITS[family])) - 1n }), fc.integer({ min: -2, max: 2 }))
+      .map(([r, random, step]) => {
         // A random address inside the row, or a step past one of its edges.
         const { first, last } = span(r);
         const inside = first + (random % (last - first + 1n));
         const n = step === 0 ? inside : step < 0 ? first + BigInt(step) : last + BigInt(step);
         const max = (1n << BigInt(BITS[family])) - 1n;
         return n < 0n ? 0n : n > max ? max : n;
-      },
-    );
+      });
 
   it("for IPv4 in dotted, decimal and hex spellings", () => {
     const address = fc.oneof(fc.bigInt({ min: 0n, max: 0xffffffffn }), near("ipv4", V4_ROWS));

@@ -7,10 +7,9 @@ import { describe, expect, it } from "vitest";
 import { prepareJob } from "../../src/api/create";
 import { ApiError } from "../../src/api/errors";
 import { configOf } from "../../src/config";
+import { DEFAULT_RETRY_POLICY } from "../../src/core/backoff";
 import { bucketOfJob } from "../../src/core/bucketing";
 import { oneOffExecutionId } from "../../src/core/id";
-import { DEFAULT_RETRY_POLICY } from "../../src/core/backoff";
-import type { Env } from "../../src/env";
 
 // configOf parses a plain env object; no FIRE_QUEUE_n bindings are needed to validate a job
 const config = configOf({ BUCKETS: "32", SCAN_WINDOW_MS: "60000" } as unknown as Env);
@@ -274,7 +273,8 @@ describe("prepareJob normalizes a good request", () => {
 });
 
 describe("prepareJob request hash (invariant 8: same key + same request = replay, other request = 409)", () => {
-  const hashOf = async (raw: unknown, headerIdempotencyKey?: string) => (await prepareJob(raw, { ...ctx, headerIdempotencyKey })).job.requestHash;
+  const hashOf = async (raw: unknown, headerIdempotencyKey?: string) =>
+    (await prepareJob(raw, { ...ctx, headerIdempotencyKey })).job.requestHash;
 
   it("is only computed when an idempotency key is given", async () => {
     expect(await hashOf(ok)).toBeNull();
@@ -290,8 +290,16 @@ describe("prepareJob request hash (invariant 8: same key + same request = replay
   });
 
   it("is the same for the same request with another key order", async () => {
-    const a = { idempotencyKey: "k1", target: { url: "https://example.com/hook", method: "PUT", body: { a: 1, b: { c: 2, d: [1, { e: 3, f: 4 }] } } }, delay: "5m" };
-    const b = { delay: "5m", target: { body: { b: { d: [1, { f: 4, e: 3 }], c: 2 }, a: 1 }, method: "PUT", url: "https://example.com/hook" }, idempotencyKey: "k1" };
+    const a = {
+      idempotencyKey: "k1",
+      target: { url: "https://example.com/hook", method: "PUT", body: { a: 1, b: { c: 2, d: [1, { e: 3, f: 4 }] } } },
+      delay: "5m",
+    };
+    const b = {
+      delay: "5m",
+      target: { body: { b: { d: [1, { f: 4, e: 3 }], c: 2 }, a: 1 }, method: "PUT", url: "https://example.com/hook" },
+      idempotencyKey: "k1",
+    };
     expect(await hashOf(a)).toBe(await hashOf(b));
   });
 

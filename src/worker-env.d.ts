@@ -1,0 +1,43 @@
+/**
+ * The Worker's bindings and vars (wrangler.toml; parsed once by config.ts), declared globally as
+ * `wrangler types` declares them, so that no module imports them: the Bucket class and the Env that
+ * names it would otherwise import each other.
+ */
+import type { Bucket } from "./bucket/bucket";
+import type { FireMessage } from "./bucket/protocol";
+
+declare global {
+  namespace Cloudflare {
+    interface Env {
+      DB: D1Database;
+      BUCKET: DurableObjectNamespace<Bucket>;
+      /** fire queues FIRE_QUEUE_0..N-1, chosen by bucket */
+      [fireQueue: `FIRE_QUEUE_${number}`]: Queue<FireMessage>;
+      API_KEYS?: string;
+      WEBHOOK_SECRET?: string;
+      WEBHOOK_SECRETS?: string;
+      /** per-key API rate limit (the platform's rate limiting binding) */
+      API_RATE_LIMITER?: RateLimit;
+      ALLOW_LOOPBACK_TARGETS?: string;
+      BUCKETS?: string;
+      LOOKAHEAD_MS?: string;
+      LEASE_MS?: string;
+      DISPATCH_TIMEOUT_MS?: string;
+      DELIVERY_CONCURRENCY?: string;
+      ALARM_QUANTUM_MS?: string;
+      FLUSH_DELAY_MS?: string;
+      FIRE_BATCH_LIMIT?: string;
+      HISTORY_RETENTION_MS?: string;
+      IDEMPOTENCY_WINDOW_MS?: string;
+    }
+
+    // types `exports` from "cloudflare:workers" (used by the integration tests)
+    interface GlobalProps {
+      mainModule: typeof import("./index");
+      durableNamespaces: "Bucket";
+    }
+  }
+
+  /** The Worker's bindings and vars. */
+  interface Env extends Cloudflare.Env {}
+}
