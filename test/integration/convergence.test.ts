@@ -95,6 +95,32 @@ async function flush(jobId: string): Promise<void> {
 }
 
 /**
+ * Runs a bucket's alarm with `meanwhile` run once, just before the alarm's first D1 batch is
+ * written (the write then goes ahead): an interleaving inside the write window. Fails unless the
+ * alarm wrote a batch.
+ */
+async function alarmWithBeforeItsWrite(stub: Stub, meanwhile: () => Promise<void>): Promise<void> {
+  const original = env.DB.batch.bind(env.DB);
+  let armed = true;
+  const written: Promise<unknown>[] = [];
+  const spy = vi.spyOn(env.DB, "batch").mockImplementation(async (statements) => {
+    if (!armed) return original(statements);
+    armed = false;
+    await meanwhile();
+    const write = original(statements);
+    written.push(write);
+    return write;
+  });
+  try {
+    await runAlarm(stub);
+    await Promise.all(written);
+  } finally {
+    spy.mockRestore();
+  }
+  expect(armed, "the alarm wrote no D1 batch").toBe(false);
+}
+
+/**
  * The consumer on an explicit batch, like helpers.fire, also recording the delay each retried
  * message asked for (the test pool's QueueResult drops it).
  */
@@ -559,22 +585,10 @@ describe("6. pause while the bucket creates and writes an occurrence", () => {
     clock.travelTo(first + 2000); // past the flush delay of anything written before
 
     // the alarm creates the occurrence and plans the next; while its D1 write is in flight, pause
-    const original = env.DB.batch.bind(env.DB);
     let paused: Response | undefined;
-    let armed = true;
-    const written: Promise<unknown>[] = [];
-    const spy = vi.spyOn(env.DB, "batch").mockImplementation(async (statements) => {
-      if (!armed) return original(statements);
-      armed = false;
+    await alarmWithBeforeItsWrite(stub, async () => {
       paused = await api(`/v1/jobs/${job.id}/pause`, { method: "POST" });
-      const write = original(statements);
-      written.push(write);
-      return write;
     });
-    onTestFinished(() => spy.mockRestore());
-    await runAlarm(stub);
-    await Promise.all(written);
-    spy.mockRestore();
     expect(paused?.status).toBe(200);
 
     // the occurrence created before the pause was dispatched: its message is a duplicate now
@@ -613,12 +627,7 @@ describe("6. pause while the bucket creates and writes an occurrence", () => {
 
     // the alarm creates the only occurrence and projects "not completed" (it is live); while that
     // write is in flight the occurrence is claimed and succeeds
-    const original = env.DB.batch.bind(env.DB);
-    let armed = true;
-    const written: Promise<unknown>[] = [];
-    const spy = vi.spyOn(env.DB, "batch").mockImplementation(async (statements) => {
-      if (!armed) return original(statements);
-      armed = false;
+    await alarmWithBeforeItsWrite(stub, async () => {
       const [message] = take(job.id);
       const inside = bucketStub((await row(job.id)).bucket); // a stub of this context (I/O cannot cross objects)
       const [lease] = await inside.claim([{ executionId: message!.executionId, dueAt: message!.dueAt }]);
@@ -626,15 +635,7 @@ describe("6. pause while the bucket creates and writes an occurrence", () => {
       await inside.complete([
         { executionId: message!.executionId, token: lease.token, outcome: { kind: "succeeded", httpStatus: 200, excerpt: "ok" } },
       ]);
-      const write = original(statements);
-      written.push(write);
-      return write;
     });
-    onTestFinished(() => spy.mockRestore());
-    await runAlarm(stub);
-    await Promise.all(written);
-    spy.mockRestore();
-    expect(armed).toBe(false);
     expect(await row(job.id)).toMatchObject({ status: "active" });
 
     await flush(job.id); // the next flush writes the outcome and the completion
@@ -647,21 +648,9 @@ describe("6. pause while the bucket creates and writes an occurrence", () => {
     const stub = await stubOf(job.id);
     clock.travelTo((await row(job.id)).next_run_at! + 2000);
 
-    const original = env.DB.batch.bind(env.DB);
-    let armed = true;
-    const written: Promise<unknown>[] = [];
-    const spy = vi.spyOn(env.DB, "batch").mockImplementation(async (statements) => {
-      if (!armed) return original(statements);
-      armed = false;
+    await alarmWithBeforeItsWrite(stub, async () => {
       await api(`/v1/jobs/${job.id}/pause`, { method: "POST" });
-      const write = original(statements);
-      written.push(write);
-      return write;
     });
-    onTestFinished(() => spy.mockRestore());
-    await runAlarm(stub);
-    await Promise.all(written);
-    spy.mockRestore();
     take(job.id);
 
     clock.advance(5000);
