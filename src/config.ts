@@ -21,9 +21,9 @@ export const ConfigSchema = z.object({
   /** an alarm fires at most once per quantum and sends everything due */
   ALARM_QUANTUM_MS: int(50, 1),
   /**
-   * targets called at once per consumer batch. Production allows 6 open connections per
-   * invocation (more would queue while their timeout runs) and scales with consumer concurrency;
-   * the local runtime runs one consumer batch at a time and has no such limit.
+   * targets called at once per consumer invocation: production allows 6 open connections per
+   * invocation, and more would queue while their timeout runs. The fire consumers' max_batch_size
+   * (wrangler.toml) is at most this, so no delivery waits behind a slow one of its own batch.
    */
   DELIVERY_CONCURRENCY: int(6, 1),
   /** finished outcomes are written to D1 at most this often, in one batch per bucket */

@@ -9,9 +9,9 @@ export { Bucket } from "./bucket/bucket";
 export default {
   fetch: app.fetch,
 
-  async queue(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+  async queue(batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext): Promise<void> {
     if (batch.queue.endsWith("-dlq")) await handleDeadLetterBatch(batch, env);
-    else await handleFireBatch(batch, env);
+    else await handleFireBatch(batch, env, ctx);
   },
 
   async scheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {

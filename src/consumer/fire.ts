@@ -1,8 +1,11 @@
 /**
- * The fire queue consumer: claim (one RPC per bucket per batch) -> deliver -> complete (one RPC
- * per bucket), heartbeating while targets run. Each message is acked or retried; the consumer
- * never throws for one message. Failures after a claim belong to the lease: an unfinished
- * attempt comes back when its lease expires, so those messages are acked.
+ * The fire queue consumer: claim (one RPC per bucket per batch), ack, then deliver -> complete
+ * (one RPC per bucket), heartbeating while targets run. Each message is acked or retried; the
+ * consumer never throws for one message. Failures after a claim belong to the lease: an
+ * unfinished attempt comes back when its lease expires, so a claimed message is acked at once and
+ * its delivery runs on in ctx.waitUntil. With the queue_consumer_no_wait_for_wait_until flag
+ * (wrangler.toml) the queue then moves on: a slow or hanging target holds its own invocation,
+ * never the next batch.
  */
 
 import type { Bucket } from "../bucket/bucket";
@@ -17,7 +20,7 @@ import { deliver } from "./webhook";
 type Lease = Extract<ClaimResult, { ok: true }>;
 type BucketStub = DurableObjectStub<Bucket>;
 
-export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
+export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext): Promise<void> {
   const config = configOf(env);
   const valid = await acceptFireMessages(batch, env);
   const groups = [...groupByBucket(valid)].map(([bucket, messages]) => ({
@@ -30,9 +33,19 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env): P
   const claimed = await Promise.all(groups.map((group) => claimGroup(group)));
   const leases = claimed.flatMap((c) => c.leases.map((lease) => ({ lease, stub: c.stub })));
 
-  // 2. deliver under one concurrency limit; each outcome is reported as soon as it is known
-  //    (batched per bucket while a report is in flight), and a lease is heartbeated until its
-  //    report is in: an early finisher must not lose its lease while slower targets still run
+  // 2. ack everything that was claimed or refused as a duplicate: from here the leases own it
+  for (const c of claimed) if (c.ok) for (const m of c.messages) m.message.ack();
+
+  // 3. deliver after the handler returns
+  if (leases.length > 0) ctx.waitUntil(deliverAll(leases, config));
+}
+
+/**
+ * Delivers claimed executions under one concurrency limit; each outcome is reported as soon as
+ * it is known (batched per bucket while a report is in flight), and a lease is heartbeated until
+ * its report is in: an early finisher must not lose its lease while slower targets still run.
+ */
+async function deliverAll(leases: { lease: Lease; stub: BucketStub }[], config: Config): Promise<void> {
   const keys = signingKeysOf(config);
   const unreported = new Map(leases.map((l) => [l.lease.executionId, l]));
   const stopHeartbeat = startHeartbeat(unreported, config);
@@ -73,9 +86,6 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env): P
   } finally {
     stopHeartbeat();
   }
-
-  // 3. ack everything that was claimed or refused as a duplicate
-  for (const c of claimed) if (c.ok) for (const m of c.messages) m.message.ack();
 }
 
 /**

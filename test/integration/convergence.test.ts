@@ -141,7 +141,7 @@ async function fireRecordingDelays(
     };
   }
   const ctx = createExecutionContext();
-  await worker.queue(batch, env);
+  await worker.queue(batch, env, ctx);
   const result = await getQueueResult(batch, ctx);
   return { acked: result.explicitAcks, retried };
 }

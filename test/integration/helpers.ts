@@ -135,16 +135,35 @@ export function fireMessage(e: { id: string; bucket: number; tenant?: string; du
 
 /**
  * Runs the Worker's queue handler on an explicit batch (message ids "m0", "m1", ...) and
- * returns what it did with each message (acked, retried).
+ * returns what it did with each message (acked, retried) once its deliveries are done.
  */
 export async function fire(bodies: unknown[], options: { queue?: string; attempts?: number } = {}): Promise<QueueResult> {
+  return (await startFire(bodies, options)).done;
+}
+
+/**
+ * Runs the Worker's queue handler on an explicit batch until it returns: what it acked by then
+ * (the queue moves on at that point) and its deliveries, which run on in waitUntil.
+ */
+export async function startFire(
+  bodies: unknown[],
+  options: { queue?: string; attempts?: number } = {},
+): Promise<{ ackedOnReturn: string[]; done: Promise<QueueResult> }> {
   const batch = createMessageBatch(
     options.queue ?? "fire",
     bodies.map((body, i) => ({ id: `m${i}`, timestamp: Date.now(), attempts: options.attempts ?? 1, body })),
   );
+  const acked: string[] = [];
+  for (const message of batch.messages) {
+    const ack = message.ack.bind(message);
+    message.ack = () => {
+      acked.push(message.id);
+      ack();
+    };
+  }
   const ctx = createExecutionContext();
-  await worker.queue(batch, env);
-  return getQueueResult(batch, ctx);
+  await worker.queue(batch, env, ctx);
+  return { ackedOnReturn: [...acked], done: getQueueResult(batch, ctx) };
 }
 
 /** One request the loopback receiver got. */

@@ -57,7 +57,7 @@ async function consume(consumerEnv: unknown, messages: FireMessage[]): Promise<Q
     messages.map((body, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body })),
   );
   const ctx = createExecutionContext();
-  await expect(worker.queue(batch, consumerEnv as never)).resolves.toBeUndefined();
+  await expect(worker.queue(batch, consumerEnv as never, ctx)).resolves.toBeUndefined();
   return getQueueResult(batch, ctx);
 }
 

@@ -1,0 +1,53 @@
+/**
+ * Isolation (issue 13, item 1): a slow or hanging target delays only its own executions. The
+ * consumer acks a batch once its executions are claimed and delivers in waitUntil; with the
+ * queue_consumer_no_wait_for_wait_until flag (wrangler.toml) the queue hands out the next batch
+ * while a target still hangs, and the lease, heartbeated, keeps the hanging attempt alive.
+ *
+ * Time: one file-wide virtual clock for the buckets; the targets' hang is real (the receiver's
+ * /hang/<ms>). The fire queue is captured for the file: tests feed the consumer themselves.
+ */
+import { describe, expect, it } from "vitest";
+import {
+  captureFiresForFile,
+  dispatchNow,
+  type Execution,
+  fileClock,
+  newExecution,
+  received,
+  receiverUrl,
+  startFire,
+  uniquePath,
+} from "./helpers";
+
+const clock = fileClock(10 * 60_000);
+const sent = captureFiresForFile();
+const dispatch = (e: Execution) => dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent);
+
+const HANG_MS = 1_500;
+
+describe("a slow target holds only its own execution", () => {
+  it("acks a batch once its executions are claimed; a later batch's target is reached and its outcome recorded while the earlier target still hangs", async () => {
+    const hangPath = uniquePath(`hang/${HANG_MS}`);
+    const slow = await newExecution({ target: { url: `${receiverUrl()}${hangPath}` } });
+    const slowMessage = await dispatch(slow);
+    const fast = await newExecution({ target: { url: `${receiverUrl()}${uniquePath()}` } });
+    const fastMessage = await dispatch(fast);
+
+    const slowBatch = await startFire([slowMessage]);
+    // the handler has returned (the queue may move on): the message is acked, the attempt runs
+    expect(slowBatch.ackedOnReturn).toEqual(["m0"]);
+    expect((await slow.view())?.status).toBe("running");
+
+    const fastBatch = await startFire([fastMessage]);
+    expect(fastBatch.ackedOnReturn).toEqual(["m0"]);
+    await fastBatch.done;
+    expect((await fast.view())?.status).toBe("succeeded");
+    // the slow target was called and has not answered yet
+    expect(await received(hangPath)).toHaveLength(1);
+    expect((await slow.view())?.status).toBe("running");
+
+    await slowBatch.done;
+    expect((await slow.view())?.status).toBe("succeeded");
+  });
+});
