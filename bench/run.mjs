@@ -14,6 +14,7 @@ import { credentials, killAllStacks, useCodeRoot } from "./lib/stack.mjs";
 import { burst } from "./scenarios/burst.mjs";
 import { crash } from "./scenarios/crash.mjs";
 import { delayed } from "./scenarios/delayed.mjs";
+import { MIXED_VARIANTS, mixed } from "./scenarios/mixed.mjs";
 import { steady } from "./scenarios/steady.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -37,7 +38,7 @@ async function main() {
   const ROOT = join(HERE, "..");
   const RESULTS = join(HERE, "results");
 
-  const SCENARIOS = ["delayed", "burst", "crash", "steady"];
+  const SCENARIOS = ["delayed", "burst", "crash", "steady", "mixed"];
   const scenarios = envList("BENCH_SCENARIOS", SCENARIOS, {
     item: (s) => {
       if (!SCENARIOS.includes(s)) throw new Error(`BENCH_SCENARIOS: unknown scenario "${s}" (scenarios: ${SCENARIOS.join(", ")})`);
@@ -64,7 +65,24 @@ async function main() {
       seconds: envNumber("BENCH_STEADY_SECONDS", 60),
       drainTimeoutMs,
     },
+    mixed: {
+      variants: envList("BENCH_MIXED_VARIANTS", MIXED_VARIANTS, {
+        item: (v) => {
+          if (!MIXED_VARIANTS.includes(v))
+            throw new Error(`BENCH_MIXED_VARIANTS: unknown variant "${v}" (variants: ${MIXED_VARIANTS.join(", ")})`);
+          return v;
+        },
+      }),
+      rate: envNumber("BENCH_MIXED_RATE", 500, { min: 1 }),
+      seconds: envNumber("BENCH_MIXED_SECONDS", 60),
+      slowMs: envNumber("BENCH_MIXED_SLOW_MS", 5000),
+      // the slow jobs' timeoutMs: the API takes 1000..900000 (LIMITS.timeoutMs in src/core/job.ts)
+      slowTimeoutMs: envNumber("BENCH_MIXED_TIMEOUT_MS", 15_000, { integer: true, min: 1000, max: 900_000 }),
+      drainTimeoutMs,
+    },
   };
+  if (params.mixed.slowMs >= params.mixed.slowTimeoutMs)
+    throw new Error("BENCH_MIXED_SLOW_MS must be below BENCH_MIXED_TIMEOUT_MS (the slow target answers before the job's timeout)");
 
   const wranglerVersion = JSON.parse(readFileSync(join(ROOT, "node_modules", "wrangler", "package.json"), "utf8")).version;
   const machine = { cpus: cpus().length, cpuModel: cpus()[0]?.model, node: process.version, wrangler: wranglerVersion };
@@ -121,6 +139,7 @@ async function main() {
     } else if (name === "burst") emit(await burst(params.burst, ctx));
     else if (name === "crash") emit(await crash(params.crash, ctx));
     else if (name === "steady") emit(await steady(params.steady, ctx, emit));
+    else if (name === "mixed") emit(await mixed(params.mixed, ctx, emit));
   }
 
   let failed = false;

@@ -1,4 +1,4 @@
-// Shared by the scenarios: job specs, sequential batch enqueue, and the delivery figures computed
+// Shared by the scenarios: job specs, sequential and paced batch enqueue, and the delivery figures computed
 // from what the target recorded (first arrival per job index vs its due time).
 import { perSlot, round, sleep, summary } from "./stats.mjs";
 
@@ -38,6 +38,68 @@ export async function enqueueSequential(api, order, specOf, n, chunk = CHUNK) {
   }
   const endedAt = Date.now();
   return { ids, acceptedAt, batchMs, refused, firstError, startedAt, endedAt };
+}
+
+/** paced creation: one batch every PACE_TICK_MS, at most PACE_MAX_IN_FLIGHT requests outstanding */
+export const PACE_TICK_MS = 100;
+export const PACE_MAX_IN_FLIGHT = 4;
+
+/**
+ * Creates `rate` jobs per second for `seconds` (steady, mixed): every PACE_TICK_MS one
+ * POST /v1/jobs/batch with that tick's share of indexes, each job due `leadMs` after its batch
+ * is sent (`specOf(i, dueAt)` builds job i), at most PACE_MAX_IN_FLIGHT requests in flight.
+ * Returns due times by index (Float64Array, 0 for a job never sent), what was created and
+ * refused, the ticks that started over a tick late, per-request timings and the wall time.
+ */
+export async function createPaced(api, { rate, seconds, leadMs, specOf }) {
+  const total = Math.round(rate * seconds);
+  const due = new Float64Array(total);
+  const batchMs = [];
+  let refused = 0;
+  let firstError = null;
+  let created = 0;
+  let inFlight = 0;
+  let lateTicks = 0;
+  const pending = new Set();
+  const startedAt = Date.now();
+  const ticks = Math.round((seconds * 1000) / PACE_TICK_MS);
+  for (let k = 0; k < ticks; k++) {
+    const tickAt = startedAt + k * PACE_TICK_MS;
+    const wait = tickAt - Date.now();
+    if (wait > 0) await sleep(wait);
+    else if (wait < -PACE_TICK_MS) lateTicks += 1;
+    while (inFlight >= PACE_MAX_IN_FLIGHT) await sleep(5);
+    const from = Math.round((rate * k * PACE_TICK_MS) / 1000);
+    const to = Math.round((rate * (k + 1) * PACE_TICK_MS) / 1000);
+    if (to <= from) continue;
+    const sentAt = Date.now();
+    const specs = [];
+    for (let i = from; i < to; i++) {
+      due[i] = sentAt + leadMs;
+      specs.push(specOf(i, due[i]));
+    }
+    inFlight += 1;
+    const p = api
+      .createBatch(specs)
+      .then((res) => {
+        batchMs.push(res.doneAt - res.sentAt);
+        refused += res.refused;
+        firstError ??= res.error;
+        created += specs.length - res.refused;
+      })
+      .catch((error) => {
+        refused += specs.length;
+        firstError ??= String(error);
+      })
+      .finally(() => {
+        inFlight -= 1;
+        pending.delete(p);
+      });
+    pending.add(p);
+  }
+  await Promise.all([...pending]);
+  const endedAt = Date.now();
+  return { total, due, created, refused, firstError, lateTicks, batchMs, startedAt, endedAt };
 }
 
 /**
@@ -93,6 +155,21 @@ export function deliveryFigures(target, due, n) {
     firstArrival: Number.isFinite(firstArrival) ? firstArrival : null,
     lastArrival: Number.isFinite(lastArrival) ? lastArrival : null,
   };
+}
+
+/**
+ * p99 of first-arrival lag per `windowMs` of due time, from `from` up to `to` (epoch ms), over the
+ * jobs `include(i)` accepts: shows whether the runtime keeps up or falls behind over a run.
+ */
+export function lagP99ByWindow(due, first, from, to, { windowMs = 10_000, include = () => true } = {}) {
+  const out = [];
+  for (let start = from; start < to; start += windowMs) {
+    const window = [];
+    for (let i = 0; i < due.length; i++)
+      if (due[i] >= start && due[i] < start + windowMs && !Number.isNaN(first[i]) && include(i)) window.push(first[i] - due[i]);
+    out.push(summary(window).p99);
+  }
+  return out;
 }
 
 /** Arrivals per second from `from` (the completions per second figure). */

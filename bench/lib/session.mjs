@@ -11,11 +11,12 @@ import { Target } from "./target.mjs";
 /**
  * Runs `body({ target, stack, api, sampler, creds, restart })` and always stops the stack(s),
  * closes the target and removes the temporary state. `options.overrides`: the run's settings
- * (SCHEDULER_<NAME>), passed to every stack.
+ * (SCHEDULER_<NAME>), passed to every stack; `options.targetDelayMs` / `options.targetDelayMsByPath`:
+ * how long the target takes to answer (see Target).
  */
 export async function withSession(name, options, body) {
   const logDir = join(options.resultsDir, "logs");
-  const target = await new Target({ delayMs: options.targetDelayMs ?? 0 }).listen();
+  const target = await new Target({ delayMs: options.targetDelayMs ?? 0, delayMsByPath: options.targetDelayMsByPath }).listen();
   const creds = credentials(options.overrides);
   const sampler = new GroupSampler(500);
   const launched = [];

@@ -1,18 +1,34 @@
 // The loopback webhook target: the shared receiver (test/support/receiver.mjs, keep-alive on
 // 127.0.0.1) answering 200 once the body is read, or `delayMs` later (the crash scenario's 2 s
-// handler). It records, for every request, when its headers arrived, its webhook-id, attempt and
-// the job index carried in the body, and when the 200 was fully written. Recording is a push and
-// a few property writes per request: the bench process shares the 2 cores with the runtime, so it
-// must stay cheap (no headers or bytes kept, no signature check here; the e2e tests verify
-// signatures).
+// handler), or, for a path listed in `delayMsByPath`, that path's delay later (the mixed
+// scenario's slow and hanging targets: one Map lookup per request). It records, for every
+// request, when its headers arrived, its webhook-id, attempt and the job index carried in the
+// body, and when the 200 was fully written. Recording is a push and a few property writes per
+// request: the bench process shares the 2 cores with the runtime, so it must stay cheap (no
+// headers or bytes kept, no signature check here; the e2e tests verify signatures).
 import { OK, startReceiver } from "../../test/support/receiver.mjs";
 
 /** @typedef {{ at: number, id: string, attempt: number, i: number, answeredAt: number | null }} Arrival */
 
+/**
+ * Longest delay a Node timer takes (about 24.8 days); a longer one would fire after 1 ms. A
+ * "hanging" path is a delay longer than the job's timeout: the scheduler gives up and closes the
+ * request first, and close() (the receiver's stop()) cancels the pending answers, so it stays prompt.
+ */
+export const MAX_DELAY_MS = 2 ** 31 - 1;
+
 export class Target {
-  /** @param {{ delayMs?: number }} [options] */
+  /**
+   * @param {{ delayMs?: number, delayMsByPath?: Record<string, number> }} [options] `delayMsByPath`:
+   *   the delay per request path (exact, as sent: pathname and query), e.g. { "/slow": 5000 };
+   *   other paths get `delayMs`
+   */
   constructor(options = {}) {
-    this.delayMs = options.delayMs ?? 0;
+    this.delayMs = checkedDelay("delayMs", options.delayMs ?? 0);
+    /** @type {Record<string, number>} */
+    this.delayMsByPath = Object.fromEntries(
+      Object.entries(options.delayMsByPath ?? {}).map(([path, ms]) => [path, checkedDelay(`delayMsByPath["${path}"]`, ms)]),
+    );
     /** @type {Arrival[]} */
     this.arrivals = [];
     /** @type {import("../../test/support/receiver.mjs").Receiver | null} */
@@ -21,11 +37,14 @@ export class Target {
   }
 
   async listen() {
-    const answer = this.delayMs > 0 ? { ...OK, afterMs: this.delayMs } : OK;
+    const answerAfter = (ms) => (ms > 0 ? { ...OK, afterMs: ms } : OK);
+    const answer = answerAfter(this.delayMs);
+    /** @type {Map<string, import("../../test/support/receiver.mjs").Answer>} */
+    const answerByPath = new Map(Object.entries(this.delayMsByPath).map(([path, ms]) => [path, answerAfter(ms)]));
     /** the bench's record of each request the receiver saw */
     const arrivalOf = new WeakMap();
     this.receiver = await startReceiver({
-      respond: () => answer,
+      respond: answerByPath.size === 0 ? () => answer : (request) => answerByPath.get(request.path) ?? answer,
       onRequest: (request) => {
         /** @type {Arrival} */
         const arrival = { at: request.at, id: request.webhookId, attempt: request.attempt, i: indexOf(request.body), answeredAt: null };
@@ -45,6 +64,16 @@ export class Target {
     this.receiver = null;
     await receiver?.stop();
   }
+}
+
+/**
+ * @param {string} name
+ * @param {number} ms
+ */
+function checkedDelay(name, ms) {
+  if (typeof ms !== "number" || !(ms >= 0 && ms <= MAX_DELAY_MS))
+    throw new Error(`Target ${name} must be in 0..${MAX_DELAY_MS} ms, got ${ms}`);
+  return ms;
 }
 
 /**

@@ -2,65 +2,18 @@
 // is sent (absolute runAt). Rates are tried in increasing order, each on a fresh stack, stopping
 // after the first that fails; the sustainable rate is the highest held with p99 lag < 2 s,
 // nothing missing and the creation rate achieved (>= 95 % of R).
-import { deliveredCount, deliveryFigures } from "../lib/jobs.mjs";
+import { createPaced, deliveredCount, deliveryFigures, jobSpec, lagP99ByWindow, PACE_MAX_IN_FLIGHT, PACE_TICK_MS } from "../lib/jobs.mjs";
 import { withSession } from "../lib/session.mjs";
 import { cpuMsPerDelivery, round, sleep, summary, waitUntil } from "../lib/stats.mjs";
-
-const TICK_MS = 100;
-const MAX_IN_FLIGHT = 4;
 
 export async function steadyRate(r, params, ctx) {
   const { seconds, leadMs = 5000, drainTimeoutMs } = params;
   return withSession(`steady-${r}`, ctx, async ({ quiet, loadAvgAtStart, target, first, api, sampler, alive, schedulerFigures }) => {
     const url = `${target.url}/steady`;
-    const total = Math.round(r * seconds);
-    const due = new Float64Array(total);
-    const batchMs = [];
-    let refused = 0;
-    let firstError = null;
-    let created = 0;
-    let inFlight = 0;
-    let lateTicks = 0;
-    const pending = new Set();
     sampler.mark("start");
-    const start = Date.now();
-    const ticks = Math.round((seconds * 1000) / TICK_MS);
-    for (let k = 0; k < ticks; k++) {
-      const tickAt = start + k * TICK_MS;
-      const wait = tickAt - Date.now();
-      if (wait > 0) await sleep(wait);
-      else if (wait < -TICK_MS) lateTicks += 1;
-      while (inFlight >= MAX_IN_FLIGHT) await sleep(5);
-      const from = Math.round((r * k * TICK_MS) / 1000);
-      const to = Math.round((r * (k + 1) * TICK_MS) / 1000);
-      if (to <= from) continue;
-      const sentAt = Date.now();
-      const specs = [];
-      for (let i = from; i < to; i++) {
-        due[i] = sentAt + leadMs;
-        specs.push({ target: { url, body: { i } }, runAt: due[i] });
-      }
-      inFlight += 1;
-      const p = api
-        .createBatch(specs)
-        .then((res) => {
-          batchMs.push(res.doneAt - res.sentAt);
-          refused += res.refused;
-          firstError ??= res.error;
-          created += specs.length - res.refused;
-        })
-        .catch((error) => {
-          refused += specs.length;
-          firstError ??= String(error);
-        })
-        .finally(() => {
-          inFlight -= 1;
-          pending.delete(p);
-        });
-      pending.add(p);
-    }
-    await Promise.all([...pending]);
-    const createEnd = Date.now();
+    const specOf = (i, dueAt) => jobSpec(url, i, dueAt);
+    const pace = await createPaced(api, { rate: r, seconds, leadMs, specOf });
+    const { total, due, created, refused, firstError, lateTicks, batchMs, startedAt: start, endedAt: createEnd } = pace;
     sampler.mark("created");
     const lastDue = Math.max(...due);
     const allIn = await waitUntil(() => !alive() || deliveredCount(target, total) >= total - refused, lastDue + drainTimeoutMs, 200);
@@ -68,20 +21,14 @@ export async function steadyRate(r, params, ctx) {
     sampler.mark("end");
     const d = deliveryFigures(target, due, total);
     // p99 of lag per 10 s of due time: shows whether the runtime keeps up or falls behind
-    const p99By10s = [];
-    for (let from = start + leadMs; from < lastDue; from += 10_000) {
-      const window = [];
-      for (let i = 0; i < total; i++)
-        if (due[i] >= from && due[i] < from + 10_000 && !Number.isNaN(d.first[i])) window.push(d.first[i] - due[i]);
-      p99By10s.push(summary(window).p99);
-    }
+    const p99By10s = lagP99ByWindow(due, d.first, start + leadMs, lastDue);
     const createSeconds = (createEnd - start) / 1000;
     const achieved = created / Math.max(createSeconds, seconds);
     const held =
       d.figures.lagMs.p99 !== null && d.figures.lagMs.p99 < 2000 && d.figures.missing === 0 && refused === 0 && achieved >= 0.95 * r;
     return {
       scenario: "steady",
-      params: { rate: r, seconds, leadMs, tickMs: TICK_MS, maxInFlight: MAX_IN_FLIGHT, drainTimeoutMs, settings: ctx.settings },
+      params: { rate: r, seconds, leadMs, tickMs: PACE_TICK_MS, maxInFlight: PACE_MAX_IN_FLIGHT, drainTimeoutMs, settings: ctx.settings },
       held,
       achievedCreateRate: round(achieved, 0),
       created,

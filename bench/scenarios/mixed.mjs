@@ -1,0 +1,193 @@
+// mixed: do slow targets make other jobs late? R jobs created per second for S seconds exactly as
+// steady creates them (createPaced: a batch every 100 ms, each job due 5 s after it is sent); every
+// 10th job (index % 10 == 0) targets the loopback target's /slow path, the others /fast (200 at
+// once). Variants, each on a fresh stack: `slow` (/slow answers 200 after slowMs, 5 s) and `hang`
+// (/slow answers only after an hour, so the scheduler's timeout, the slow jobs' `timeoutMs`, ends
+// every attempt: a retryable failure, so those jobs are retried with the default policy until the
+// stack stops; the scenario does not wait for them beyond the drain). `held`: the fast jobs'
+// first-delivery p99 lag <= 200 ms and none of them missing.
+import { createPaced, deliveredCount, jobSpec, lagP99ByWindow, PACE_MAX_IN_FLIGHT, PACE_TICK_MS } from "../lib/jobs.mjs";
+import { withSession } from "../lib/session.mjs";
+import { cpuMsPerDelivery, round, sleep, summary, waitUntil } from "../lib/stats.mjs";
+
+export const MIXED_VARIANTS = ["slow", "hang"];
+/** every SLOW_EVERY-th job (index % SLOW_EVERY == 0) targets the slow path */
+const SLOW_EVERY = 10;
+const FAST_PATH = "/fast";
+const SLOW_PATH = "/slow";
+/** the hanging answer: past the longest job timeout (15 min, LIMITS.timeoutMs.max) and any run */
+const HANG_MS = 3_600_000;
+/** fast jobs' p99 first-delivery lag that still counts as unaffected */
+const HELD_P99_MS = 200;
+
+const isSlow = (i) => i % SLOW_EVERY === 0;
+
+/**
+ * Per class (fast or slow jobs): lag of each job's first arrival, delivered, missing (refused
+ * jobs included, as in steady), requests and answers, and the execution ids that arrived more
+ * than once (webhook-id is stable across attempts).
+ */
+function classFigures(target, due, total, first, slow) {
+  const lags = [];
+  let jobs = 0;
+  let over2s = 0;
+  let early = 0;
+  for (let i = 0; i < total; i++) {
+    if (isSlow(i) !== slow) continue;
+    jobs += 1;
+    if (Number.isNaN(first[i])) continue;
+    const lag = first[i] - due[i];
+    lags.push(lag);
+    if (lag > 2000) over2s += 1;
+    if (lag < 0) early += 1;
+  }
+  const perId = new Map();
+  let requests = 0;
+  let answered = 0;
+  let maxAttempt = 0;
+  for (const a of target.arrivals) {
+    if (!Number.isInteger(a.i) || a.i < 0 || a.i >= total || isSlow(a.i) !== slow) continue;
+    requests += 1;
+    if (a.answeredAt !== null) answered += 1;
+    if (a.attempt > maxAttempt) maxAttempt = a.attempt;
+    perId.set(a.id, (perId.get(a.id) ?? 0) + 1);
+  }
+  let repeatedIds = 0;
+  let extraRequests = 0;
+  for (const c of perId.values()) {
+    if (c > 1) {
+      repeatedIds += 1;
+      extraRequests += c - 1;
+    }
+  }
+  return {
+    jobs,
+    delivered: lags.length,
+    missing: jobs - lags.length,
+    lagMs: summary(lags),
+    over2s,
+    early,
+    requests,
+    answered,
+    maxAttempt,
+    // a fast job answers 200 at once, so a repeat is a duplicate; a slow job's repeats are the
+    // retries of its timed-out attempts (`hang`)
+    ...(slow ? { retriedJobs: repeatedIds, retryRequests: extraRequests } : { duplicates: repeatedIds, extraDeliveries: extraRequests }),
+  };
+}
+
+export async function mixedVariant(variant, params, ctx) {
+  const { rate, seconds, leadMs = 5000, slowMs, slowTimeoutMs, drainTimeoutMs } = params;
+  const slowAnswerMs = variant === "hang" ? HANG_MS : slowMs;
+  const options = { ...ctx, targetDelayMsByPath: { [SLOW_PATH]: slowAnswerMs } };
+  return withSession(
+    `mixed-${variant}`,
+    options,
+    async ({ quiet, loadAvgAtStart, target, first, api, sampler, alive, schedulerFigures }) => {
+      const fastUrl = `${target.url}${FAST_PATH}`;
+      const slowUrl = `${target.url}${SLOW_PATH}`;
+      const specOf = (i, dueAt) => (isSlow(i) ? { ...jobSpec(slowUrl, i, dueAt), timeoutMs: slowTimeoutMs } : jobSpec(fastUrl, i, dueAt));
+      sampler.mark("start");
+      const pace = await createPaced(api, { rate, seconds, leadMs, specOf });
+      const { total, due, created, refused, firstError, lateTicks, batchMs, startedAt: start, endedAt: createEnd } = pace;
+      sampler.mark("created");
+      const lastDue = Math.max(...due);
+      // every job's first request (a hanging job counts once its first attempt arrived), bounded
+      const allIn = await waitUntil(() => !alive() || deliveredCount(target, total) >= total - refused, lastDue + drainTimeoutMs, 200);
+      await sleep(1000);
+      // `slow`: let the last slow answers finish, so the scheduler's counters include them (`hang`
+      // answers never finish: its timed-out attempts are retried while the figures are read)
+      if (variant === "slow")
+        await waitUntil(() => !alive() || target.arrivals.every((a) => a.answeredAt !== null), Date.now() + slowMs + 2000, 200);
+      sampler.mark("end");
+
+      const firstAt = new Float64Array(total).fill(Number.NaN);
+      let unmatchedRequests = 0;
+      for (const a of target.arrivals) {
+        if (Number.isInteger(a.i) && a.i >= 0 && a.i < total) {
+          if (Number.isNaN(firstAt[a.i]) || a.at < firstAt[a.i]) firstAt[a.i] = a.at;
+        } else unmatchedRequests += 1;
+      }
+      const fast = classFigures(target, due, total, firstAt, false);
+      const slow = classFigures(target, due, total, firstAt, true);
+      fast.lagP99By10s = lagP99ByWindow(due, firstAt, start + leadMs, lastDue, { include: (i) => !isSlow(i) });
+      const createSeconds = (createEnd - start) / 1000;
+      const achieved = created / Math.max(createSeconds, seconds);
+      const held = fast.lagMs.p99 !== null && fast.lagMs.p99 <= HELD_P99_MS && fast.missing === 0;
+      const delivered = fast.delivered + slow.delivered;
+      return {
+        scenario: "mixed",
+        variant,
+        params: {
+          variant,
+          rate,
+          seconds,
+          leadMs,
+          slowEvery: SLOW_EVERY,
+          slowAnswerMs,
+          slowTimeoutMs,
+          heldP99Ms: HELD_P99_MS,
+          tickMs: PACE_TICK_MS,
+          maxInFlight: PACE_MAX_IN_FLIGHT,
+          drainTimeoutMs,
+          settings: ctx.settings,
+        },
+        held,
+        achievedCreateRate: round(achieved, 0),
+        created,
+        refused,
+        firstError,
+        lateTicks,
+        batchMs: summary(batchMs),
+        fast,
+        slow,
+        unmatchedRequests,
+        allFirstDeliveriesWithinDeadline: allIn,
+        quietBeforeStart: quiet,
+        loadAvgAtStart,
+        runtime: {
+          cpuMsPerDelivery: cpuMsPerDelivery(sampler.cpu("start", "end"), delivered),
+          cpuSeconds: sampler.cpu("start", "end"),
+          cpuSecondsCreatePhase: sampler.cpu("start", "created"),
+          cpuUtilisationCreatePhase: (() => {
+            const c = sampler.cpu("start", "created");
+            const all = Object.values(c).reduce((a, b) => a + b, 0);
+            return round(all / createSeconds, 2);
+          })(),
+          peakRssMb: sampler.peakRssMb(),
+          processes: sampler.processCounts(),
+          stackAliveAtEnd: alive(),
+          machine: sampler.machine("start", "end"),
+          stackStartMs: first.startMs,
+        },
+        scheduler: await schedulerFigures(),
+      };
+    },
+  );
+}
+
+/** Every variant in turn, each on a fresh stack; emits each variant's line, returns a summary line. */
+export async function mixed(params, ctx, emit) {
+  const results = [];
+  for (const variant of params.variants) {
+    const result = await mixedVariant(variant, params, ctx);
+    results.push(result);
+    emit?.(result);
+  }
+  return {
+    scenario: "mixed-summary",
+    params: { variants: params.variants, rate: params.rate, seconds: params.seconds, settings: ctx.settings },
+    variants: results.map((r) => ({
+      variant: r.variant,
+      held: r.held,
+      fastP50: r.fast.lagMs.p50,
+      fastP99: r.fast.lagMs.p99,
+      fastMax: r.fast.lagMs.max,
+      fastMissing: r.fast.missing,
+      fastDuplicates: r.fast.duplicates,
+      slowP50: r.slow.lagMs.p50,
+      slowP99: r.slow.lagMs.p99,
+      slowMissing: r.slow.missing,
+    })),
+  };
+}
