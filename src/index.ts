@@ -5,6 +5,7 @@ import { handleFireBatch } from "./consumer/fire";
 import { scan } from "./scanner/scan";
 
 export { Bucket } from "./bucket/bucket";
+export { FlowKey } from "./flow/flow-key";
 
 export default {
   fetch: app.fetch,

@@ -5,12 +5,15 @@
  */
 import type { Bucket } from "./bucket/bucket";
 import type { FireMessage } from "./bucket/protocol";
+import type { FlowKey } from "./flow/flow-key";
 
 declare global {
   namespace Cloudflare {
     interface Env {
       DB: D1Database;
       BUCKET: DurableObjectNamespace<Bucket>;
+      /** one flow-control key of one tenant, named "<tenant>\n<key>" */
+      FLOW_KEY: DurableObjectNamespace<FlowKey>;
       /** fire queues FIRE_QUEUE_0..N-1, chosen by bucket */
       [fireQueue: `FIRE_QUEUE_${number}`]: Queue<FireMessage>;
       API_KEYS?: string;
@@ -34,7 +37,7 @@ declare global {
     // types `exports` from "cloudflare:workers" (used by the integration tests)
     interface GlobalProps {
       mainModule: typeof import("./index");
-      durableNamespaces: "Bucket";
+      durableNamespaces: "Bucket" | "FlowKey";
     }
   }
 

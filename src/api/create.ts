@@ -113,7 +113,21 @@ export function buildSpec(
   }
   const target: Target = { url: verdict.url.toString(), method: input.target.method, headers, body };
   return {
-    spec: { target, timeoutMs: input.timeoutMs ?? LIMITS.timeoutMs.default, retry, metadata: input.metadata ?? null, schedule },
+    spec: {
+      target,
+      timeoutMs: input.timeoutMs ?? LIMITS.timeoutMs.default,
+      retry,
+      metadata: input.metadata ?? null,
+      schedule,
+      flowControl: input.flowControl
+        ? {
+            key: input.flowControl.key,
+            rate: input.flowControl.rate ?? null,
+            periodSeconds: input.flowControl.periodSeconds ?? 1,
+            parallelism: input.flowControl.parallelism ?? null,
+          }
+        : null,
+    },
     dueAt,
   };
 }

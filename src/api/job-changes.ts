@@ -8,7 +8,7 @@
 import type { Config } from "../config";
 import { bucketName } from "../core/bucketing";
 import { canonicalTimeZone, occurrenceAfter } from "../core/cron";
-import { parseSpec } from "../core/job";
+import { type FlowControl, parseSpec } from "../core/job";
 import { type JobTransition, jobTransition } from "../core/lifecycle";
 import { changeJob, type Db, definitionOf, type JobChange, markSynced, redriveOneOff } from "../db/queries";
 import type { JobRow } from "../db/schema";
@@ -82,6 +82,7 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
     timeoutMs: patch.timeoutMs ?? current.timeoutMs,
     retry: { ...current.retry, ...patch.retry },
     metadata: patch.metadata === null ? undefined : (patch.metadata ?? current.metadata ?? undefined),
+    flowControl: patch.flowControl === null ? undefined : (patch.flowControl ?? flowControlInputOf(current.flowControl)),
     ...(schedule
       ? {
           cron: patch.cron ?? schedule.cron,
@@ -154,4 +155,15 @@ async function sync(deps: Deps, job: JobRow): Promise<ChangeResult> {
 
 function conflict(): ApiError {
   return new ApiError(409, "conflict", "the job changed meanwhile; read it and try again", "id");
+}
+
+/** A stored flow control as the input it came from (PATCH merges into it). */
+function flowControlInputOf(f: FlowControl | null | undefined): JobInput["flowControl"] {
+  if (!f) return undefined;
+  return {
+    key: f.key,
+    periodSeconds: f.periodSeconds,
+    ...(f.rate === null ? {} : { rate: f.rate }),
+    ...(f.parallelism === null ? {} : { parallelism: f.parallelism }),
+  };
 }

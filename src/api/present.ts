@@ -37,6 +37,7 @@ export function presentJob(row: JobRow, now: number, upcoming = 0) {
     timeoutMs: spec.timeoutMs,
     retry: spec.retry,
     metadata: spec.metadata,
+    flowControl: spec.flowControl ?? null,
     idempotencyKey: row.idempotencyKey,
   };
 }
@@ -51,6 +52,8 @@ export function presentAttempt(a: AttemptRecord) {
     httpStatus: a.httpStatus,
     error: a.error,
     lagMs: a.startedAt - a.dueAt,
+    /** how long flow control held it back before its due time above (0: it did not wait) */
+    waitMs: a.waitMs ?? 0,
   };
 }
 

@@ -20,6 +20,7 @@ import {
   markRedrive,
 } from "../db/queries";
 import type { JobRow } from "../db/schema";
+import type { FlowKeyView } from "../flow/flow-key";
 import { requireApiKey } from "./auth";
 import type { ApiEnv } from "./context";
 import { createJobs, type PreparedJob, prepareJob } from "./create";
@@ -36,7 +37,7 @@ import {
   viewOfOccurrence,
   viewOfOneOff,
 } from "./present";
-import { CreateJobBatchInput, ListDeadQuery, ListJobsQuery, MAX_JSON_DEPTH } from "./schemas";
+import { CreateJobBatchInput, FlowKeyName, FlowLimitsInput, ListDeadQuery, ListJobsQuery, MAX_JSON_DEPTH } from "./schemas";
 
 const SINGLE_BODY_BYTES = 128 * 1024;
 const BATCH_BODY_BYTES = 16 * 1024 * 1024;
@@ -207,6 +208,47 @@ app.get("/v1/jobs/:id/executions", async (c) => {
   const views = await executionsOfJob(c, job, 100);
   return c.json({ executions: views.map((v) => presentExecution(v, true)) });
 });
+
+// --- flow control: one key of the caller's tenant ------------------------------------------
+
+app.get("/v1/flow-control/:key", async (c) => c.json(presentFlowKey(c, await flowKeyStub(c).view())));
+app.post("/v1/flow-control/:key/pause", async (c) => c.json(presentFlowKey(c, await flowKeyStub(c).setPaused(true))));
+app.post("/v1/flow-control/:key/resume", async (c) => c.json(presentFlowKey(c, await flowKeyStub(c).setPaused(false))));
+app.patch("/v1/flow-control/:key", limit(SINGLE_BODY_BYTES), async (c) => {
+  const parsed = FlowLimitsInput.safeParse(await readJson(c));
+  if (!parsed.success) throw fromZodError(parsed.error);
+  const stub = flowKeyStub(c);
+  const current = (await stub.view()).limits;
+  const rate = parsed.data.rate === undefined ? current.rate : parsed.data.rate;
+  const parallelism = parsed.data.parallelism === undefined ? current.parallelism : parsed.data.parallelism;
+  const periodMs = parsed.data.periodSeconds === undefined ? current.periodMs : parsed.data.periodSeconds * 1_000;
+  return c.json(presentFlowKey(c, await stub.setLimits({ rate, periodMs, parallelism })));
+});
+
+function flowKeyStub(c: Context<ApiEnv>) {
+  const key = FlowKeyName.safeParse(c.req.param("key"));
+  if (!key.success) throw fromZodError(key.error, "key");
+  return c.env.FLOW_KEY.getByName(`${c.get("tenant")}\n${key.data}`);
+}
+
+function presentFlowKey(c: Context<ApiEnv>, view: FlowKeyView) {
+  return {
+    key: c.req.param("key"),
+    limits: {
+      rate: view.limits.rate,
+      periodSeconds: view.limits.periodMs / 1_000,
+      parallelism: view.limits.parallelism,
+      from: view.limitsFrom,
+    },
+    paused: view.paused,
+    throttledUntil: view.throttledUntil === null ? null : new Date(view.throttledUntil).toISOString(),
+    inFlight: view.inFlight,
+    waiting: view.waiting,
+    currentRate: view.currentRate,
+    grantedTotal: view.grantedTotal,
+    throttledTotal: view.throttledTotal,
+  };
+}
 
 // --- executions and the dead-letter list ----------------------------------------------------
 

@@ -79,6 +79,30 @@ const ScheduleFields = {
   catchUp: z.enum(["none", "one", "all"]).optional(),
 };
 
+/** A flow-control key names a group of jobs of one tenant (e.g. the API they all call). */
+export const FlowKeyName = z
+  .string()
+  .min(1)
+  .max(LIMITS.flowControl.keyLength)
+  .regex(/^[A-Za-z0-9._:@-]+$/, "may contain only letters, digits and . _ : @ -");
+
+const FlowLimitFields = {
+  rate: z.number().int().min(1).max(LIMITS.flowControl.rate).optional(),
+  periodSeconds: z.number().int().min(1).max(LIMITS.flowControl.periodSeconds).optional(),
+  parallelism: z.number().int().min(1).max(LIMITS.flowControl.parallelism).optional(),
+};
+
+export const FlowControlInput = z
+  .strictObject({ key: FlowKeyName, ...FlowLimitFields })
+  .refine((f) => f.rate !== undefined || f.parallelism !== undefined, "needs rate, parallelism or both");
+
+/** PATCH /v1/flow-control/:key: limits that win over the jobs' until changed; null fields lift that limit. */
+export const FlowLimitsInput = z.strictObject({
+  rate: FlowLimitFields.rate.unwrap().nullable().optional(),
+  periodSeconds: FlowLimitFields.periodSeconds,
+  parallelism: FlowLimitFields.parallelism.unwrap().nullable().optional(),
+});
+
 export const CreateJobInput = z.strictObject({
   name: WellFormed(LIMITS.nameLength).optional(),
   target: TargetInput,
@@ -92,6 +116,7 @@ export const CreateJobInput = z.strictObject({
     .refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`)
     .optional(),
   idempotencyKey: WellFormed(LIMITS.idempotencyKeyLength).optional(),
+  flowControl: FlowControlInput.optional(),
 });
 export type CreateJobInput = z.infer<typeof CreateJobInput>;
 
@@ -116,6 +141,7 @@ export const PatchJobInput = z.strictObject({
     .refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`)
     .nullable()
     .optional(),
+  flowControl: FlowControlInput.nullable().optional(),
 });
 export type PatchJobInput = z.infer<typeof PatchJobInput>;
 

@@ -51,6 +51,8 @@ import type {
   PoisonResult,
   RedriveOrder,
   RedriveResult,
+  WaitOrder,
+  WaitResult,
 } from "./protocol";
 import { parseAttemptLog } from "./protocol";
 import { migrateBucket } from "./schema";
@@ -405,6 +407,8 @@ export class Bucket extends DurableObject<Env> {
       dueAt: row.dueAt,
       target: parsed.target,
       timeoutMs: parsed.timeoutMs,
+      flowControl: parsed.flowControl ?? null,
+      firstDueAt: this.executions.waitingSince.get(id) ?? row.dueAt,
     };
   }
 
@@ -455,6 +459,39 @@ export class Bucket extends DurableObject<Env> {
           retryAfterMs: outcome.retryAfterMs,
         });
         return { ok: true, executionId: row.id, status };
+      });
+    });
+  }
+
+  /**
+   * Flow control held these attempts back (their key was over its limits, paused, or slowed
+   * down by its target): each lease ends and the execution is due again at its `retryAt`
+   * without using an attempt. The wait is not lateness: the lag is measured from the new due
+   * time, and the attempt that runs records it as waitMs. A zombie's order is rejected (fencing).
+   */
+  async wait(orders: WaitOrder[]): Promise<WaitResult[]> {
+    this.countRequest();
+    return this.change(null, () => {
+      const now = Date.now();
+      return orders.map((order): WaitResult => {
+        const lease = this.liveLease(order, now);
+        if (!lease) return { ok: false, executionId: order.executionId, code: "stale_lease" };
+        const row = this.executions.held.get(order.executionId)!;
+        if (row.jobStatus !== "active") {
+          this.close(row, "abandon", now, { reason: row.jobStatus });
+          return { ok: true, executionId: row.id, status: "canceled", dueAt: row.dueAt };
+        }
+        this.executions.assertMove(row, "wait");
+        // a reschedule meanwhile (PATCH) moved the row: it waits for whichever is later
+        const from = row.occurrenceAt !== lease.occurrenceAt ? row.dueAt : now;
+        const moved = { ...row, dueAt: Math.max(order.retryAt, from) };
+        if (!this.executions.waitingSince.has(row.id)) this.executions.waitingSince.set(row.id, row.dueAt);
+        this.executions.running.delete(row.id);
+        store.moveExecution(this.sql, row.dueAt, moved, null);
+        this.executions.keep(moved);
+        this.executions.due.push(moved.dueAt, moved.id);
+        this.tally.add("flow_waits_total", row.tenant);
+        return { ok: true, executionId: row.id, status: "scheduled", dueAt: moved.dueAt };
       });
     });
   }
@@ -931,7 +968,18 @@ export class Bucket extends DurableObject<Env> {
     httpStatus: number | null,
     error: string | null,
   ): AttemptRecord {
-    return { attempt: lease.attempt, dueAt: row.dueAt, startedAt: lease.startedAt, finishedAt: now, outcome, httpStatus, error };
+    const waitedFrom = this.executions.waitingSince.get(row.id);
+    this.executions.waitingSince.delete(row.id);
+    return {
+      attempt: lease.attempt,
+      dueAt: row.dueAt,
+      startedAt: lease.startedAt,
+      finishedAt: now,
+      outcome,
+      httpStatus,
+      error,
+      ...(waitedFrom === undefined ? {} : { waitMs: lease.startedAt - waitedFrom }),
+    };
   }
 
   private liveLease(ref: LeaseRef, now: number): Lease | undefined {

@@ -54,6 +54,11 @@ export class Executions {
   readonly dispatched = new Map<string, Dispatch>();
   /** running, in deadline order (a heartbeat moves a lease to the end) */
   readonly running = new Map<string, Lease>();
+  /**
+   * the due time an execution had before flow control first made it wait (memory only: after a
+   * restart its wait counts from its current due time)
+   */
+  readonly waitingSince = new Map<string, number>();
   /** terminal outcomes not yet in D1 */
   readonly closing = new Map<string, Closing>();
   /** ids that left recently (finished, or a job the bucket did not need to hold), with their tenant */
@@ -94,6 +99,7 @@ export class Executions {
 
   release(row: HeldRow): void {
     this.held.delete(row.id);
+    this.waitingSince.delete(row.id);
     const ids = this.heldOfJob.get(row.jobId);
     if (!ids) return;
     ids.delete(row.id);

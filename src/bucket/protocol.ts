@@ -3,7 +3,7 @@
  * properties across Durable Object RPC): `{ ok: true, ... } | { ok: false, code }`.
  */
 
-import type { Target } from "../core/job";
+import type { FlowControl, Target } from "../core/job";
 import type { JobState } from "../core/lifecycle";
 import type { DeliveryOutcome } from "../core/response";
 
@@ -77,6 +77,9 @@ export type ClaimResult =
       dueAt: number;
       target: Target;
       timeoutMs: number;
+      flowControl: FlowControl | null;
+      /** its due time before flow control made it wait (the order waiters are served in) */
+      firstDueAt: number;
     }
   | { ok: false; executionId: string; code: "duplicate" | "unknown" | "not_due" };
 
@@ -91,6 +94,15 @@ export interface CompletionReport extends LeaseRef {
 
 export type CompletionResult =
   | { ok: true; executionId: string; status: "succeeded" | "scheduled" | "dead" | "canceled" }
+  | { ok: false; executionId: string; code: "stale_lease" };
+
+/** Flow control held a leased attempt back: it is due again at `retryAt`. */
+export interface WaitOrder extends LeaseRef {
+  retryAt: number;
+}
+
+export type WaitResult =
+  | { ok: true; executionId: string; status: "scheduled" | "canceled"; dueAt: number }
   | { ok: false; executionId: string; code: "stale_lease" };
 
 export type HeartbeatResult =
@@ -125,6 +137,8 @@ export interface AttemptRecord {
   outcome: string | null;
   httpStatus: number | null;
   error: string | null;
+  /** how long flow control held it back before it started (absent: it did not wait) */
+  waitMs?: number;
 }
 
 /** An attempt log as stored (D1 and the bucket keep it as JSON text); none is an empty log. */

@@ -9,10 +9,11 @@
  */
 
 import type { Bucket } from "../bucket/bucket";
-import type { ClaimResult, CompletionReport, FireMessage, LeaseRef } from "../bucket/protocol";
+import type { ClaimResult, CompletionReport, FireMessage, LeaseRef, WaitOrder } from "../bucket/protocol";
 import { type Config, configOf } from "../config";
 import { bucketName } from "../core/bucketing";
 import type { DeliveryOutcome } from "../core/response";
+import type { FlowKey } from "../flow/flow-key";
 import { acceptFireMessages, groupByBucket } from "./message";
 import { SigningKeys } from "./signing";
 import { deliver } from "./webhook";
@@ -37,7 +38,7 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env, ct
   for (const c of claimed) if (c.ok) for (const m of c.messages) m.message.ack();
 
   // 3. deliver after the handler returns
-  if (leases.length > 0) ctx.waitUntil(deliverAll(leases, config));
+  if (leases.length > 0) ctx.waitUntil(deliverAll(leases, env, config));
 }
 
 /**
@@ -45,12 +46,21 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env, ct
  * it is known (batched per bucket while a report is in flight), and a lease is heartbeated until
  * its report is in: an early finisher must not lose its lease while slower targets still run.
  */
-async function deliverAll(leases: { lease: Lease; stub: BucketStub }[], config: Config): Promise<void> {
+async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: Env, config: Config): Promise<void> {
   const keys = signingKeysOf(config);
-  const unreported = new Map(leases.map((l) => [l.lease.executionId, l]));
+  const unreported = new Map(claimed.map((l) => [l.lease.executionId, l]));
   const stopHeartbeat = startHeartbeat(unreported, config);
   const reporters = new Map<BucketStub, CompletionReporter>();
+  const releases: Promise<void>[] = [];
   try {
+    // flow control first: what its key holds back goes back to its bucket, due again later
+    const { admitted: leases, held } = await admit(claimed, env, config);
+    await Promise.all(
+      [...held].map(([stub, orders]) =>
+        stub.wait(orders).catch((error: unknown) => console.error("wait failed (the leases expire and are retried)", error)),
+      ),
+    );
+    for (const orders of held.values()) for (const o of orders) unreported.delete(o.executionId);
     // one limit for the whole batch: a request queued behind the connection limit would already
     // be spending its timeout
     await forEachLimited(leases, config.DELIVERY_CONCURRENCY, async ({ lease, stub }) => {
@@ -75,6 +85,7 @@ async function deliverAll(leases: { lease: Lease; stub: BucketStub }[], config: 
           error: `no usable signing secret: ${error instanceof Error ? error.message : String(error)}`,
         }),
       );
+      if (lease.flowControl) releases.push(releaseFlow(env, lease, outcome));
       let reporter = reporters.get(stub);
       if (!reporter) {
         reporter = new CompletionReporter(stub, (id) => unreported.delete(id));
@@ -83,9 +94,73 @@ async function deliverAll(leases: { lease: Lease; stub: BucketStub }[], config: 
       reporter.add({ executionId: lease.executionId, token: lease.token, outcome });
     });
     await Promise.all([...reporters.values()].map((r) => r.drained()));
+    await Promise.all(releases);
   } finally {
     stopHeartbeat();
   }
+}
+
+/** The FlowKey object of a tenant's key: one owner of its limits across every invocation and bucket. */
+function flowKeyOf(env: Env, tenant: string, key: string): DurableObjectStub<FlowKey> {
+  return env.FLOW_KEY.getByName(`${tenant}\n${key}`);
+}
+
+/**
+ * Asks each flow-control key (one RPC per key per batch) which of its leases may start now; the
+ * rest are held: wait orders per bucket, due again when their key said. An unreachable key
+ * holds its leases for a second (its limits are never assumed away).
+ */
+async function admit(
+  leases: { lease: Lease; stub: BucketStub }[],
+  env: Env,
+  config: Config,
+): Promise<{ admitted: { lease: Lease; stub: BucketStub }[]; held: Map<BucketStub, WaitOrder[]> }> {
+  const admitted = leases.filter((l) => l.lease.flowControl === null);
+  const held = new Map<BucketStub, WaitOrder[]>();
+  const byKey = new Map<string, { lease: Lease; stub: BucketStub }[]>();
+  for (const l of leases) {
+    if (!l.lease.flowControl) continue;
+    const name = `${l.lease.tenant}\n${l.lease.flowControl.key}`;
+    byKey.set(name, [...(byKey.get(name) ?? []), l]);
+  }
+  await Promise.all(
+    [...byKey.values()].map(async (group) => {
+      const first = group[0]!.lease;
+      const flow = first.flowControl!;
+      const limits = { rate: flow.rate, periodMs: flow.periodSeconds * 1_000, parallelism: flow.parallelism };
+      const asks = group.map(({ lease }) => ({
+        executionId: lease.executionId,
+        firstDueAt: lease.firstDueAt,
+        holdMs: lease.timeoutMs + config.LEASE_MS,
+      }));
+      const answers = await flowKeyOf(env, first.tenant, flow.key)
+        .ask(limits, asks)
+        .catch((error: unknown) => {
+          console.error(`flow key ${flow.key} unreachable`, error);
+          return asks.map((a) => ({ executionId: a.executionId, granted: false as const, retryAt: Date.now() + 1_000 }));
+        });
+      group.forEach((l, i) => {
+        const answer = answers[i]!;
+        if (answer.granted) admitted.push(l);
+        else
+          held.set(l.stub, [
+            ...(held.get(l.stub) ?? []),
+            { executionId: l.lease.executionId, token: l.lease.token, retryAt: answer.retryAt },
+          ]);
+      });
+    }),
+  );
+  return { admitted, held };
+}
+
+/** Frees the delivery's slot of its key; a 429 or 503 with Retry-After slows the whole key that long. */
+async function releaseFlow(env: Env, lease: Lease, outcome: DeliveryOutcome): Promise<void> {
+  const flow = lease.flowControl!;
+  const slowDown =
+    outcome.kind === "failed" && (outcome.httpStatus === 429 || outcome.httpStatus === 503) ? outcome.retryAfterMs : undefined;
+  await flowKeyOf(env, lease.tenant, flow.key)
+    .release([{ executionId: lease.executionId, ...(slowDown === undefined ? {} : { retryAfterMs: slowDown }) }])
+    .catch((error: unknown) => console.error(`flow key ${flow.key}: release failed (the permit lapses)`, error));
 }
 
 /**

@@ -17,6 +17,18 @@ export interface JobSpec {
   metadata: Record<string, unknown> | null;
   /** recurring jobs only */
   schedule: Schedule | null;
+  /** the flow-control key it waits on and the limits it asks for (absent in specs stored before it existed) */
+  flowControl?: FlowControl | null;
+}
+
+/** A job's flow control: its key (per tenant) and the key's limits, at least one of rate and parallelism. */
+export interface FlowControl {
+  key: string;
+  /** deliveries started per periodSeconds */
+  rate: number | null;
+  periodSeconds: number;
+  /** deliveries in flight at once */
+  parallelism: number | null;
 }
 
 export type { JobState as JobStatus } from "./lifecycle";
@@ -46,6 +58,7 @@ export const LIMITS = {
   /** how far ahead a job may be scheduled */
   horizonMs: 366 * 86_400_000,
   idempotencyKeyLength: 200,
+  flowControl: { keyLength: 128, rate: 10_000, periodSeconds: 86_400, parallelism: 1_000 },
 } as const;
 
 /**

@@ -29,6 +29,8 @@ export const TRANSITIONS = {
   succeed: { from: ["running"], to: "succeeded" },
   /** retryable failure or lease expiry with attempts left: back off */
   retry: { from: ["running"], to: "scheduled" },
+  /** flow control held the attempt back: due again later, no attempt used */
+  wait: { from: ["running"], to: "scheduled" },
   /** permanent failure or attempts exhausted */
   kill: { from: ["running"], to: "dead" },
   /** the queue gave up on a message (poison): only an execution not under a lease */

@@ -1,0 +1,194 @@
+/**
+ * Flow control of one key (issue 13): at most `rate` deliveries started per `periodMs` (a sliding
+ * window, so no window of that length ever holds more), at most `parallelism` in flight, none
+ * while paused or while the target asked to slow down (429/503 Retry-After). Pure: time comes in
+ * as `now`; the FlowKey Durable Object owns one gate per tenant and key and keeps what must
+ * survive a restart.
+ *
+ * Over the limit an execution waits: the gate answers when to ask again. Waiters are served in
+ * order of their first due time: a free slot goes to an asker only if no earlier-due waiter that
+ * is still asking could take it. A waiter that stops asking (its consumer died, its job was
+ * canceled) is forgotten after its retry time plus WAITER_GRACE_MS.
+ */
+
+export interface FlowLimits {
+  /** deliveries started per period; null: no rate limit */
+  rate: number | null;
+  periodMs: number;
+  /** deliveries in flight at once; null: no parallelism limit */
+  parallelism: number | null;
+}
+
+export interface FlowAsk {
+  executionId: string;
+  /** the due time it first had, before any wait: the order waiters are served in */
+  firstDueAt: number;
+  /** how long its permit may be held: the delivery's timeout plus the lease (a dead consumer's slot comes back then) */
+  holdMs: number;
+}
+
+export type FlowAnswer = { executionId: string; granted: true } | { executionId: string; granted: false; retryAt: number };
+
+export interface FlowView {
+  limits: FlowLimits;
+  paused: boolean;
+  throttledUntil: number | null;
+  inFlight: number;
+  waiting: number;
+  /** deliveries started in the last period */
+  currentRate: number;
+  grantedTotal: number;
+  throttledTotal: number;
+}
+
+/** a waiter that stopped asking is forgotten this long after the time it was told to ask again */
+export const WAITER_GRACE_MS = 2_000;
+/** how soon a waiter of a paused key asks again: grows with its wait, within these bounds */
+export const PAUSED_RETRY_MS = { min: 1_000, max: 10_000 } as const;
+/** a wait for a parallelism slot is at least this long (a poll never spins) */
+const MIN_SLOT_WAIT_MS = 50;
+/** before any delivery finished, a slot is assumed to free up after this long */
+const INITIAL_DURATION_MS = 200;
+
+interface Waiter {
+  firstDueAt: number;
+  forgetAt: number;
+}
+
+export class FlowGate {
+  /** start times of the deliveries granted within the last period, oldest first */
+  private readonly started: number[] = [];
+  /** permits in flight: execution id -> when the permit lapses if never released */
+  readonly inFlight = new Map<string, number>();
+  /** how long each permit in flight was granted for (its start is its lapse time minus this) */
+  private readonly holdOf = new Map<string, number>();
+  private readonly waiting = new Map<string, Waiter>();
+  /** the next start time handed to a rate waiter: spreads waiters over the period instead of one herd */
+  private nextRateSlot = 0;
+  /** a moving average of how long a delivery holds its permit */
+  private durationMs = INITIAL_DURATION_MS;
+  private grantedTotal = 0;
+  private throttledTotal = 0;
+
+  constructor(
+    public limits: FlowLimits,
+    public paused = false,
+    public throttledUntil: number | null = null,
+  ) {}
+
+  /** Answers each ask in order of first due time (then id), granting while the limits allow. */
+  ask(asks: FlowAsk[], now: number): FlowAnswer[] {
+    this.expire(now);
+    for (const a of asks) {
+      const known = this.waiting.get(a.executionId);
+      // keep a waiter's place while it asks again
+      this.waiting.set(a.executionId, { firstDueAt: Math.min(a.firstDueAt, known?.firstDueAt ?? a.firstDueAt), forgetAt: Infinity });
+    }
+    const order = [...asks].sort((x, y) => compareWaiters(this.waiterOf(x), x.executionId, this.waiterOf(y), y.executionId));
+    const answers = new Map<string, FlowAnswer>();
+    for (const a of order) answers.set(a.executionId, this.answerOne(a, now));
+    return asks.map((a) => answers.get(a.executionId)!);
+  }
+
+  /** Restores a permit granted before a restart. */
+  restore(executionId: string, lapseAt: number, holdMs: number): void {
+    this.inFlight.set(executionId, lapseAt);
+    this.holdOf.set(executionId, holdMs);
+  }
+
+  /** A delivery finished: its slot is free. `retryAfterMs` (a 429/503 Retry-After) holds the whole key that long. */
+  release(executionId: string, now: number, retryAfterMs?: number): void {
+    const lapseAt = this.inFlight.get(executionId);
+    if (lapseAt !== undefined) {
+      this.inFlight.delete(executionId);
+      const startedAt = lapseAt - (this.holdOf.get(executionId) ?? 0);
+      this.holdOf.delete(executionId);
+      if (startedAt > 0 && now >= startedAt) this.durationMs = 0.8 * this.durationMs + 0.2 * (now - startedAt);
+    }
+    if (retryAfterMs !== undefined && retryAfterMs > 0) this.throttledUntil = Math.max(this.throttledUntil ?? 0, now + retryAfterMs);
+  }
+
+  view(now: number): FlowView {
+    this.expire(now);
+    return {
+      limits: this.limits,
+      paused: this.paused,
+      throttledUntil: this.throttledUntil,
+      inFlight: this.inFlight.size,
+      waiting: this.waiting.size,
+      currentRate: this.started.length,
+      grantedTotal: this.grantedTotal,
+      throttledTotal: this.throttledTotal,
+    };
+  }
+
+  private answerOne(a: FlowAsk, now: number): FlowAnswer {
+    const waiter = this.waiterOf(a);
+    const wait = (retryAt: number): FlowAnswer => {
+      const at = Math.max(retryAt, now + 1);
+      waiter.forgetAt = at + WAITER_GRACE_MS;
+      this.throttledTotal += 1;
+      return { executionId: a.executionId, granted: false, retryAt: at };
+    };
+    if (this.inFlight.has(a.executionId)) {
+      // asked again while holding a permit (a redelivered message): its slot is still taken
+      return wait(now + this.durationMs);
+    }
+    if (this.paused) return wait(now + clamp(now - a.firstDueAt, PAUSED_RETRY_MS.min, PAUSED_RETRY_MS.max));
+    if (this.throttledUntil !== null && this.throttledUntil > now) return wait(this.throttledUntil);
+    const ahead = this.waitersAhead(a.executionId, waiter);
+    const { rate, periodMs, parallelism } = this.limits;
+    if (parallelism !== null && this.inFlight.size + ahead >= parallelism) {
+      const rounds = Math.floor((this.inFlight.size + ahead - parallelism) / parallelism) + 1;
+      return wait(now + Math.max(MIN_SLOT_WAIT_MS, Math.round(this.durationMs * rounds)));
+    }
+    if (rate !== null && this.started.length + ahead >= rate) {
+      const spacing = periodMs / rate;
+      // the earliest time a start leaves the window, then one spacing per waiter already told
+      const freeAt = this.started.length >= rate ? this.started[this.started.length - rate]! + periodMs : now;
+      const slot = Math.max(freeAt, this.nextRateSlot, now + spacing);
+      this.nextRateSlot = slot + spacing;
+      return wait(Math.ceil(slot));
+    }
+    this.waiting.delete(a.executionId);
+    this.started.push(now);
+    this.inFlight.set(a.executionId, now + a.holdMs);
+    this.holdOf.set(a.executionId, a.holdMs);
+    this.grantedTotal += 1;
+    return { executionId: a.executionId, granted: true };
+  }
+
+  /** Waiters still asking that come before this one. */
+  private waitersAhead(executionId: string, waiter: Waiter): number {
+    let ahead = 0;
+    for (const [id, w] of this.waiting) if (id !== executionId && compareWaiters(w, id, waiter, executionId) < 0) ahead += 1;
+    return ahead;
+  }
+
+  private waiterOf(a: FlowAsk): Waiter {
+    return this.waiting.get(a.executionId)!;
+  }
+
+  private expire(now: number): void {
+    const { periodMs } = this.limits;
+    let old = 0;
+    while (old < this.started.length && this.started[old]! <= now - periodMs) old += 1;
+    if (old > 0) this.started.splice(0, old);
+    for (const [id, lapseAt] of this.inFlight) {
+      if (lapseAt <= now) {
+        this.inFlight.delete(id);
+        this.holdOf.delete(id);
+      }
+    }
+    for (const [id, w] of this.waiting) if (w.forgetAt <= now) this.waiting.delete(id);
+    if (this.throttledUntil !== null && this.throttledUntil <= now) this.throttledUntil = null;
+  }
+}
+
+function compareWaiters(a: Waiter, aId: string, b: Waiter, bId: string): number {
+  return a.firstDueAt - b.firstDueAt || (aId < bId ? -1 : aId > bId ? 1 : 0);
+}
+
+function clamp(value: number, min: number, max: number): number {
+  return Math.min(max, Math.max(min, value));
+}
