@@ -84,10 +84,14 @@ export class FlowGate {
       // keep a waiter's place while it asks again
       this.waiting.set(a.executionId, { firstDueAt: Math.min(a.firstDueAt, known?.firstDueAt ?? a.firstDueAt), forgetAt: Infinity });
     }
-    const order = [...asks].sort((x, y) => compareWaiters(this.waiterOf(x), x.executionId, this.waiterOf(y), y.executionId));
-    const answers = new Map<string, FlowAnswer>();
-    for (const a of order) answers.set(a.executionId, this.answerOne(a, now));
-    return asks.map((a) => answers.get(a.executionId)!);
+    const order = asks
+      .map((_, i) => i)
+      .sort(
+        (i, j) => compareWaiters(this.waiterOf(asks[i]!), asks[i]!.executionId, this.waiterOf(asks[j]!), asks[j]!.executionId) || i - j,
+      );
+    const answers: FlowAnswer[] = new Array(asks.length);
+    for (const i of order) answers[i] = this.answerOne(asks[i]!, now);
+    return answers;
   }
 
   /** Restores a permit granted before a restart. */
@@ -98,6 +102,8 @@ export class FlowGate {
 
   /** A delivery finished: its slot is free. `retryAfterMs` (a 429/503 Retry-After) holds the whole key that long. */
   release(executionId: string, now: number, retryAfterMs?: number): void {
+    // a redelivered copy that was told to wait must not hold the key once the delivery ended
+    this.waiting.delete(executionId);
     const lapseAt = this.inFlight.get(executionId);
     if (lapseAt !== undefined) {
       this.inFlight.delete(executionId);
@@ -166,7 +172,13 @@ export class FlowGate {
   }
 
   private waiterOf(a: FlowAsk): Waiter {
-    return this.waiting.get(a.executionId)!;
+    let waiter = this.waiting.get(a.executionId);
+    if (!waiter) {
+      // the same execution twice in one ask, granted the first time: the second waits
+      waiter = { firstDueAt: a.firstDueAt, forgetAt: Infinity };
+      this.waiting.set(a.executionId, waiter);
+    }
+    return waiter;
   }
 
   private expire(now: number): void {
