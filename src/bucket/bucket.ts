@@ -69,7 +69,6 @@ const FLUSH_RETRY_MS = 1000;
 const DISPATCH_RETRY_MS = 1000;
 /** ids closed this recently are refused by a pull that read D1 before they closed */
 const CLOSED_MEMORY_MS = 120_000;
-const LOG_LIMIT = 20;
 /**
  * Counters and the lag histogram are written at most this often: a row per counter per write, so
  * at low rates writing them with every outcome flush would cost more than the outcomes. Reads
@@ -269,7 +268,7 @@ export class Bucket extends DurableObject<Env> {
       const moved: HeldRow = { ...updated, dueAt, occurrenceAt: dueAt, budgetBase: row.attempt };
       if (!lease) this.executions.assertMove(row, "reschedule");
       this.executions.dispatched.delete(id);
-      store.moveExecution(this.sql, row.dueAt, moved, null, def.specJson);
+      store.moveExecution(this.sql, row.dueAt, moved, { spec: def.specJson });
       this.executions.keep(moved);
       if (!lease) this.executions.due.push(moved.dueAt, id);
       return def.version;
@@ -487,7 +486,7 @@ export class Bucket extends DurableObject<Env> {
         const moved = { ...row, dueAt: Math.max(order.retryAt, from) };
         if (!this.executions.waitingSince.has(row.id)) this.executions.waitingSince.set(row.id, row.dueAt);
         this.executions.running.delete(row.id);
-        store.moveExecution(this.sql, row.dueAt, moved, null);
+        store.moveExecution(this.sql, row.dueAt, moved);
         this.executions.keep(moved);
         this.executions.due.push(moved.dueAt, moved.id);
         this.tally.add("flow_waits_total", row.tenant);
@@ -754,7 +753,7 @@ export class Bucket extends DurableObject<Env> {
           lastError: c.lastError,
           deadReason: c.deadReason,
           finishedAt: c.finishedAt,
-          attemptLog: log.length > 0 ? JSON.stringify(log.slice(-LOG_LIMIT)) : null,
+          attemptLog: log.length > 0 ? JSON.stringify(log.slice(-store.LOG_LIMIT)) : null,
         };
       });
       // taken, not copied: a schedule marked while the write is on its way (a change, or its last
@@ -928,7 +927,7 @@ export class Bucket extends DurableObject<Env> {
   private runAgain(row: HeldRow, attempt: AttemptRecord, move: "retry" | "reschedule", moved: HeldRow): void {
     this.executions.assertMove(row, move);
     this.executions.running.delete(row.id);
-    store.moveExecution(this.sql, row.dueAt, moved, [...store.logOf(this.sql, row), attempt].slice(-LOG_LIMIT));
+    store.moveExecution(this.sql, row.dueAt, moved, { attempt });
     this.executions.keep(moved);
     this.executions.due.push(moved.dueAt, moved.id);
   }

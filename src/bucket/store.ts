@@ -9,6 +9,9 @@
  */
 import { type AttemptRecord, parseAttemptLog } from "./protocol";
 
+/** the attempts an execution keeps in its log (the oldest are dropped) */
+export const LOG_LIMIT = 20;
+
 /** An execution row without its spec and log (what the bucket keeps in memory too). */
 export interface HeldRow {
   dueAt: number;
@@ -75,6 +78,10 @@ export function loadHeld(sql: SqlStorage): HeldRow[] {
  * Writes 1 row (the key is the table). Returns whether it was new.
  */
 export function insertExecution(sql: SqlStorage, row: HeldRow, spec: string | null, log: AttemptRecord[] | null): boolean {
+  return insertRow(sql, row, spec, log && log.length > 0 ? JSON.stringify(log) : null);
+}
+
+function insertRow(sql: SqlStorage, row: HeldRow, spec: string | null, logJson: string | null): boolean {
   const cursor = sql.exec(
     `INSERT INTO executions (due_at, id, job_id, tenant, version, job_status, occurrence_at, occurrence, attempt,
        budget_base, spec, log)
@@ -90,21 +97,35 @@ export function insertExecution(sql: SqlStorage, row: HeldRow, spec: string | nu
     row.attempt,
     row.budgetBase,
     spec,
-    log && log.length > 0 ? JSON.stringify(log) : null,
+    logJson,
   );
   cursor.toArray();
   return cursor.rowsWritten > 0;
 }
 
 /**
- * moveExecution: a new due time (retry backoff, reschedule) with the row's new fields; the key
- * changes, so it is a delete and an insert. Guard: the row at `fromDueAt`. Writes 2 rows.
+ * moveExecution: a new due time (retry backoff, reschedule, a flow-control wait) with the row's
+ * new fields; the key changes, so it is a delete and an insert. The spec is kept unless given,
+ * the attempt log is kept, with `attempt` appended if given (the last LOG_LIMIT). Guard: the row
+ * at `fromDueAt`. Writes 2 rows.
  */
-export function moveExecution(sql: SqlStorage, fromDueAt: number, row: HeldRow, log: AttemptRecord[] | null, spec?: string | null): void {
+export function moveExecution(
+  sql: SqlStorage,
+  fromDueAt: number,
+  row: HeldRow,
+  change: { attempt?: AttemptRecord; spec?: string | null } = {},
+): void {
   const current = sql
-    .exec<{ spec: string | null }>("DELETE FROM executions WHERE due_at = ? AND id = ? RETURNING spec", fromDueAt, row.id)
+    .exec<{ spec: string | null; log: string | null }>(
+      "DELETE FROM executions WHERE due_at = ? AND id = ? RETURNING spec, log",
+      fromDueAt,
+      row.id,
+    )
     .toArray()[0];
-  insertExecution(sql, row, spec === undefined ? (current?.spec ?? null) : spec, log);
+  const spec = change.spec === undefined ? (current?.spec ?? null) : change.spec;
+  const log = current?.log ?? null;
+  if (change.attempt === undefined) insertRow(sql, row, spec, log);
+  else insertExecution(sql, row, spec, [...parseAttemptLog(log), change.attempt].slice(-LOG_LIMIT));
 }
 
 /** updateJobOfExecution: the job's version, state and (one-off) spec on a row. Writes 1 row. */

@@ -154,6 +154,23 @@ describe("flow control", () => {
     expect(views.every((v) => v?.status === "succeeded")).toBe(true);
   });
 
+  it("keeps an execution's earlier attempts when it waits: the attempt log shows the failed one and the one that ran after the wait", async () => {
+    const [job] = await dispatchedJobs(1, { key: "log-kept", parallelism: 5 }, () => uniquePath("flaky/1"));
+    await (await startFire([job!.message])).done;
+    expect((await job!.e.view())?.attempts).toBe(1);
+
+    await api("/v1/flow-control/log-kept/pause", { method: "POST" });
+    await (await startFire([await dispatch(job!.e)])).done;
+    expect((await job!.e.view())?.status).toBe("scheduled");
+
+    await api("/v1/flow-control/log-kept/resume", { method: "POST" });
+    await (await startFire([await dispatch(job!.e)])).done;
+    expect((await job!.e.view())?.status).toBe("succeeded");
+    const execution = await executionOfJob(job!.e.job.id);
+    expect(execution.attempts.map((a) => a.attempt)).toEqual([1, 2]);
+    expect(execution.attempts[1]!.waitMs).toBeGreaterThan(0);
+  });
+
   it("refuses bad flow control with a 400 naming the field", async () => {
     const cases: [string, Record<string, unknown>, string][] = [
       ["/v1/jobs", { target: { url: `${receiverUrl()}/ok` }, flowControl: { key: "k" } }, "flowControl"],
