@@ -977,7 +977,8 @@ export class Bucket extends DurableObject<Env> {
       outcome,
       httpStatus,
       error,
-      ...(waitedFrom === undefined ? {} : { waitMs: lease.startedAt - waitedFrom }),
+      // the wait ends at the due time it waited for; from there to the start is lag
+      ...(waitedFrom === undefined ? {} : { waitMs: row.dueAt - waitedFrom }),
     };
   }
 

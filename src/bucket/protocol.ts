@@ -137,7 +137,7 @@ export interface AttemptRecord {
   outcome: string | null;
   httpStatus: number | null;
   error: string | null;
-  /** how long flow control held it back before it started (absent: it did not wait) */
+  /** how long flow control held it back: from its first due time to `dueAt` (absent: it did not wait) */
   waitMs?: number;
 }
 
