@@ -157,7 +157,7 @@ function conflict(): ApiError {
   return new ApiError(409, "conflict", "the job changed meanwhile; read it and try again", "id");
 }
 
-/** A stored flow control as the input it came from (PATCH merges into it). */
+/** A stored flow control as the input it came from: a PATCH without flowControl keeps it (one with it replaces it whole). */
 function flowControlInputOf(f: FlowControl | null | undefined): JobInput["flowControl"] {
   if (!f) return undefined;
   return {

@@ -20,7 +20,7 @@ import {
   markRedrive,
 } from "../db/queries";
 import type { JobRow } from "../db/schema";
-import type { FlowKeyView } from "../flow/flow-key";
+import { type FlowKeyView, flowKeyOf } from "../flow/flow-key";
 import { requireApiKey } from "./auth";
 import type { ApiEnv } from "./context";
 import { createJobs, type PreparedJob, prepareJob } from "./create";
@@ -217,18 +217,19 @@ app.post("/v1/flow-control/:key/resume", async (c) => c.json(presentFlowKey(c, a
 app.patch("/v1/flow-control/:key", limit(SINGLE_BODY_BYTES), async (c) => {
   const parsed = FlowLimitsInput.safeParse(await readJson(c));
   if (!parsed.success) throw fromZodError(parsed.error);
-  const stub = flowKeyStub(c);
-  const current = (await stub.view()).limits;
-  const rate = parsed.data.rate === undefined ? current.rate : parsed.data.rate;
-  const parallelism = parsed.data.parallelism === undefined ? current.parallelism : parsed.data.parallelism;
-  const periodMs = parsed.data.periodSeconds === undefined ? current.periodMs : parsed.data.periodSeconds * 1_000;
-  return c.json(presentFlowKey(c, await stub.setLimits({ rate, periodMs, parallelism })));
+  const { rate, periodSeconds, parallelism } = parsed.data;
+  const change = {
+    ...(rate === undefined ? {} : { rate }),
+    ...(parallelism === undefined ? {} : { parallelism }),
+    ...(periodSeconds === undefined ? {} : { periodMs: periodSeconds * 1_000 }),
+  };
+  return c.json(presentFlowKey(c, await flowKeyStub(c).changeLimits(change)));
 });
 
 function flowKeyStub(c: Context<ApiEnv>) {
   const key = FlowKeyName.safeParse(c.req.param("key"));
   if (!key.success) throw fromZodError(key.error, "key");
-  return c.env.FLOW_KEY.getByName(`${c.get("tenant")}\n${key.data}`);
+  return flowKeyOf(c.env, c.get("tenant"), key.data);
 }
 
 function presentFlowKey(c: Context<ApiEnv>, view: FlowKeyView) {

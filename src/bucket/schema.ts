@@ -4,8 +4,9 @@
  * 0005 marks every live job unsynced, so the sync pass rebuilds what the bucket held).
  */
 import { statusCheckSql } from "../core/lifecycle";
+import { applyMigrations, type SqliteMigration } from "../sqlite-migrations";
 
-export const BUCKET_MIGRATIONS: ReadonlyArray<{ id: number; sql: string }> = [
+export const BUCKET_MIGRATIONS: ReadonlyArray<SqliteMigration> = [
   {
     id: 1,
     sql: `
@@ -155,16 +156,5 @@ export const BUCKET_MIGRATIONS: ReadonlyArray<{ id: number; sql: string }> = [
 ];
 
 export function migrateBucket(sql: SqlStorage): void {
-  sql.exec("CREATE TABLE IF NOT EXISTS schema_migrations (id INTEGER PRIMARY KEY)");
-  const applied = new Set(
-    sql
-      .exec<{ id: number }>("SELECT id FROM schema_migrations")
-      .toArray()
-      .map((r) => r.id),
-  );
-  for (const migration of BUCKET_MIGRATIONS) {
-    if (applied.has(migration.id)) continue;
-    sql.exec(migration.sql);
-    sql.exec("INSERT INTO schema_migrations (id) VALUES (?)", migration.id);
-  }
+  applyMigrations(sql, BUCKET_MIGRATIONS);
 }

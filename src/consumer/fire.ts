@@ -12,8 +12,9 @@ import type { Bucket } from "../bucket/bucket";
 import type { ClaimResult, CompletionReport, FireMessage, LeaseRef, WaitOrder } from "../bucket/protocol";
 import { type Config, configOf } from "../config";
 import { bucketName } from "../core/bucketing";
+import { limitsOf } from "../core/flow";
 import type { DeliveryOutcome } from "../core/response";
-import type { FlowKey } from "../flow/flow-key";
+import { type FlowKey, type FlowRelease, flowKeyOf } from "../flow/flow-key";
 import { acceptFireMessages, groupByBucket } from "./message";
 import { SigningKeys } from "./signing";
 import { deliver } from "./webhook";
@@ -50,8 +51,9 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
   const keys = signingKeysOf(config);
   const unreported = new Map(claimed.map((l) => [l.lease.executionId, l]));
   const stopHeartbeat = startHeartbeat(unreported, config);
-  const reporters = new Map<BucketStub, CompletionReporter>();
-  const releases: Promise<void>[] = [];
+  // completions per bucket and flow releases per key, each in as few round trips as they allow
+  const reporters = new Map<BucketStub, RoundTrips<CompletionReport>>();
+  const releasers = new Map<string, RoundTrips<FlowRelease>>();
   try {
     // flow control first: what its key holds back goes back to its bucket, due again later
     const { admitted: leases, held } = await admit(claimed, env, config);
@@ -85,24 +87,21 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
           error: `no usable signing secret: ${error instanceof Error ? error.message : String(error)}`,
         }),
       );
-      if (lease.flowControl) releases.push(releaseFlow(env, lease, outcome));
-      let reporter = reporters.get(stub);
-      if (!reporter) {
-        reporter = new CompletionReporter(stub, (id) => unreported.delete(id));
-        reporters.set(stub, reporter);
+      const flow = lease.flowControl;
+      if (flow) {
+        const releaser = getOrMake(releasers, `${lease.tenant}\n${flow.key}`, () => releasesTo(flowKeyOf(env, lease.tenant, flow.key)));
+        releaser.add(flowReleaseOf(lease, outcome));
       }
-      reporter.add({ executionId: lease.executionId, token: lease.token, outcome });
+      getOrMake(reporters, stub, () => completionsTo(stub, (id) => unreported.delete(id))).add({
+        executionId: lease.executionId,
+        token: lease.token,
+        outcome,
+      });
     });
-    await Promise.all([...reporters.values()].map((r) => r.drained()));
-    await Promise.all(releases);
+    await Promise.all([...reporters.values(), ...releasers.values()].map((r) => r.drained()));
   } finally {
     stopHeartbeat();
   }
-}
-
-/** The FlowKey object of a tenant's key: one owner of its limits across every invocation and bucket. */
-function flowKeyOf(env: Env, tenant: string, key: string): DurableObjectStub<FlowKey> {
-  return env.FLOW_KEY.getByName(`${tenant}\n${key}`);
 }
 
 /**
@@ -120,21 +119,19 @@ async function admit(
   const byKey = new Map<string, { lease: Lease; stub: BucketStub }[]>();
   for (const l of leases) {
     if (!l.lease.flowControl) continue;
-    const name = `${l.lease.tenant}\n${l.lease.flowControl.key}`;
-    byKey.set(name, [...(byKey.get(name) ?? []), l]);
+    getOrMake(byKey, `${l.lease.tenant}\n${l.lease.flowControl.key}`, () => []).push(l);
   }
   await Promise.all(
     [...byKey.values()].map(async (group) => {
       const first = group[0]!.lease;
       const flow = first.flowControl!;
-      const limits = { rate: flow.rate, periodMs: flow.periodSeconds * 1_000, parallelism: flow.parallelism };
       const asks = group.map(({ lease }) => ({
         executionId: lease.executionId,
         firstDueAt: lease.firstDueAt,
         holdMs: lease.timeoutMs + config.LEASE_MS,
       }));
       const answers = await flowKeyOf(env, first.tenant, flow.key)
-        .ask(limits, asks)
+        .ask(limitsOf(flow), asks)
         .catch((error: unknown) => {
           console.error(`flow key ${flow.key} unreachable`, error);
           return asks.map((a) => ({ executionId: a.executionId, granted: false as const, retryAt: Date.now() + 1_000 }));
@@ -142,11 +139,7 @@ async function admit(
       group.forEach((l, i) => {
         const answer = answers[i]!;
         if (answer.granted) admitted.push(l);
-        else
-          held.set(l.stub, [
-            ...(held.get(l.stub) ?? []),
-            { executionId: l.lease.executionId, token: l.lease.token, retryAt: answer.retryAt },
-          ]);
+        else getOrMake(held, l.stub, () => []).push({ executionId: l.lease.executionId, token: l.lease.token, retryAt: answer.retryAt });
       });
     }),
   );
@@ -154,30 +147,24 @@ async function admit(
 }
 
 /** Frees the delivery's slot of its key; a 429 or 503 with Retry-After slows the whole key that long. */
-async function releaseFlow(env: Env, lease: Lease, outcome: DeliveryOutcome): Promise<void> {
-  const flow = lease.flowControl!;
+function flowReleaseOf(lease: Lease, outcome: DeliveryOutcome): FlowRelease {
   const slowDown =
     outcome.kind === "failed" && (outcome.httpStatus === 429 || outcome.httpStatus === 503) ? outcome.retryAfterMs : undefined;
-  await flowKeyOf(env, lease.tenant, flow.key)
-    .release([{ executionId: lease.executionId, ...(slowDown === undefined ? {} : { retryAfterMs: slowDown }) }])
-    .catch((error: unknown) => console.error(`flow key ${flow.key}: release failed (the permit lapses)`, error));
+  return { executionId: lease.executionId, ...(slowDown === undefined ? {} : { retryAfterMs: slowDown }) };
 }
 
 /**
- * Sends a bucket's completion reports: at once when none is in flight, else together with the
- * others that arrive meanwhile (one RPC per bucket per round trip, however many finish).
+ * Sends items to one object: at once when nothing is in flight, else together with the others
+ * that arrive meanwhile (one RPC per round trip, however many finish). `send` never throws.
  */
-class CompletionReporter {
-  private pending: CompletionReport[] = [];
+class RoundTrips<T> {
+  private pending: T[] = [];
   private inFlight: Promise<void> | null = null;
 
-  constructor(
-    private readonly stub: BucketStub,
-    private readonly onReported: (executionId: string) => void,
-  ) {}
+  constructor(private readonly send: (items: T[]) => Promise<void>) {}
 
-  add(report: CompletionReport): void {
-    this.pending.push(report);
+  add(item: T): void {
+    this.pending.push(item);
     this.inFlight ??= this.flush();
   }
 
@@ -187,18 +174,41 @@ class CompletionReporter {
 
   private async flush(): Promise<void> {
     while (this.pending.length > 0) {
-      const reports = this.pending;
+      const items = this.pending;
       this.pending = [];
-      try {
-        await this.stub.complete(reports);
-      } catch (error) {
-        // the leases expire and the bucket retries these attempts: at-least-once holds
-        console.error("complete failed", error);
-      }
-      for (const r of reports) this.onReported(r.executionId);
+      await this.send(items);
     }
     this.inFlight = null;
   }
+}
+
+/** A bucket's completion reports; a report counts as delivered once its round trip ended, answered or not. */
+function completionsTo(stub: BucketStub, onReported: (executionId: string) => void): RoundTrips<CompletionReport> {
+  return new RoundTrips(async (reports) => {
+    try {
+      await stub.complete(reports);
+    } catch (error) {
+      // the leases expire and the bucket retries these attempts: at-least-once holds
+      console.error("complete failed", error);
+    }
+    for (const r of reports) onReported(r.executionId);
+  });
+}
+
+/** A flow key's releases; one that fails is not retried: its permits lapse. */
+function releasesTo(key: DurableObjectStub<FlowKey>): RoundTrips<FlowRelease> {
+  return new RoundTrips((releases) =>
+    key.release(releases).catch((error: unknown) => console.error("flow release failed (the permits lapse)", error)),
+  );
+}
+
+function getOrMake<K, V>(map: Map<K, V>, key: K, make: () => V): V {
+  let value = map.get(key);
+  if (value === undefined) {
+    value = make();
+    map.set(key, value);
+  }
+  return value;
 }
 
 /**

@@ -19,6 +19,17 @@ export interface FlowLimits {
   parallelism: number | null;
 }
 
+/** A job's flow control as the gate counts it (periods in milliseconds). */
+export function limitsOf(f: { rate: number | null; periodSeconds: number; parallelism: number | null }): FlowLimits {
+  return { rate: f.rate, periodMs: f.periodSeconds * 1_000, parallelism: f.parallelism };
+}
+
+/** A permit in flight: when it lapses if never released, and how long it was granted for. */
+export interface Permit {
+  lapseAt: number;
+  holdMs: number;
+}
+
 export interface FlowAsk {
   executionId: string;
   /** the due time it first had, before any wait: the order waiters are served in */
@@ -58,10 +69,8 @@ interface Waiter {
 export class FlowGate {
   /** start times of the deliveries granted within the last period, oldest first */
   private readonly started: number[] = [];
-  /** permits in flight: execution id -> when the permit lapses if never released */
-  readonly inFlight = new Map<string, number>();
-  /** how long each permit in flight was granted for (its start is its lapse time minus this) */
-  private readonly holdOf = new Map<string, number>();
+  /** permits in flight, by execution id (a permit started at its lapse time minus its hold) */
+  private readonly inFlight = new Map<string, Permit>();
   private readonly waiting = new Map<string, Waiter>();
   /** the next start time handed to a rate waiter: spreads waiters over the period instead of one herd */
   private nextRateSlot = 0;
@@ -96,20 +105,23 @@ export class FlowGate {
 
   /** Restores a permit granted before a restart. */
   restore(executionId: string, lapseAt: number, holdMs: number): void {
-    this.inFlight.set(executionId, lapseAt);
-    this.holdOf.set(executionId, holdMs);
+    this.inFlight.set(executionId, { lapseAt, holdMs });
+  }
+
+  /** The permit an execution holds, if any. */
+  permitOf(executionId: string): Permit | undefined {
+    return this.inFlight.get(executionId);
   }
 
   /** A delivery finished: its slot is free. `retryAfterMs` (a 429/503 Retry-After) holds the whole key that long. */
   release(executionId: string, now: number, retryAfterMs?: number): void {
     // a redelivered copy that was told to wait must not hold the key once the delivery ended
     this.waiting.delete(executionId);
-    const lapseAt = this.inFlight.get(executionId);
-    if (lapseAt !== undefined) {
+    const permit = this.inFlight.get(executionId);
+    if (permit !== undefined) {
       this.inFlight.delete(executionId);
-      const startedAt = lapseAt - (this.holdOf.get(executionId) ?? 0);
-      this.holdOf.delete(executionId);
-      if (startedAt > 0 && now >= startedAt) this.durationMs = 0.8 * this.durationMs + 0.2 * (now - startedAt);
+      const startedAt = permit.lapseAt - permit.holdMs;
+      if (now >= startedAt) this.durationMs = 0.8 * this.durationMs + 0.2 * (now - startedAt);
     }
     if (retryAfterMs !== undefined && retryAfterMs > 0) this.throttledUntil = Math.max(this.throttledUntil ?? 0, now + retryAfterMs);
   }
@@ -158,8 +170,7 @@ export class FlowGate {
     }
     this.waiting.delete(a.executionId);
     this.started.push(now);
-    this.inFlight.set(a.executionId, now + a.holdMs);
-    this.holdOf.set(a.executionId, a.holdMs);
+    this.inFlight.set(a.executionId, { lapseAt: now + a.holdMs, holdMs: a.holdMs });
     this.grantedTotal += 1;
     return { executionId: a.executionId, granted: true };
   }
@@ -186,12 +197,7 @@ export class FlowGate {
     let old = 0;
     while (old < this.started.length && this.started[old]! <= now - periodMs) old += 1;
     if (old > 0) this.started.splice(0, old);
-    for (const [id, lapseAt] of this.inFlight) {
-      if (lapseAt <= now) {
-        this.inFlight.delete(id);
-        this.holdOf.delete(id);
-      }
-    }
+    for (const [id, permit] of this.inFlight) if (permit.lapseAt <= now) this.inFlight.delete(id);
     for (const [id, w] of this.waiting) if (w.forgetAt <= now) this.waiting.delete(id);
     if (this.throttledUntil !== null && this.throttledUntil <= now) this.throttledUntil = null;
   }

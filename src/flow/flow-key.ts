@@ -11,6 +11,7 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { type FlowAnswer, type FlowAsk, FlowGate, type FlowLimits, type FlowView } from "../core/flow";
+import { applyMigrations, type SqliteMigration } from "../sqlite-migrations";
 
 export interface FlowKeyView extends FlowView {
   /** "api": set with PATCH and kept until changed; "job": as the latest job asking carries them */
@@ -23,22 +24,35 @@ export interface FlowRelease {
   retryAfterMs?: number;
 }
 
+/** The object of a tenant's key: one per tenant and key name. */
+export function flowKeyOf(env: Env, tenant: string, key: string): DurableObjectStub<FlowKey> {
+  return env.FLOW_KEY.getByName(`${tenant}\n${key}`);
+}
+
+const FLOW_KEY_MIGRATIONS: ReadonlyArray<SqliteMigration> = [
+  {
+    id: 1,
+    sql: `
+      CREATE TABLE flow_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;
+      CREATE TABLE flow_permits (execution_id TEXT PRIMARY KEY, lapse_at INTEGER NOT NULL, hold_ms INTEGER NOT NULL) STRICT;
+    `,
+  },
+];
+
 const NO_LIMITS: FlowLimits = { rate: null, periodMs: 1_000, parallelism: null };
 
 export class FlowKey extends DurableObject<Env> {
+  private readonly sql: SqlStorage;
   private readonly gate: FlowGate;
   private apiLimits: FlowLimits | null;
   private jobLimits: FlowLimits | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    const sql = ctx.storage.sql;
-    sql.exec(`CREATE TABLE IF NOT EXISTS flow_settings (name TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT`);
-    sql.exec(
-      `CREATE TABLE IF NOT EXISTS flow_permits (execution_id TEXT PRIMARY KEY, lapse_at INTEGER NOT NULL, hold_ms INTEGER NOT NULL) STRICT`,
-    );
+    this.sql = ctx.storage.sql;
+    applyMigrations(this.sql, FLOW_KEY_MIGRATIONS);
     const settings = new Map(
-      sql
+      this.sql
         .exec<{ name: string; value: string }>(`SELECT name, value FROM flow_settings`)
         .toArray()
         .map((r) => [r.name, JSON.parse(r.value) as unknown]),
@@ -49,7 +63,8 @@ export class FlowKey extends DurableObject<Env> {
       settings.get("paused") === true,
       (settings.get("throttledUntil") as number | undefined) ?? null,
     );
-    for (const p of sql.exec<{ execution_id: string; lapse_at: number; hold_ms: number }>(`SELECT * FROM flow_permits`)) {
+    this.dropLapsedPermits(Date.now());
+    for (const p of this.sql.exec<{ execution_id: string; lapse_at: number; hold_ms: number }>(`SELECT * FROM flow_permits`)) {
       this.gate.restore(p.execution_id, p.lapse_at, p.hold_ms);
     }
   }
@@ -59,13 +74,11 @@ export class FlowKey extends DurableObject<Env> {
     this.jobLimits = limits;
     this.gate.limits = this.apiLimits ?? limits;
     const now = Date.now();
+    this.dropLapsedPermits(now);
     const answers = this.gate.ask(asks, now);
-    const sql = this.ctx.storage.sql;
     for (const a of answers) {
-      if (!a.granted) continue;
-      const lapseAt = this.gate.inFlight.get(a.executionId)!;
-      const hold = asks.find((x) => x.executionId === a.executionId)!.holdMs;
-      sql.exec(`INSERT OR REPLACE INTO flow_permits VALUES (?, ?, ?)`, a.executionId, lapseAt, hold);
+      const permit = a.granted ? this.gate.permitOf(a.executionId) : undefined;
+      if (permit) this.sql.exec(`INSERT OR REPLACE INTO flow_permits VALUES (?, ?, ?)`, a.executionId, permit.lapseAt, permit.holdMs);
     }
     return answers;
   }
@@ -74,9 +87,9 @@ export class FlowKey extends DurableObject<Env> {
   async release(releases: FlowRelease[]): Promise<void> {
     const now = Date.now();
     const before = this.gate.throttledUntil;
-    const sql = this.ctx.storage.sql;
     for (const r of releases) {
-      if (this.gate.inFlight.has(r.executionId)) sql.exec(`DELETE FROM flow_permits WHERE execution_id = ?`, r.executionId);
+      // a permit that lapsed in memory still has its row: delete whatever is there
+      this.sql.exec(`DELETE FROM flow_permits WHERE execution_id = ?`, r.executionId);
       this.gate.release(r.executionId, now, r.retryAfterMs);
     }
     if (this.gate.throttledUntil !== before) this.put("throttledUntil", this.gate.throttledUntil);
@@ -92,16 +105,21 @@ export class FlowKey extends DurableObject<Env> {
     return this.view();
   }
 
-  /** Limits set through the API win over the jobs' until changed again; null gives the key back to its jobs. */
-  async setLimits(limits: FlowLimits | null): Promise<FlowKeyView> {
+  /** Changes the given limits (null lifts one), merged here so two changes never overwrite each other; they win over the jobs' until changed again. */
+  async changeLimits(change: Partial<FlowLimits>): Promise<FlowKeyView> {
+    const limits = { ...this.gate.limits, ...change };
     this.apiLimits = limits;
-    if (limits) this.put("limits", limits);
-    else this.ctx.storage.sql.exec(`DELETE FROM flow_settings WHERE name = 'limits'`);
-    this.gate.limits = limits ?? this.jobLimits ?? NO_LIMITS;
+    this.gate.limits = limits;
+    this.put("limits", limits);
     return this.view();
   }
 
+  /** Permits whose consumer never released them: their slot came back when they lapsed. */
+  private dropLapsedPermits(now: number): void {
+    this.sql.exec(`DELETE FROM flow_permits WHERE lapse_at <= ?`, now);
+  }
+
   private put(name: string, value: unknown): void {
-    this.ctx.storage.sql.exec(`INSERT OR REPLACE INTO flow_settings VALUES (?, ?)`, name, JSON.stringify(value));
+    this.sql.exec(`INSERT OR REPLACE INTO flow_settings VALUES (?, ?)`, name, JSON.stringify(value));
   }
 }

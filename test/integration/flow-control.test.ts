@@ -9,6 +9,8 @@
  * Time: one file-wide virtual clock (the buckets and the FlowKey objects read it); targets' hangs
  * are real. The fire queue is captured for the file: tests feed the consumer themselves.
  */
+import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import {
   api,
@@ -169,6 +171,17 @@ describe("flow control", () => {
     const execution = await executionOfJob(job!.e.job.id);
     expect(execution.attempts.map((a) => a.attempt)).toEqual([1, 2]);
     expect(execution.attempts[1]!.waitMs).toBeGreaterThan(0);
+  });
+
+  it("forgets the stored permit of a delivery whose consumer never released it once it lapsed, so a restart does not restore it", async () => {
+    const key = env.FLOW_KEY.getByName("acme\nlapsing");
+    const limits = { rate: null, periodMs: 1_000, parallelism: 2 };
+    const permits = () => runInDurableObject(key, (_o, state) => state.storage.sql.exec("SELECT execution_id FROM flow_permits").toArray());
+    expect((await key.ask(limits, [{ executionId: "exe-dead-consumer", firstDueAt: clock.at, holdMs: 1_000 }]))[0]?.granted).toBe(true);
+    expect(await permits()).toHaveLength(1);
+    clock.advance(1_001);
+    expect((await key.ask(limits, [{ executionId: "exe-next", firstDueAt: clock.at, holdMs: 1_000 }]))[0]?.granted).toBe(true);
+    expect(await permits()).toEqual([{ execution_id: "exe-next" }]);
   });
 
   it("refuses bad flow control with a 400 naming the field", async () => {
