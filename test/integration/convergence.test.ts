@@ -10,13 +10,12 @@
  * runs a change while an attempt is at the target, and a D1 read of the sync pass waits while a
  * PATCH applies. The fire queue is captured for the whole file; tests consume it with fire().
  */
-import { createExecutionContext, createMessageBatch, getQueueResult, runInDurableObject } from "cloudflare:test";
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import type { Bucket } from "../../src/bucket/bucket";
 import type { FireMessage, JobDefinition } from "../../src/bucket/protocol";
 import { dbOf, type FinishedExecution, jsonChunks, writeOutcomes } from "../../src/db/queries";
-import worker from "../../src/index";
 import {
   api,
   bucketSql,
@@ -34,6 +33,7 @@ import {
   receiverUrl,
   runAlarm,
   runScan,
+  startFire,
   uniquePath,
 } from "./helpers";
 
@@ -120,30 +120,14 @@ async function alarmWithBeforeItsWrite(stub: Stub, meanwhile: () => Promise<void
   expect(armed, "the alarm wrote no D1 batch").toBe(false);
 }
 
-/**
- * The consumer on an explicit batch, like helpers.fire, also recording the delay each retried
- * message asked for (the test pool's QueueResult drops it).
- */
+/** The consumer on an explicit batch: what it acked and what it retried, with the delay asked for. */
 async function fireRecordingDelays(
   bodies: unknown[],
   attempts: number,
 ): Promise<{ acked: string[]; retried: { msgId: string; delaySeconds: number | undefined }[] }> {
-  const batch = createMessageBatch(
-    "fire",
-    bodies.map((body, i) => ({ id: `m${i}`, timestamp: new Date(Date.now()), attempts, body })),
-  );
-  const retried: { msgId: string; delaySeconds: number | undefined }[] = [];
-  for (const message of batch.messages) {
-    const retry = message.retry.bind(message);
-    message.retry = (options?: QueueRetryOptions) => {
-      retried.push({ msgId: message.id, delaySeconds: options?.delaySeconds });
-      retry(options);
-    };
-  }
-  const ctx = createExecutionContext();
-  await worker.queue(batch, env, ctx);
-  const result = await getQueueResult(batch, ctx);
-  return { acked: result.explicitAcks, retried };
+  const run = await startFire(bodies, { attempts });
+  const result = await run.done;
+  return { acked: result.explicitAcks, retried: run.retried };
 }
 
 /** Seconds-aligned instant at least `ms` from now (runAt is given as RFC 3339). */

@@ -1,19 +1,3 @@
-/**
- * The dead-letter path and the consumer's per-message ack/retry: failure rows "consumer crashes
- * on a message every time (poison)" and "target keeps failing" (DLQ list, redrive), plus the
- * consumers' handling of malformed messages and of an unreachable bucket.
- *
- * Revision 2 (docs/data-path.md): a DLQ message kills only the dispatch it names (same dueAt) and
- * only while no lease holds the execution; a claim that fails retries its message with a delay.
- * Dead executions reach D1 (`jobs` row or `occurrences`, and `dead_letters`) at the bucket's next
- * flush; GET /v1/dlq reads `dead_letters`. A one-off job's redrive is a job change (active again,
- * fresh budget); a recurring occurrence's goes through dead_letters.redrive_at and bucket.redrive.
- *
- * Time: one file-wide virtual clock, HEAD_START_MS ahead of the real one, moved only by tests;
- * every alarm a bucket arms lies ahead of the real clock, so tests run them (runAlarm). The fire
- * queue is captured for the whole file: the consumers run only when a test calls fire().
- */
-import { createMessageBatch } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import { Bucket } from "../../src/bucket/bucket";
@@ -35,6 +19,7 @@ import {
   received,
   receiverUrl,
   runAlarm,
+  startFire,
   uniquePath,
 } from "./helpers";
 
@@ -108,24 +93,10 @@ async function dlq(key: string = KEYS.acme): Promise<DlqEntry[]> {
 
 const redrive = (id: string) => api(`/v1/executions/${id}/redrive`, { method: "POST" });
 
-/**
- * fire(), also recording the delay each retried message asked for: the test platform's
- * QueueResult lists retried messages without their delaySeconds, so Message#retry is observed.
- */
+/** fire(), also returning the delay each retried message asked for. */
 async function fireWithDelays(bodies: unknown[], options: { queue?: string; attempts?: number } = {}) {
-  const probe = createMessageBatch("probe", [{ id: "probe", timestamp: new Date(), attempts: 1, body: null }]);
-  const proto = Object.getPrototypeOf(probe.messages[0]) as Message<unknown>;
-  const spy = vi.spyOn(proto, "retry");
-  try {
-    const result = await fire(bodies, options);
-    const delays = spy.mock.calls.map((args, i) => ({
-      msgId: (spy.mock.contexts[i] as Message<unknown>).id,
-      delaySeconds: args[0]?.delaySeconds,
-    }));
-    return { result, delays };
-  } finally {
-    spy.mockRestore();
-  }
+  const run = await startFire(bodies, options);
+  return { result: await run.done, delays: run.retried };
 }
 
 describe("poison messages (DLQ consumer)", () => {

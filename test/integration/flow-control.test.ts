@@ -16,21 +16,20 @@ import {
   api,
   captureFiresForFile,
   counters,
-  dispatchNow,
+  dispatchAll,
+  dispatchOf,
   type Execution,
   fileClock,
   KEYS,
   newExecution,
   receiverUrl,
-  runAlarm,
-  sentFor,
   startFire,
   uniquePath,
 } from "./helpers";
 
 const clock = fileClock(10 * 60_000);
 const sent = captureFiresForFile();
-const dispatch = (e: Execution) => dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent);
+const dispatch = dispatchOf(clock, sent);
 
 async function flowKey(key: string, apiKey: string = KEYS.acme) {
   const res = await api(`/v1/flow-control/${key}`, {}, apiKey);
@@ -89,15 +88,17 @@ describe("flow control", () => {
     // its first attempt, the wait shown
     let waiting = jobs.filter((_, i) => views[i]?.status === "scheduled");
     for (let round = 0; round < 2; round++) {
-      // their bucket's alarm at the later due time sends them all (several may share a bucket)
-      const views = await Promise.all(waiting.map((j) => j.e.view()));
-      clock.travelTo(Math.max(clock.at, ...views.map((v) => v!.dueAt)));
-      for (const stub of new Set(waiting.map((j) => j.e.stub))) await runAlarm(stub);
-      const messages = waiting.map((j) => sentFor(sent, j.e.exe.id).at(-1)!);
+      const messages = await dispatchAll(
+        waiting.map((j) => j.e),
+        clock,
+        sent,
+      );
       await (await startFire(messages)).done;
       const states = await Promise.all(waiting.map((j) => j.e.view()));
       expect(states.filter((v) => v?.status === "succeeded")).toHaveLength(1);
       const done = waiting.find((_, i) => states[i]?.status === "succeeded")!;
+      // all were first due at the same instant: the smaller id goes first
+      expect(done.e.exe.id).toBe(waiting.map((j) => j.e.exe.id).sort()[0]);
       const execution = await executionOfJob(done.e.job.id);
       expect(execution.attempts.map((a) => a.attempt)).toEqual([1]);
       expect(execution.attempts[0]!.waitMs).toBeGreaterThan(0);

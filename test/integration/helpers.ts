@@ -148,22 +148,35 @@ export async function fire(bodies: unknown[], options: { queue?: string; attempt
 export async function startFire(
   bodies: unknown[],
   options: { queue?: string; attempts?: number } = {},
-): Promise<{ ackedOnReturn: string[]; done: Promise<QueueResult> }> {
+): Promise<{ ackedOnReturn: string[]; retried: RetriedMessage[]; done: Promise<QueueResult> }> {
   const batch = createMessageBatch(
     options.queue ?? "fire",
     bodies.map((body, i) => ({ id: `m${i}`, timestamp: Date.now(), attempts: options.attempts ?? 1, body })),
   );
   const acked: string[] = [];
+  // the test platform's QueueResult lists retried messages without the delay they asked for
+  const retried: RetriedMessage[] = [];
   for (const message of batch.messages) {
     const ack = message.ack.bind(message);
     message.ack = () => {
       acked.push(message.id);
       ack();
     };
+    const retry = message.retry.bind(message);
+    message.retry = (options?: QueueRetryOptions) => {
+      retried.push({ msgId: message.id, delaySeconds: options?.delaySeconds });
+      retry(options);
+    };
   }
   const ctx = createExecutionContext();
   await worker.queue(batch, env, ctx);
-  return { ackedOnReturn: [...acked], done: getQueueResult(batch, ctx) };
+  return { ackedOnReturn: [...acked], retried, done: getQueueResult(batch, ctx) };
+}
+
+/** A message the consumer retried, with the delay it asked for. */
+export interface RetriedMessage {
+  msgId: string;
+  delaySeconds: number | undefined;
 }
 
 /** One request the loopback receiver got. */
@@ -310,6 +323,39 @@ export async function dispatchNow(
   const messages = sentFor(sent, target.executionId);
   if (messages.length !== before + 1) throw new Error(`the alarm sent ${messages.length - before} messages for ${target.executionId}`);
   return messages[messages.length - 1]!;
+}
+
+/** dispatchNow for a file's clock and captured sends: `dispatch(execution)`. */
+export function dispatchOf(
+  clock: { readonly at: number; travelTo(at: number): void },
+  sent: FireMessage[],
+): (e: Execution) => Promise<FireMessage> {
+  return (e) => dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent);
+}
+
+/**
+ * Moves the file's clock to the latest due time of these executions (if later) and runs each of
+ * their buckets' alarm once, which must dispatch every one of them (several may share a bucket);
+ * returns the fire message each was sent, in the order given.
+ */
+export async function dispatchAll(
+  executions: Execution[],
+  clock: { readonly at: number; travelTo(at: number): void },
+  sent: FireMessage[],
+): Promise<FireMessage[]> {
+  const views = await Promise.all(executions.map((e) => e.view()));
+  const before = executions.map((e) => sentFor(sent, e.exe.id).length);
+  clock.travelTo(Math.max(clock.at, ...views.map((v) => v?.dueAt ?? 0)));
+  for (const bucket of new Set(executions.map((e) => e.exe.bucket))) await runAlarm(bucketStub(bucket));
+  return Promise.all(
+    executions.map(async (e, i) => {
+      const state = (await e.view())?.status;
+      if (state !== "dispatched") throw new Error(`${e.exe.id} is ${state} after the alarm, not dispatched`);
+      const messages = sentFor(sent, e.exe.id);
+      if (messages.length !== before[i]! + 1) throw new Error(`the alarm sent ${messages.length - before[i]!} messages for ${e.exe.id}`);
+      return messages[messages.length - 1]!;
+    }),
+  );
 }
 
 /** Runs the bucket's alarm now, whether or not one is scheduled. */

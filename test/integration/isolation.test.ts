@@ -8,21 +8,11 @@
  * /hang/<ms>). The fire queue is captured for the file: tests feed the consumer themselves.
  */
 import { describe, expect, it } from "vitest";
-import {
-  captureFiresForFile,
-  dispatchNow,
-  type Execution,
-  fileClock,
-  newExecution,
-  received,
-  receiverUrl,
-  startFire,
-  uniquePath,
-} from "./helpers";
+import { captureFiresForFile, dispatchOf, fileClock, newExecution, received, receiverUrl, startFire, uniquePath } from "./helpers";
 
 const clock = fileClock(10 * 60_000);
 const sent = captureFiresForFile();
-const dispatch = (e: Execution) => dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent);
+const dispatch = dispatchOf(clock, sent);
 
 const HANG_MS = 1_500;
 

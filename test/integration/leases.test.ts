@@ -25,7 +25,7 @@ import {
   CONFIG,
   captureFiresForFile,
   counters,
-  dispatchNow,
+  dispatchOf,
   type Execution,
   fileClock,
   fire,
@@ -50,7 +50,7 @@ const FAILED_503 = { kind: "failed", failure: "retryable", httpStatus: 503, erro
 
 type Lease = Extract<ClaimResult, { ok: true }>;
 
-const dispatch = (e: Execution) => dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent);
+const dispatch = dispatchOf(clock, sent);
 
 async function claim(e: Execution, message: FireMessage): Promise<Lease> {
   const [lease] = await e.stub.claim([{ executionId: message.executionId, dueAt: message.dueAt }]);

@@ -21,7 +21,7 @@ import {
   api,
   captureFiresForFile,
   counters,
-  dispatchNow,
+  dispatchOf,
   type Execution,
   fileClock,
   fire,
@@ -39,7 +39,7 @@ const sent = captureFiresForFile();
 
 type Lease = Extract<ClaimResult, { ok: true }>;
 
-const dispatch = (e: Execution) => dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent);
+const dispatch = dispatchOf(clock, sent);
 
 /** One attempt: at its due time the alarm dispatches it and the consumer delivers it (and acks the message). */
 async function attemptOnce(e: Execution): Promise<void> {
