@@ -13,6 +13,7 @@ import { describe, expect, it } from "vitest";
 import { type FlowAnswer, type FlowAsk, FlowGate, type FlowLimits, PAUSED_RETRY_MS, WAITER_GRACE_MS } from "../../src/core/flow";
 
 const ask = (executionId: string, firstDueAt: number, holdMs = 60_000): FlowAsk => ({ executionId, firstDueAt, holdMs });
+const limits = (overrides: Partial<FlowLimits> = {}): FlowLimits => ({ rate: null, periodMs: 1_000, parallelism: null, ...overrides });
 const grantedIds = (answers: FlowAnswer[]) => answers.filter((a) => a.granted).map((a) => a.executionId);
 
 /** the retry time of a refused answer; throws when it was granted */
@@ -212,8 +213,6 @@ describe("property: random asks and releases over simulated time (fast-check)", 
 });
 
 describe("FlowGate examples", () => {
-  const limits = (overrides: Partial<FlowLimits> = {}): FlowLimits => ({ rate: null, periodMs: 1_000, parallelism: null, ...overrides });
-
   it("grants within the limits, in order of first due time, and refuses the rest with a later retryAt", () => {
     const gate = new FlowGate(limits({ parallelism: 2 }));
     // asked in another order than due: the two earliest due win
@@ -431,18 +430,17 @@ describe("FlowGate examples", () => {
 
 describe("FlowGate edge cases", () => {
   it("answers the same execution twice in one ask: granted once, the copy waits", () => {
-    const gate = new FlowGate({ rate: null, periodMs: 1_000, parallelism: null });
-    const ask = { executionId: "x", firstDueAt: 0, holdMs: 1_000 };
-    const [first, second] = gate.ask([ask, ask], 0);
+    const gate = new FlowGate(limits());
+    const [first, second] = gate.ask([ask("x", 0, 1_000), ask("x", 0, 1_000)], 0);
     expect(first).toEqual({ executionId: "x", granted: true });
     expect(second?.granted).toBe(false);
   });
 
   it("forgets a redelivered copy's wait when the delivery ends, so it does not hold the key", () => {
-    const gate = new FlowGate({ rate: null, periodMs: 1_000, parallelism: 1 });
-    expect(gate.ask([{ executionId: "a", firstDueAt: 0, holdMs: 10_000 }], 0)[0]?.granted).toBe(true);
-    expect(gate.ask([{ executionId: "a", firstDueAt: 0, holdMs: 10_000 }], 10)[0]?.granted).toBe(false);
+    const gate = new FlowGate(limits({ parallelism: 1 }));
+    expect(grantedIds(gate.ask([ask("a", 0, 10_000)], 0))).toEqual(["a"]);
+    expect(grantedIds(gate.ask([ask("a", 0, 10_000)], 10))).toEqual([]);
     gate.release("a", 50);
-    expect(gate.ask([{ executionId: "b", firstDueAt: 20, holdMs: 10_000 }], 60)[0]?.granted).toBe(true);
+    expect(grantedIds(gate.ask([ask("b", 20, 10_000)], 60))).toEqual(["b"]);
   });
 });
