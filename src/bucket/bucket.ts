@@ -51,8 +51,6 @@ import type {
   PoisonResult,
   RedriveOrder,
   RedriveResult,
-  WaitOrder,
-  WaitResult,
 } from "./protocol";
 import { parseAttemptLog } from "./protocol";
 import { migrateBucket } from "./schema";
@@ -440,6 +438,7 @@ export class Bucket extends DurableObject<Env> {
         if (!lease) return { ok: false, executionId: report.executionId, code: "stale_lease" };
         const row = this.executions.held.get(report.executionId)!;
         const outcome = report.outcome;
+        if (outcome.kind === "wait") return { ok: true, executionId: row.id, status: this.hold(row, lease, now, outcome.retryAt) };
         if (outcome.kind === "succeeded") {
           const attempt = this.attemptRecord(row, lease, now, "succeeded", outcome.httpStatus, null);
           this.tally.add("succeeded_total", row.tenant);
@@ -458,39 +457,6 @@ export class Bucket extends DurableObject<Env> {
           retryAfterMs: outcome.retryAfterMs,
         });
         return { ok: true, executionId: row.id, status };
-      });
-    });
-  }
-
-  /**
-   * Flow control held these attempts back (their key was over its limits, paused, or slowed
-   * down by its target): each lease ends and the execution is due again at its `retryAt`
-   * without using an attempt. The wait is not lateness: the lag is measured from the new due
-   * time, and the attempt that runs records it as waitMs. A zombie's order is rejected (fencing).
-   */
-  async wait(orders: WaitOrder[]): Promise<WaitResult[]> {
-    this.countRequest();
-    return this.change(null, () => {
-      const now = Date.now();
-      return orders.map((order): WaitResult => {
-        const lease = this.liveLease(order, now);
-        if (!lease) return { ok: false, executionId: order.executionId, code: "stale_lease" };
-        const row = this.executions.held.get(order.executionId)!;
-        if (row.jobStatus !== "active") {
-          this.close(row, "abandon", now, { reason: row.jobStatus });
-          return { ok: true, executionId: row.id, status: "canceled", dueAt: row.dueAt };
-        }
-        this.executions.assertMove(row, "wait");
-        // a reschedule meanwhile (PATCH) moved the row: it waits for whichever is later
-        const from = row.occurrenceAt !== lease.occurrenceAt ? row.dueAt : now;
-        const moved = { ...row, dueAt: Math.max(order.retryAt, from) };
-        if (!this.executions.waitingSince.has(row.id)) this.executions.waitingSince.set(row.id, row.dueAt);
-        this.executions.running.delete(row.id);
-        store.moveExecution(this.sql, row.dueAt, moved);
-        this.executions.keep(moved);
-        this.executions.due.push(moved.dueAt, moved.id);
-        this.tally.add("flow_waits_total", row.tenant);
-        return { ok: true, executionId: row.id, status: "scheduled", dueAt: moved.dueAt };
       });
     });
   }
@@ -924,12 +890,31 @@ export class Bucket extends DurableObject<Env> {
   }
 
   /** A finished attempt goes into the log and the execution waits again as `moved` (its due time and budget). */
-  private runAgain(row: HeldRow, attempt: AttemptRecord, move: "retry" | "reschedule", moved: HeldRow): void {
+  private runAgain(row: HeldRow, attempt: AttemptRecord | null, move: "retry" | "reschedule" | "wait", moved: HeldRow): void {
     this.executions.assertMove(row, move);
     this.executions.running.delete(row.id);
-    store.moveExecution(this.sql, row.dueAt, moved, { attempt });
+    store.moveExecution(this.sql, row.dueAt, moved, attempt ? { attempt } : {});
     this.executions.keep(moved);
     this.executions.due.push(moved.dueAt, moved.id);
+  }
+
+  /**
+   * Flow control held the attempt back (its key was over its limits, paused, or slowed down by
+   * its target): the lease ends and the execution is due again at `retryAt` without using an
+   * attempt. The wait is not lateness: the lag is measured from the new due time, and the
+   * attempt that runs records it as waitMs.
+   */
+  private hold(row: HeldRow, lease: Lease, now: number, retryAt: number): "scheduled" | "canceled" {
+    if (row.jobStatus !== "active") {
+      this.close(row, "abandon", now, { reason: row.jobStatus });
+      return "canceled";
+    }
+    // a reschedule meanwhile (PATCH) moved the row: it waits for whichever is later
+    const from = row.occurrenceAt !== lease.occurrenceAt ? row.dueAt : now;
+    if (!this.executions.waitingSince.has(row.id)) this.executions.waitingSince.set(row.id, row.dueAt);
+    this.runAgain(row, null, "wait", { ...row, dueAt: Math.max(retryAt, from) });
+    this.tally.add("flow_waits_total", row.tenant);
+    return "scheduled";
   }
 
   /** An outcome on its way to D1 (its state from the lifecycle table); the row stays until D1 has it. */

@@ -88,21 +88,18 @@ export interface LeaseRef {
   token: string;
 }
 
+/** Flow control held a leased attempt back before it started: it is due again at `retryAt`. */
+export interface FlowWait {
+  kind: "wait";
+  retryAt: number;
+}
+
 export interface CompletionReport extends LeaseRef {
-  outcome: DeliveryOutcome;
+  outcome: DeliveryOutcome | FlowWait;
 }
 
 export type CompletionResult =
   | { ok: true; executionId: string; status: "succeeded" | "scheduled" | "dead" | "canceled" }
-  | { ok: false; executionId: string; code: "stale_lease" };
-
-/** Flow control held a leased attempt back: it is due again at `retryAt`. */
-export interface WaitOrder extends LeaseRef {
-  retryAt: number;
-}
-
-export type WaitResult =
-  | { ok: true; executionId: string; status: "scheduled" | "canceled"; dueAt: number }
   | { ok: false; executionId: string; code: "stale_lease" };
 
 export type HeartbeatResult =

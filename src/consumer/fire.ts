@@ -9,7 +9,7 @@
  */
 
 import type { Bucket } from "../bucket/bucket";
-import type { ClaimResult, CompletionReport, FireMessage, LeaseRef, WaitOrder } from "../bucket/protocol";
+import type { ClaimResult, CompletionReport, FireMessage, LeaseRef } from "../bucket/protocol";
 import { type Config, configOf } from "../config";
 import { bucketName } from "../core/bucketing";
 import { limitsOf } from "../core/flow";
@@ -55,14 +55,12 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
   const reporters = new Map<BucketStub, RoundTrips<CompletionReport>>();
   const releasers = new Map<string, RoundTrips<FlowRelease>>();
   try {
+    const report = (stub: BucketStub, r: CompletionReport) =>
+      getOrMake(reporters, stub, () => completionsTo(stub, (id) => unreported.delete(id))).add(r);
     // flow control first: what its key holds back goes back to its bucket, due again later
     const { admitted: leases, held } = await admit(claimed, env, config);
-    await Promise.all(
-      [...held].map(([stub, orders]) =>
-        stub.wait(orders).catch((error: unknown) => console.error("wait failed (the leases expire and are retried)", error)),
-      ),
-    );
-    for (const orders of held.values()) for (const o of orders) unreported.delete(o.executionId);
+    for (const { lease, stub, retryAt } of held)
+      report(stub, { executionId: lease.executionId, token: lease.token, outcome: { kind: "wait", retryAt } });
     // one limit for the whole batch: a request queued behind the connection limit would already
     // be spending its timeout
     await forEachLimited(leases, config.DELIVERY_CONCURRENCY, async ({ lease, stub }) => {
@@ -92,11 +90,7 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
         const releaser = getOrMake(releasers, `${lease.tenant}\n${flow.key}`, () => releasesTo(flowKeyOf(env, lease.tenant, flow.key)));
         releaser.add(flowReleaseOf(lease, outcome));
       }
-      getOrMake(reporters, stub, () => completionsTo(stub, (id) => unreported.delete(id))).add({
-        executionId: lease.executionId,
-        token: lease.token,
-        outcome,
-      });
+      report(stub, { executionId: lease.executionId, token: lease.token, outcome });
     });
     await Promise.all([...reporters.values(), ...releasers.values()].map((r) => r.drained()));
   } finally {
@@ -106,16 +100,16 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
 
 /**
  * Asks each flow-control key (one RPC per key per batch) which of its leases may start now; the
- * rest are held: wait orders per bucket, due again when their key said. An unreachable key
+ * rest are held, reported to their bucket as waits, due again when their key said. An unreachable key
  * holds its leases for a second (its limits are never assumed away).
  */
 async function admit(
   leases: { lease: Lease; stub: BucketStub }[],
   env: Env,
   config: Config,
-): Promise<{ admitted: { lease: Lease; stub: BucketStub }[]; held: Map<BucketStub, WaitOrder[]> }> {
+): Promise<{ admitted: { lease: Lease; stub: BucketStub }[]; held: { lease: Lease; stub: BucketStub; retryAt: number }[] }> {
   const admitted = leases.filter((l) => l.lease.flowControl === null);
-  const held = new Map<BucketStub, WaitOrder[]>();
+  const held: { lease: Lease; stub: BucketStub; retryAt: number }[] = [];
   const byKey = new Map<string, { lease: Lease; stub: BucketStub }[]>();
   for (const l of leases) {
     if (!l.lease.flowControl) continue;
@@ -139,7 +133,7 @@ async function admit(
       group.forEach((l, i) => {
         const answer = answers[i]!;
         if (answer.granted) admitted.push(l);
-        else getOrMake(held, l.stub, () => []).push({ executionId: l.lease.executionId, token: l.lease.token, retryAt: answer.retryAt });
+        else held.push({ ...l, retryAt: answer.retryAt });
       });
     }),
   );
