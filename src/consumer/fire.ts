@@ -12,7 +12,7 @@ import type { Bucket } from "../bucket/bucket";
 import type { ClaimResult, CompletionReport, FireMessage, LeaseRef } from "../bucket/protocol";
 import { type Config, configOf } from "../config";
 import { bucketName } from "../core/bucketing";
-import { limitsOf } from "../core/flow";
+import { type FlowAnswer, limitsOf } from "../core/flow";
 import type { DeliveryOutcome } from "../core/response";
 import { type FlowKey, type FlowRelease, flowKeyOf } from "../flow/flow-key";
 import { acceptFireMessages, groupByBucket } from "./message";
@@ -57,13 +57,16 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
   try {
     const report = (stub: BucketStub, r: CompletionReport) =>
       getOrMake(reporters, stub, () => completionsTo(stub, (id) => unreported.delete(id))).add(r);
-    // flow control first: what its key holds back goes back to its bucket, due again later
-    const { admitted: leases, held } = await admit(claimed, env, config);
-    for (const { lease, stub, retryAt } of held)
-      report(stub, { executionId: lease.executionId, token: lease.token, outcome: { kind: "wait", retryAt } });
+    const answers = askFlowKeys(claimed, env, config);
     // one limit for the whole batch: a request queued behind the connection limit would already
     // be spending its timeout
-    await forEachLimited(leases, config.DELIVERY_CONCURRENCY, async ({ lease, stub }) => {
+    await forEachLimited(claimed, config.DELIVERY_CONCURRENCY, async ({ lease, stub }) => {
+      // flow control first: what its key holds back goes back to its bucket, due again later
+      const answer = await answers.get(lease.executionId);
+      if (answer && !answer.granted) {
+        report(stub, { executionId: lease.executionId, token: lease.token, outcome: { kind: "wait", retryAt: answer.retryAt } });
+        return;
+      }
       const outcome = await keys.forTenant(lease.tenant).then(
         (tenantKeys) =>
           deliver(
@@ -99,45 +102,35 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
 }
 
 /**
- * Asks each flow-control key (one RPC per key per batch) which of its leases may start now; the
- * rest are held, reported to their bucket as waits, due again when their key said. An unreachable key
- * holds its leases for a second (its limits are never assumed away).
+ * Asks each flow-control key once (one RPC per key per batch) which of its leases may start now:
+ * each flow-controlled lease's answer, by execution id. The others start without waiting for it.
+ * An unreachable key holds its leases for a second (its limits are never assumed away).
  */
-async function admit(
-  leases: { lease: Lease; stub: BucketStub }[],
-  env: Env,
-  config: Config,
-): Promise<{ admitted: { lease: Lease; stub: BucketStub }[]; held: { lease: Lease; stub: BucketStub; retryAt: number }[] }> {
-  const admitted = leases.filter((l) => l.lease.flowControl === null);
-  const held: { lease: Lease; stub: BucketStub; retryAt: number }[] = [];
-  const byKey = new Map<string, { lease: Lease; stub: BucketStub }[]>();
-  for (const l of leases) {
-    if (!l.lease.flowControl) continue;
-    getOrMake(byKey, `${l.lease.tenant}\n${l.lease.flowControl.key}`, () => []).push(l);
-  }
-  await Promise.all(
-    [...byKey.values()].map(async (group) => {
-      const first = group[0]!.lease;
-      const flow = first.flowControl!;
-      const asks = group.map(({ lease }) => ({
-        executionId: lease.executionId,
-        firstDueAt: lease.firstDueAt,
-        holdMs: lease.timeoutMs + config.LEASE_MS,
-      }));
-      const answers = await flowKeyOf(env, first.tenant, flow.key)
-        .ask(limitsOf(flow), asks)
-        .catch((error: unknown) => {
-          console.error(`flow key ${flow.key} unreachable`, error);
-          return asks.map((a) => ({ executionId: a.executionId, granted: false as const, retryAt: Date.now() + 1_000 }));
-        });
-      group.forEach((l, i) => {
-        const answer = answers[i]!;
-        if (answer.granted) admitted.push(l);
-        else held.push({ ...l, retryAt: answer.retryAt });
+function askFlowKeys(leases: { lease: Lease }[], env: Env, config: Config): Map<string, Promise<FlowAnswer>> {
+  const byKey = new Map<string, Lease[]>();
+  for (const { lease } of leases)
+    if (lease.flowControl) getOrMake(byKey, `${lease.tenant}\n${lease.flowControl.key}`, () => []).push(lease);
+  const answers = new Map<string, Promise<FlowAnswer>>();
+  for (const group of byKey.values()) {
+    const flow = group[0]!.flowControl!;
+    const asks = group.map((lease) => ({
+      executionId: lease.executionId,
+      firstDueAt: lease.firstDueAt,
+      holdMs: lease.timeoutMs + config.LEASE_MS,
+    }));
+    const asked = flowKeyOf(env, group[0]!.tenant, flow.key)
+      .ask(limitsOf(flow), asks)
+      .catch((error: unknown): FlowAnswer[] => {
+        console.error(`flow key ${flow.key} unreachable`, error);
+        return asks.map((a) => ({ executionId: a.executionId, granted: false, retryAt: Date.now() + 1_000 }));
       });
-    }),
-  );
-  return { admitted, held };
+    for (const [i, a] of asks.entries())
+      answers.set(
+        a.executionId,
+        asked.then((all) => all[i]!),
+      );
+  }
+  return answers;
 }
 
 /** Frees the delivery's slot of its key; a 429 or 503 with Retry-After slows the whole key that long. */
