@@ -38,13 +38,16 @@ async function main() {
   const ROOT = join(HERE, "..");
   const RESULTS = join(HERE, "results");
 
+  /** a list of names from `known` (env var `name`); an unknown one stops the bench, naming the known ones */
+  const namesOf = (name, known, noun) =>
+    envList(name, known, {
+      item: (s) => {
+        if (!known.includes(s)) throw new Error(`${name}: unknown ${noun} "${s}" (${noun}s: ${known.join(", ")})`);
+        return s;
+      },
+    });
   const SCENARIOS = ["delayed", "burst", "crash", "steady", "mixed"];
-  const scenarios = envList("BENCH_SCENARIOS", SCENARIOS, {
-    item: (s) => {
-      if (!SCENARIOS.includes(s)) throw new Error(`BENCH_SCENARIOS: unknown scenario "${s}" (scenarios: ${SCENARIOS.join(", ")})`);
-      return s;
-    },
-  });
+  const scenarios = namesOf("BENCH_SCENARIOS", SCENARIOS, "scenario");
   const count = (name, fallback) => envNumber(name, fallback, { integer: true });
   const n = count("BENCH_N", 20_000);
   const drainTimeoutMs = envNumber("BENCH_DRAIN_TIMEOUT_S", 60) * 1000;
@@ -66,13 +69,7 @@ async function main() {
       drainTimeoutMs,
     },
     mixed: {
-      variants: envList("BENCH_MIXED_VARIANTS", MIXED_VARIANTS, {
-        item: (v) => {
-          if (!MIXED_VARIANTS.includes(v))
-            throw new Error(`BENCH_MIXED_VARIANTS: unknown variant "${v}" (variants: ${MIXED_VARIANTS.join(", ")})`);
-          return v;
-        },
-      }),
+      variants: namesOf("BENCH_MIXED_VARIANTS", MIXED_VARIANTS, "variant"),
       rate: envNumber("BENCH_MIXED_RATE", 500, { min: 1 }),
       seconds: envNumber("BENCH_MIXED_SECONDS", 60),
       slowMs: envNumber("BENCH_MIXED_SLOW_MS", 5000),

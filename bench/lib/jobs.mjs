@@ -1,6 +1,7 @@
-// Shared by the scenarios: job specs, sequential and paced batch enqueue, and the delivery figures computed
-// from what the target recorded (first arrival per job index vs its due time).
-import { perSlot, round, sleep, summary } from "./stats.mjs";
+// Shared by the scenarios: job specs, sequential and paced batch enqueue, the creation and runtime
+// figures of the paced scenarios (steady, mixed), and the delivery figures computed from what the
+// target recorded (first arrival per job index vs its due time).
+import { cpuMsPerDelivery, perSlot, round, sleep, summary } from "./stats.mjs";
 
 export const CHUNK = 1000; // POST /v1/jobs/batch takes at most 1000 jobs
 
@@ -103,25 +104,78 @@ export async function createPaced(api, { rate, seconds, leadMs, specOf }) {
 }
 
 /**
+ * What steady and mixed report about a createPaced run (`pace`) of `seconds`: `figures`, the
+ * creation fields of their line (achievedCreateRate, created, refused, firstError, lateTicks,
+ * batchMs); `achieved`, jobs created per second (over the wall time, at least `seconds`);
+ * `createSeconds`, the wall time of the creation.
+ */
+export function creationFigures(pace, seconds) {
+  const { created, refused, firstError, lateTicks, batchMs, startedAt, endedAt } = pace;
+  const createSeconds = (endedAt - startedAt) / 1000;
+  const achieved = created / Math.max(createSeconds, seconds);
+  return {
+    achieved,
+    createSeconds,
+    figures: { achievedCreateRate: round(achieved, 0), created, refused, firstError, lateTicks, batchMs: summary(batchMs) },
+  };
+}
+
+/**
+ * The `runtime` block of steady and mixed, from the sampler's marks "start", "created" (the end of
+ * the creation, `createSeconds` after the start) and "end": CPU per delivery (`delivered` jobs),
+ * CPU seconds, the creation phase's CPU and utilisation, memory, processes, whether the stack
+ * (`alive()`) still runs, the machine, and the stack's start time (`stackStartMs`).
+ */
+export function runtimeFigures(sampler, { delivered, createSeconds, alive, stackStartMs }) {
+  return {
+    cpuMsPerDelivery: cpuMsPerDelivery(sampler.cpu("start", "end"), delivered),
+    cpuSeconds: sampler.cpu("start", "end"),
+    cpuSecondsCreatePhase: sampler.cpu("start", "created"),
+    cpuUtilisationCreatePhase: (() => {
+      const c = sampler.cpu("start", "created");
+      const all = Object.values(c).reduce((a, b) => a + b, 0);
+      return round(all / createSeconds, 2);
+    })(),
+    peakRssMb: sampler.peakRssMb(),
+    processes: sampler.processCounts(),
+    stackAliveAtEnd: alive(),
+    machine: sampler.machine("start", "end"),
+    stackStartMs,
+  };
+}
+
+/**
  * Delivery figures for jobs 0..n-1 with due times `due` (Float64Array): lag of the first arrival
  * per job, missing, duplicates by webhook-id (the execution id, stable across deliveries).
+ * `include(i)`: only the jobs it accepts and their requests count (`first` holds only theirs; a
+ * request of no job 0..n-1 then counts only in `unmatchedRequests`); `jobs` is how many it accepts.
  */
-export function deliveryFigures(target, due, n) {
+export function deliveryFigures(target, due, n, { include } = {}) {
+  const accepts = include ?? (() => true);
   const first = new Float64Array(n).fill(Number.NaN);
   const perId = new Map();
+  let requests = 0;
   let foreign = 0;
   for (const a of target.arrivals) {
-    perId.set(a.id, (perId.get(a.id) ?? 0) + 1);
     if (Number.isInteger(a.i) && a.i >= 0 && a.i < n) {
+      if (!accepts(a.i)) continue;
       if (Number.isNaN(first[a.i]) || a.at < first[a.i]) first[a.i] = a.at;
-    } else foreign += 1;
+    } else {
+      foreign += 1;
+      if (include) continue;
+    }
+    requests += 1;
+    perId.set(a.id, (perId.get(a.id) ?? 0) + 1);
   }
   const lags = [];
+  let jobs = 0;
   let early = 0;
   let over2s = 0;
   let lastArrival = -Infinity;
   let firstArrival = Infinity;
   for (let i = 0; i < n; i++) {
+    if (!accepts(i)) continue;
+    jobs += 1;
     if (Number.isNaN(first[i])) continue;
     const lag = first[i] - due[i];
     lags.push(lag);
@@ -141,12 +195,13 @@ export function deliveryFigures(target, due, n) {
   return {
     first,
     lags,
+    jobs,
     figures: {
       delivered: lags.length,
-      missing: n - lags.length,
+      missing: jobs - lags.length,
       duplicates: duplicateIds,
       extraDeliveries,
-      requests: target.arrivals.length,
+      requests,
       unmatchedRequests: foreign,
       lagMs: summary(lags),
       over2s,
@@ -157,16 +212,19 @@ export function deliveryFigures(target, due, n) {
   };
 }
 
+/** lagP99ByWindow's window of due time (the lines' `lagP99By10s`) */
+const WINDOW_MS = 10_000;
+
 /**
- * p99 of first-arrival lag per `windowMs` of due time, from `from` up to `to` (epoch ms), over the
+ * p99 of first-arrival lag per WINDOW_MS of due time, from `from` up to `to` (epoch ms), over the
  * jobs `include(i)` accepts: shows whether the runtime keeps up or falls behind over a run.
  */
-export function lagP99ByWindow(due, first, from, to, { windowMs = 10_000, include = () => true } = {}) {
+export function lagP99ByWindow(due, first, from, to, { include = () => true } = {}) {
   const out = [];
-  for (let start = from; start < to; start += windowMs) {
+  for (let start = from; start < to; start += WINDOW_MS) {
     const window = [];
     for (let i = 0; i < due.length; i++)
-      if (due[i] >= start && due[i] < start + windowMs && !Number.isNaN(first[i]) && include(i)) window.push(first[i] - due[i]);
+      if (due[i] >= start && due[i] < start + WINDOW_MS && !Number.isNaN(first[i]) && include(i)) window.push(first[i] - due[i]);
     out.push(summary(window).p99);
   }
   return out;

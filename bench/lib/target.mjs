@@ -15,7 +15,7 @@ import { OK, startReceiver } from "../../test/support/receiver.mjs";
  * "hanging" path is a delay longer than the job's timeout: the scheduler gives up and closes the
  * request first, and close() (the receiver's stop()) cancels the pending answers, so it stays prompt.
  */
-export const MAX_DELAY_MS = 2 ** 31 - 1;
+const MAX_DELAY_MS = 2 ** 31 - 1;
 
 export class Target {
   /**

@@ -6,9 +6,19 @@
 // every attempt: a retryable failure, so those jobs are retried with the default policy until the
 // stack stops; the scenario does not wait for them beyond the drain). `held`: the fast jobs'
 // first-delivery p99 lag <= 200 ms and none of them missing.
-import { createPaced, deliveredCount, jobSpec, lagP99ByWindow, PACE_MAX_IN_FLIGHT, PACE_TICK_MS } from "../lib/jobs.mjs";
+import {
+  createPaced,
+  creationFigures,
+  deliveredCount,
+  deliveryFigures,
+  jobSpec,
+  lagP99ByWindow,
+  PACE_MAX_IN_FLIGHT,
+  PACE_TICK_MS,
+  runtimeFigures,
+} from "../lib/jobs.mjs";
 import { withSession } from "../lib/session.mjs";
-import { cpuMsPerDelivery, round, sleep, summary, waitUntil } from "../lib/stats.mjs";
+import { sleep, waitUntil } from "../lib/stats.mjs";
 
 export const MIXED_VARIANTS = ["slow", "hang"];
 /** every SLOW_EVERY-th job (index % SLOW_EVERY == 0) targets the slow path */
@@ -23,56 +33,39 @@ const HELD_P99_MS = 200;
 const isSlow = (i) => i % SLOW_EVERY === 0;
 
 /**
- * Per class (fast or slow jobs): lag of each job's first arrival, delivered, missing (refused
- * jobs included, as in steady), requests and answers, and the execution ids that arrived more
- * than once (webhook-id is stable across attempts).
+ * Per class (fast or slow jobs): deliveryFigures over the class's jobs (lag of each job's first
+ * arrival, delivered, missing (refused jobs included, as in steady), requests, the execution ids
+ * that arrived more than once: webhook-id is stable across attempts), and what only mixed reports:
+ * the class's answered requests and highest attempt. Returns the class's line (`figures`) and its
+ * deliveryFigures (`d`).
  */
-function classFigures(target, due, total, first, slow) {
-  const lags = [];
-  let jobs = 0;
-  let over2s = 0;
-  let early = 0;
-  for (let i = 0; i < total; i++) {
-    if (isSlow(i) !== slow) continue;
-    jobs += 1;
-    if (Number.isNaN(first[i])) continue;
-    const lag = first[i] - due[i];
-    lags.push(lag);
-    if (lag > 2000) over2s += 1;
-    if (lag < 0) early += 1;
-  }
-  const perId = new Map();
-  let requests = 0;
+function classFigures(target, due, total, slow) {
+  const include = (i) => isSlow(i) === slow;
+  const d = deliveryFigures(target, due, total, { include });
   let answered = 0;
   let maxAttempt = 0;
   for (const a of target.arrivals) {
-    if (!Number.isInteger(a.i) || a.i < 0 || a.i >= total || isSlow(a.i) !== slow) continue;
-    requests += 1;
+    if (!Number.isInteger(a.i) || a.i < 0 || a.i >= total || !include(a.i)) continue;
     if (a.answeredAt !== null) answered += 1;
     if (a.attempt > maxAttempt) maxAttempt = a.attempt;
-    perId.set(a.id, (perId.get(a.id) ?? 0) + 1);
   }
-  let repeatedIds = 0;
-  let extraRequests = 0;
-  for (const c of perId.values()) {
-    if (c > 1) {
-      repeatedIds += 1;
-      extraRequests += c - 1;
-    }
-  }
+  const { delivered, missing, lagMs, over2s, early, requests, duplicates, extraDeliveries } = d.figures;
   return {
-    jobs,
-    delivered: lags.length,
-    missing: jobs - lags.length,
-    lagMs: summary(lags),
-    over2s,
-    early,
-    requests,
-    answered,
-    maxAttempt,
-    // a fast job answers 200 at once, so a repeat is a duplicate; a slow job's repeats are the
-    // retries of its timed-out attempts (`hang`)
-    ...(slow ? { retriedJobs: repeatedIds, retryRequests: extraRequests } : { duplicates: repeatedIds, extraDeliveries: extraRequests }),
+    d,
+    figures: {
+      jobs: d.jobs,
+      delivered,
+      missing,
+      lagMs,
+      over2s,
+      early,
+      requests,
+      answered,
+      maxAttempt,
+      // a fast job answers 200 at once, so a repeat is a duplicate; a slow job's repeats are the
+      // retries of its timed-out attempts (`hang`)
+      ...(slow ? { retriedJobs: duplicates, retryRequests: extraDeliveries } : { duplicates, extraDeliveries }),
+    },
   };
 }
 
@@ -89,7 +82,7 @@ export async function mixedVariant(variant, params, ctx) {
       const specOf = (i, dueAt) => (isSlow(i) ? { ...jobSpec(slowUrl, i, dueAt), timeoutMs: slowTimeoutMs } : jobSpec(fastUrl, i, dueAt));
       sampler.mark("start");
       const pace = await createPaced(api, { rate, seconds, leadMs, specOf });
-      const { total, due, created, refused, firstError, lateTicks, batchMs, startedAt: start, endedAt: createEnd } = pace;
+      const { total, due, refused, startedAt: start } = pace;
       sampler.mark("created");
       const lastDue = Math.max(...due);
       // every job's first request (a hanging job counts once its first attempt arrived), bounded
@@ -101,18 +94,12 @@ export async function mixedVariant(variant, params, ctx) {
         await waitUntil(() => !alive() || target.arrivals.every((a) => a.answeredAt !== null), Date.now() + slowMs + 2000, 200);
       sampler.mark("end");
 
-      const firstAt = new Float64Array(total).fill(Number.NaN);
-      let unmatchedRequests = 0;
-      for (const a of target.arrivals) {
-        if (Number.isInteger(a.i) && a.i >= 0 && a.i < total) {
-          if (Number.isNaN(firstAt[a.i]) || a.at < firstAt[a.i]) firstAt[a.i] = a.at;
-        } else unmatchedRequests += 1;
-      }
-      const fast = classFigures(target, due, total, firstAt, false);
-      const slow = classFigures(target, due, total, firstAt, true);
-      fast.lagP99By10s = lagP99ByWindow(due, firstAt, start + leadMs, lastDue, { include: (i) => !isSlow(i) });
-      const createSeconds = (createEnd - start) / 1000;
-      const achieved = created / Math.max(createSeconds, seconds);
+      const fastClass = classFigures(target, due, total, false);
+      const slowClass = classFigures(target, due, total, true);
+      const fast = fastClass.figures;
+      const slow = slowClass.figures;
+      fast.lagP99By10s = lagP99ByWindow(due, fastClass.d.first, start + leadMs, lastDue, { include: (i) => !isSlow(i) });
+      const creation = creationFigures(pace, seconds);
       const held = fast.lagMs.p99 !== null && fast.lagMs.p99 <= HELD_P99_MS && fast.missing === 0;
       const delivered = fast.delivered + slow.delivered;
       return {
@@ -133,33 +120,14 @@ export async function mixedVariant(variant, params, ctx) {
           settings: ctx.settings,
         },
         held,
-        achievedCreateRate: round(achieved, 0),
-        created,
-        refused,
-        firstError,
-        lateTicks,
-        batchMs: summary(batchMs),
+        ...creation.figures,
         fast,
         slow,
-        unmatchedRequests,
+        unmatchedRequests: fastClass.d.figures.unmatchedRequests,
         allFirstDeliveriesWithinDeadline: allIn,
         quietBeforeStart: quiet,
         loadAvgAtStart,
-        runtime: {
-          cpuMsPerDelivery: cpuMsPerDelivery(sampler.cpu("start", "end"), delivered),
-          cpuSeconds: sampler.cpu("start", "end"),
-          cpuSecondsCreatePhase: sampler.cpu("start", "created"),
-          cpuUtilisationCreatePhase: (() => {
-            const c = sampler.cpu("start", "created");
-            const all = Object.values(c).reduce((a, b) => a + b, 0);
-            return round(all / createSeconds, 2);
-          })(),
-          peakRssMb: sampler.peakRssMb(),
-          processes: sampler.processCounts(),
-          stackAliveAtEnd: alive(),
-          machine: sampler.machine("start", "end"),
-          stackStartMs: first.startMs,
-        },
+        runtime: runtimeFigures(sampler, { delivered, createSeconds: creation.createSeconds, alive, stackStartMs: first.startMs }),
         scheduler: await schedulerFigures(),
       };
     },

@@ -2,9 +2,19 @@
 // is sent (absolute runAt). Rates are tried in increasing order, each on a fresh stack, stopping
 // after the first that fails; the sustainable rate is the highest held with p99 lag < 2 s,
 // nothing missing and the creation rate achieved (>= 95 % of R).
-import { createPaced, deliveredCount, deliveryFigures, jobSpec, lagP99ByWindow, PACE_MAX_IN_FLIGHT, PACE_TICK_MS } from "../lib/jobs.mjs";
+import {
+  createPaced,
+  creationFigures,
+  deliveredCount,
+  deliveryFigures,
+  jobSpec,
+  lagP99ByWindow,
+  PACE_MAX_IN_FLIGHT,
+  PACE_TICK_MS,
+  runtimeFigures,
+} from "../lib/jobs.mjs";
 import { withSession } from "../lib/session.mjs";
-import { cpuMsPerDelivery, round, sleep, summary, waitUntil } from "../lib/stats.mjs";
+import { sleep, waitUntil } from "../lib/stats.mjs";
 
 export async function steadyRate(r, params, ctx) {
   const { seconds, leadMs = 5000, drainTimeoutMs } = params;
@@ -13,7 +23,7 @@ export async function steadyRate(r, params, ctx) {
     sampler.mark("start");
     const specOf = (i, dueAt) => jobSpec(url, i, dueAt);
     const pace = await createPaced(api, { rate: r, seconds, leadMs, specOf });
-    const { total, due, created, refused, firstError, lateTicks, batchMs, startedAt: start, endedAt: createEnd } = pace;
+    const { total, due, refused, startedAt: start } = pace;
     sampler.mark("created");
     const lastDue = Math.max(...due);
     const allIn = await waitUntil(() => !alive() || deliveredCount(target, total) >= total - refused, lastDue + drainTimeoutMs, 200);
@@ -22,40 +32,29 @@ export async function steadyRate(r, params, ctx) {
     const d = deliveryFigures(target, due, total);
     // p99 of lag per 10 s of due time: shows whether the runtime keeps up or falls behind
     const p99By10s = lagP99ByWindow(due, d.first, start + leadMs, lastDue);
-    const createSeconds = (createEnd - start) / 1000;
-    const achieved = created / Math.max(createSeconds, seconds);
+    const creation = creationFigures(pace, seconds);
     const held =
-      d.figures.lagMs.p99 !== null && d.figures.lagMs.p99 < 2000 && d.figures.missing === 0 && refused === 0 && achieved >= 0.95 * r;
+      d.figures.lagMs.p99 !== null &&
+      d.figures.lagMs.p99 < 2000 &&
+      d.figures.missing === 0 &&
+      refused === 0 &&
+      creation.achieved >= 0.95 * r;
     return {
       scenario: "steady",
       params: { rate: r, seconds, leadMs, tickMs: PACE_TICK_MS, maxInFlight: PACE_MAX_IN_FLIGHT, drainTimeoutMs, settings: ctx.settings },
       held,
-      achievedCreateRate: round(achieved, 0),
-      created,
-      refused,
-      firstError,
-      lateTicks,
-      batchMs: summary(batchMs),
+      ...creation.figures,
       ...d.figures,
       lagP99By10s: p99By10s,
       allDeliveredWithinDeadline: allIn,
       quietBeforeStart: quiet,
       loadAvgAtStart,
-      runtime: {
-        cpuMsPerDelivery: cpuMsPerDelivery(sampler.cpu("start", "end"), d.figures.delivered),
-        cpuSeconds: sampler.cpu("start", "end"),
-        cpuSecondsCreatePhase: sampler.cpu("start", "created"),
-        cpuUtilisationCreatePhase: (() => {
-          const c = sampler.cpu("start", "created");
-          const total = Object.values(c).reduce((a, b) => a + b, 0);
-          return round(total / ((createEnd - start) / 1000), 2);
-        })(),
-        peakRssMb: sampler.peakRssMb(),
-        processes: sampler.processCounts(),
-        stackAliveAtEnd: alive(),
-        machine: sampler.machine("start", "end"),
+      runtime: runtimeFigures(sampler, {
+        delivered: d.figures.delivered,
+        createSeconds: creation.createSeconds,
+        alive,
         stackStartMs: first.startMs,
-      },
+      }),
       scheduler: await schedulerFigures(),
     };
   });
