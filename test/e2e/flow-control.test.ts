@@ -14,10 +14,8 @@
  * smallest span of 51 consecutive arrivals is reported to show the margin.
  */
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
-import { startStack } from "../../scripts/local-stack.mjs";
-import { type Answer, type Receiver as Loopback, OK, type Received, startReceiver } from "../support/receiver.mjs";
-import { Api, type AttemptView, credentials, eventually, logSink, percentile, removeStateDir, report } from "./harness.js";
+import { describe, expect, it, onTestFailed } from "vitest";
+import { eventually, percentile, type Received, report, stackForFile } from "./harness.js";
 
 const PORT = 18870;
 const JOBS = 150;
@@ -29,9 +27,6 @@ const HANDLER_MS = 100;
 const ROUTE = "/billing";
 const DRAIN_DEADLINE_MS = 60_000;
 
-/** an attempt as GET /v1/jobs/:id/executions lists it, with the flow-control wait */
-type FlowAttempt = AttemptView & { waitMs: number };
-
 /** when the receiver saw a request arrive and its answer leave, and in which order */
 interface Timing {
   arrivedSeq: number;
@@ -40,25 +35,16 @@ interface Timing {
   answeredAt: number | null;
 }
 
-const creds = credentials();
-const sink = logSink();
 const timings = new Map<Received, Timing>();
 let sequence = 0;
 /** sub-millisecond wall clock, so arrival spans are not rounded */
 const clock = () => performance.timeOrigin + performance.now();
-const SLOW: Answer = { status: 200, body: "slow ok", afterMs: HANDLER_MS };
 
-let receiver: Loopback;
-let stack: Awaited<ReturnType<typeof startStack>> | undefined;
-let api: Api;
-
-beforeAll(async () => {
-  // the harness's Receiver has no hooks; the shared loopback receiver with the same slow answer and
-  // signature check, plus the order of every arrival and answer
-  receiver = await startReceiver({
-    record: true,
-    secret: creds.secret,
-    respond: (r) => (pathOf(r.path) === ROUTE ? SLOW : OK),
+// the slow target, and the order of every arrival and answer as the receiver's hooks see them
+const local = stackForFile({
+  port: PORT,
+  routes: { [ROUTE]: { kind: "slow", ms: HANDLER_MS } },
+  hooks: {
     onRequest: (r) => {
       timings.set(r, { arrivedSeq: ++sequence, arrivedAt: clock(), answeredSeq: null, answeredAt: null });
     },
@@ -68,23 +54,16 @@ beforeAll(async () => {
       t.answeredSeq = ++sequence;
       t.answeredAt = clock();
     },
-  });
-  stack = await startStack({ port: PORT, vars: creds.vars, log: sink.log });
-  api = new Api(stack.url, creds.apiKey);
+  },
 });
-
-afterAll(async () => {
-  await stack?.stop();
-  await receiver?.stop();
-  removeStateDir(stack?.persistTo);
-});
+const { receiver, sink } = local;
 
 describe("flow control", () => {
   it("holds 150 simultaneous jobs of one key to rate 50/s and parallelism 5, each succeeding on its first attempt, none twice (issue 13)", async () => {
     onTestFailed(() => console.error(sink.text().slice(-6000)));
     const dueAt = Date.now() + 2_000;
     const flowControl = { key: KEY, rate: RATE, periodSeconds: PERIOD_SECONDS, parallelism: PARALLELISM };
-    const jobs = await api.createJobs(
+    const jobs = await local.api.createJobs(
       Array.from({ length: JOBS }, (_, i) => ({
         target: { url: `${receiver.url}${ROUTE}`, body: { i, nonce: randomUUID() } },
         runAt: new Date(dueAt).toISOString(),
@@ -97,8 +76,7 @@ describe("flow control", () => {
     for (const job of jobs) expect(Date.parse(job.nextRunAt!)).toBe(dueAt);
     const jobIds = new Set(jobs.map((j) => j.id));
 
-    const answered2xx = () =>
-      receiver.received.filter((r) => pathOf(r.path) === ROUTE && r.status !== null && r.status >= 200 && r.status < 300);
+    const answered2xx = () => receiver.to(ROUTE).filter((r) => r.status !== null && r.status >= 200 && r.status < 300);
     await eventually(
       `all ${JOBS} jobs answered 2xx`,
       () => new Set(answered2xx().map((r) => r.jobId)).size >= JOBS,
@@ -111,7 +89,7 @@ describe("flow control", () => {
       "every job's execution shows succeeded",
       async () => {
         const views = await mapLimited([...jobIds], 10, async (id) => {
-          const res = await api.executions(id);
+          const res = await local.api.executions(id);
           expect(res.status).toBe(200);
           return { id, executions: res.body.executions };
         });
@@ -120,19 +98,25 @@ describe("flow control", () => {
       30_000,
       500,
     );
+    // the jobs whose attempt says it waited; the attempt's waitMs is presentAttempt's, always sent
+    const attempts = executions.flatMap((v) => v.executions.flatMap((e) => e.attempts));
+    const waits = attempts.map((a) => a.waitMs);
+    const waited = waits.filter((w) => w > 0).length;
+    // a bucket counts a job's waits before it counts the job succeeded, and the metrics read each
+    // bucket's counts as they stand: once every success shows, every wait does
     const metrics = await eventually(
-      "the metrics count every job succeeded and the waits",
+      "the metrics count every job succeeded",
       async () => {
-        const m = (await api.metrics()).body;
-        return (m.counters.succeeded_total ?? 0) >= JOBS && (m.counters.flow_waits_total ?? 0) > 0 ? m : undefined;
+        const m = (await local.api.metrics()).body;
+        return (m.counters.succeeded_total ?? 0) >= JOBS ? m : undefined;
       },
       15_000,
       250,
     );
-    const key = await api.request<Record<string, unknown>>("GET", `/v1/flow-control/${KEY}`);
+    const key = await local.api.request<Record<string, unknown>>("GET", `/v1/flow-control/${KEY}`);
 
     // what the target saw
-    const requests = receiver.received.filter((r) => pathOf(r.path) === ROUTE);
+    const requests = receiver.to(ROUTE);
     const perWebhookId = new Map<string, number>();
     for (const r of requests) perWebhookId.set(r.webhookId, (perWebhookId.get(r.webhookId) ?? 0) + 1);
     const duplicates = [...perWebhookId.values()].filter((n) => n > 1).length;
@@ -177,8 +161,6 @@ describe("flow control", () => {
     const maxPerWindowHr = maxPerWindow(arrivalsHr);
     const maxPerWindowMs = maxPerWindow(arrivalsMs);
 
-    const attempts = executions.flatMap((v) => v.executions.flatMap((e) => e.attempts as FlowAttempt[]));
-    const waits = attempts.map((a) => a.waitMs);
     const firstArrival = Math.min(...arrivalsMs);
     const lastAnswer = Math.max(...requests.map((r) => r.completedAt ?? Number.NaN));
     const arrivalsPerSecond = new Map<number, number>();
@@ -203,7 +185,7 @@ describe("flow control", () => {
       },
       arrivalsPerSecondFromDue: Object.fromEntries([...arrivalsPerSecond].sort((a, b) => a[0] - b[0])),
       waitMs: {
-        waited: waits.filter((w) => w > 0).length,
+        waited,
         p50: percentile(waits, 50),
         p95: percentile(waits, 95),
         max: Math.max(...waits),
@@ -240,23 +222,25 @@ describe("flow control", () => {
       const e = v.executions[0]!;
       expect(e.status).toBe("succeeded");
       expect(e.attempts).toHaveLength(1);
-      const a = e.attempts[0] as FlowAttempt;
+      const a = e.attempts[0]!;
       expect(a.attempt).toBe(1);
       expect(a.outcome).toBe("succeeded");
       expect(a.httpStatus).toBe(200);
+      // present and a real duration (not undefined or null)
+      expect(Number.isFinite(a.waitMs), `waitMs of job ${v.id}: ${a.waitMs}`).toBe(true);
       expect(a.waitMs).toBeGreaterThanOrEqual(0);
     }
-    expect(waits.filter((w) => w > 0).length).toBeGreaterThan(0);
-    expect(metrics.counters.flow_waits_total).toBeGreaterThan(0);
+    // all 150 fall due at once and only PARALLELISM permits are free then, so all but about that
+    // many wait: 144 and 145 of 150 waited on a quiet machine, 139 at load 3.3 (first deliveries
+    // spread out, some found a permit free). At most 5 * PARALLELISM (25) may go unheld, over twice
+    // the most seen under load; a stack that stopped recording waits, or lost most of them, fails
+    expect(waited).toBeGreaterThanOrEqual(JOBS - 5 * PARALLELISM);
+    // each job that waited was held back at least once, and each hold counts one flow wait
+    expect(metrics.counters.flow_waits_total).toBeGreaterThanOrEqual(waited);
     expect(metrics.counters.succeeded_total).toBe(JOBS);
     expect(metrics.counters.failed_attempts_total ?? 0).toBe(0);
   });
 });
-
-function pathOf(path: string): string {
-  const query = path.indexOf("?");
-  return query < 0 ? path : path.slice(0, query);
-}
 
 /** `fn` over `items`, at most `limit` at once, results in order. */
 async function mapLimited<T, R>(items: T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {

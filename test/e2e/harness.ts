@@ -12,7 +12,15 @@ import { basename, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, beforeEach, expect } from "vitest";
 import { startStack } from "../../scripts/local-stack.mjs";
-import { type Answer, byPath, type Receiver as Loopback, OK, type Recorded, startReceiver } from "../support/receiver.mjs";
+import {
+  type Answer,
+  byPath,
+  type Receiver as Loopback,
+  OK,
+  type ReceiverOptions,
+  type Recorded,
+  startReceiver,
+} from "../support/receiver.mjs";
 
 // ---------------------------------------------------------------------------------------------
 // the receiver
@@ -31,6 +39,16 @@ export type Behaviour =
 /** One request, as receiver.mjs records it, with its signature checked. */
 export type Received = Recorded & { signatureError: string | null };
 
+/**
+ * receiver.mjs's onRequest and onAnswered, called in the receiver's own event order (one Node
+ * thread): a request's body arrived (recorded and its signature checked, not yet answered); its
+ * answer was fully written. Each gets the very object `requests` holds.
+ */
+export interface ReceiverHooks {
+  onRequest?: (request: Received) => void;
+  onAnswered?: (request: Received) => void;
+}
+
 /** The loopback receiver of one test file, verifying every signature with the stack's secret. */
 export class Receiver {
   private readonly behaviours = new Map<string, Behaviour>();
@@ -39,7 +57,10 @@ export class Receiver {
   private loopback: Loopback | null = null;
   url = "";
 
-  constructor(private readonly secret: string) {}
+  constructor(
+    private readonly secret: string,
+    private readonly hooks: ReceiverHooks = {},
+  ) {}
 
   /** Behaviour for a path (exact pathname); other paths as byPath() says (/fail/<status>, ...; else 200). */
   on(path: string, behaviour: Behaviour): this {
@@ -48,7 +69,9 @@ export class Receiver {
   }
 
   async listen(): Promise<this> {
-    this.loopback = await startReceiver({ record: true, secret: this.secret, respond: (r) => this.answer(r as Received) });
+    // with record and secret, every request a hook sees is recorded and checked: a Received
+    const hooks = this.hooks as Pick<ReceiverOptions, "onRequest" | "onAnswered">;
+    this.loopback = await startReceiver({ record: true, secret: this.secret, respond: (r) => this.answer(r as Received), ...hooks });
     this.url = this.loopback.url;
     return this;
   }
@@ -148,6 +171,8 @@ export interface AttemptView {
   httpStatus: number | null;
   error: string | null;
   lagMs: number;
+  /** how long flow control held the attempt back (0 when it did not wait) */
+  waitMs: number;
 }
 
 /** An execution as the API shows it; `attempts` is a count, or the attempts themselves in a job's execution list. */
@@ -318,17 +343,17 @@ export const CLOCK_TOLERANCE_MS = 5;
 /**
  * One local stack and one signing receiver for a test file, with fresh credentials and a log
  * sink: the receiver listens and the stack starts before the file's tests, and both stop after
- * them. `routes` says how the receiver answers paths (others: byPath(), so mostly 200). `stack`
- * and `api` are set by beforeAll.
+ * them. `routes` says how the receiver answers paths (others: byPath(), so mostly 200); `hooks`
+ * see every request arrive and every answer leave. `stack` and `api` are set by beforeAll.
  */
-export function stackForFile(options: { port: number; routes?: Record<string, Behaviour> }): {
+export function stackForFile(options: { port: number; routes?: Record<string, Behaviour>; hooks?: ReceiverHooks }): {
   receiver: Receiver;
   sink: ReturnType<typeof logSink>;
   stack: LocalStack;
   api: Api;
 } {
   const creds = credentials();
-  const receiver = new Receiver(creds.secret);
+  const receiver = new Receiver(creds.secret, options.hooks);
   for (const [path, behaviour] of Object.entries(options.routes ?? {})) receiver.on(path, behaviour);
   const handle = { receiver, sink: logSink() } as { receiver: Receiver; sink: ReturnType<typeof logSink>; stack: LocalStack; api: Api };
   beforeAll(async () => {
