@@ -26,9 +26,23 @@ export const ConfigSchema = z.object({
    * (wrangler.toml) is at most this, so no delivery waits behind a slow one of its own batch.
    */
   DELIVERY_CONCURRENCY: int(6, 1),
+  /**
+   * deliveries in flight at once to one target origin (scheme://host:port) per tenant, for jobs
+   * without a flowControl key: they share the implicit key "origin:<origin>", which a 429/503
+   * Retry-After also slows (README, Flow control). 1,000 is Cloud Tasks' default
+   * max_concurrent_dispatches per queue: never the bottleneck of a healthy origin (10,000/s at
+   * 100 ms a response) yet a cap on the ~6,000 the fire consumers could open at once. 0: off.
+   */
+  ORIGIN_PARALLELISM: int(1_000, 0),
   /** finished outcomes are written to D1 at most this often, in one batch per bucket */
   FLUSH_DELAY_MS: int(1_000, 0),
-  /** executions sent per alarm pass before re-arming (keeps one alarm short) */
+  /**
+   * the fire queue's own delay each bucket aims at (send to claim, above the lowest seen): a
+   * backlog waits in its bucket, where other tenants' due jobs take turns with it, not in the
+   * first-in-first-out queue (core/dispatch-window.ts)
+   */
+  DISPATCH_QUEUE_TARGET_MS: int(100, 1),
+  /** executions sent per alarm pass before re-arming (keeps one alarm short); the dispatch window's maximum */
   FIRE_BATCH_LIMIT: int(2_000, 100),
   /** D1 keeps terminal execution history this long */
   HISTORY_RETENTION_MS: int(30 * 86_400_000, 0),

@@ -26,7 +26,9 @@ declare global {
       LOOKAHEAD_MS?: string;
       LEASE_MS?: string;
       DISPATCH_TIMEOUT_MS?: string;
+      DISPATCH_QUEUE_TARGET_MS?: string;
       DELIVERY_CONCURRENCY?: string;
+      ORIGIN_PARALLELISM?: string;
       ALARM_QUANTUM_MS?: string;
       FLUSH_DELAY_MS?: string;
       FIRE_BATCH_LIMIT?: string;

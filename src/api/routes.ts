@@ -4,6 +4,7 @@ import { bodyLimit } from "hono/body-limit";
 import { RESULT_MESSAGES } from "../bucket/protocol";
 import { configOf } from "../config";
 import { bucketName, bucketOfExecution } from "../core/bucketing";
+import { isOriginKey, ORIGIN_KEY_PREFIX } from "../core/flow";
 import { jobIdOfOneOff } from "../core/id";
 import { parseJsonBytes } from "../core/json-text";
 import { type BucketMetrics, summarize, toPrometheus } from "../core/metrics";
@@ -15,6 +16,7 @@ import {
   getOccurrence,
   highestBucket,
   listDead,
+  listFlowKeys,
   listJobs,
   listOccurrences,
   markRedrive,
@@ -211,9 +213,9 @@ app.get("/v1/jobs/:id/executions", async (c) => {
 
 // --- flow control: one key of the caller's tenant ------------------------------------------
 
-app.get("/v1/flow-control/:key", async (c) => c.json(presentFlowKey(c, await flowKeyStub(c).view())));
-app.post("/v1/flow-control/:key/pause", async (c) => c.json(presentFlowKey(c, await flowKeyStub(c).setPaused(true))));
-app.post("/v1/flow-control/:key/resume", async (c) => c.json(presentFlowKey(c, await flowKeyStub(c).setPaused(false))));
+app.get("/v1/flow-control/:key", async (c) => c.json(presentFlowKey(c.req.param("key"), await flowKeyStub(c).view())));
+app.post("/v1/flow-control/:key/pause", async (c) => c.json(presentFlowKey(c.req.param("key"), await flowKeyStub(c).setPaused(true))));
+app.post("/v1/flow-control/:key/resume", async (c) => c.json(presentFlowKey(c.req.param("key"), await flowKeyStub(c).setPaused(false))));
 app.patch("/v1/flow-control/:key", limit(SINGLE_BODY_BYTES), async (c) => {
   const parsed = FlowLimitsInput.safeParse(await readJson(c));
   if (!parsed.success) throw fromZodError(parsed.error);
@@ -223,18 +225,29 @@ app.patch("/v1/flow-control/:key", limit(SINGLE_BODY_BYTES), async (c) => {
     ...(parallelism === undefined ? {} : { parallelism }),
     ...(periodSeconds === undefined ? {} : { periodMs: periodSeconds * 1_000 }),
   };
-  return c.json(presentFlowKey(c, await flowKeyStub(c).changeLimits(change)));
+  return c.json(presentFlowKey(c.req.param("key"), await flowKeyStub(c).changeLimits(change)));
 });
 
+/** A key of the caller's tenant: a job's own, or an origin's as encodeURIComponent("origin:https://api.example.com") spells it. */
 function flowKeyStub(c: Context<ApiEnv>) {
-  const key = FlowKeyName.safeParse(c.req.param("key"));
+  const name = c.req.param("key") ?? "";
+  if (name.startsWith(ORIGIN_KEY_PREFIX)) {
+    if (isOriginKey(name)) return flowKeyOf(c.env, c.get("tenant"), name);
+    throw new ApiError(
+      400,
+      "invalid_field",
+      `key: an origin key is "${ORIGIN_KEY_PREFIX}" and an origin: scheme://host[:port], lower case, no path, no default port`,
+      "key",
+    );
+  }
+  const key = FlowKeyName.safeParse(name);
   if (!key.success) throw fromZodError(key.error, "key");
   return flowKeyOf(c.env, c.get("tenant"), key.data);
 }
 
-function presentFlowKey(c: Context<ApiEnv>, view: FlowKeyView) {
+function presentFlowKey(key: string, view: FlowKeyView) {
   return {
-    key: c.req.param("key"),
+    key,
     limits: {
       rate: view.limits.rate,
       periodSeconds: view.limits.periodMs / 1_000,
@@ -337,11 +350,47 @@ async function gatherMetrics(c: Context<ApiEnv>) {
   return summarize(parts, c.get("tenant"));
 }
 
-app.get("/v1/metrics", async (c) => c.json(await gatherMetrics(c)));
+/** Flow-control keys a metrics read lists, of the caller's tenant: each costs one request to its object. */
+const METRICS_FLOW_KEYS = { json: 100, prometheus: 1_000 } as const;
+
+/**
+ * The caller's flow-control keys (D1's registry, in key order, at most `limit`), each key's view
+ * read from its object in parallel. A key whose object fails is shown as unreadable, never a 500.
+ */
+async function readFlowKeys(
+  c: Context<ApiEnv>,
+  limit: number,
+): Promise<{ tenant: string; keys: { key: string; view: FlowKeyView | null }[]; truncated: boolean }> {
+  const tenant = c.get("tenant");
+  const listed = await listFlowKeys(dbOf(c.env.DB), tenant, limit + 1);
+  const keys = await Promise.all(
+    listed.slice(0, limit).map((key) =>
+      flowKeyOf(c.env, tenant, key)
+        .view()
+        .then(
+          (view) => ({ key, view }),
+          (error: unknown) => {
+            console.error(`reading flow key ${key} for the metrics failed`, error);
+            return { key, view: null };
+          },
+        ),
+    ),
+  );
+  return { tenant, keys, truncated: listed.length > limit };
+}
+
+app.get("/v1/metrics", async (c) => {
+  const [summary, flow] = await Promise.all([gatherMetrics(c), readFlowKeys(c, METRICS_FLOW_KEYS.json)]);
+  const keys = flow.keys.map(({ key, view }) =>
+    view ? presentFlowKey(key, view) : { key, ...errorBody("unavailable", "the key's object did not answer; read it again") },
+  );
+  return c.json({ ...summary, flowControl: { keys, truncated: flow.truncated } });
+});
 
 app.get("/metrics", async (c) => {
+  const [summary, flow] = await Promise.all([gatherMetrics(c), readFlowKeys(c, METRICS_FLOW_KEYS.prometheus)]);
   c.header("content-type", "text/plain; version=0.0.4; charset=utf-8");
-  return c.body(toPrometheus(await gatherMetrics(c)));
+  return c.body(toPrometheus(summary, flow));
 });
 
 // --- helpers --------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 /** Request schemas: strict (an unknown field is a 400 naming it), limits from core/job.ts. */
 import { z } from "zod";
+import { ORIGIN_KEY_PREFIX } from "../core/flow";
 import { LIMITS } from "../core/job";
 
 const HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
@@ -79,12 +80,16 @@ const ScheduleFields = {
   catchUp: z.enum(["none", "one", "all"]).optional(),
 };
 
-/** A flow-control key names a group of jobs of one tenant (e.g. the API they all call). */
+/**
+ * A flow-control key names a group of jobs of one tenant (e.g. the API they all call). "origin:"
+ * is reserved for the implicit keys of target origins (core/flow.ts), which the API names too.
+ */
 export const FlowKeyName = z
   .string()
   .min(1)
   .max(LIMITS.flowControl.keyLength)
-  .regex(/^[A-Za-z0-9._:@-]+$/, "may contain only letters, digits and . _ : @ -");
+  .regex(/^[A-Za-z0-9._:@-]+$/, "may contain only letters, digits and . _ : @ -")
+  .refine((k) => !k.startsWith(ORIGIN_KEY_PREFIX), `may not start with "${ORIGIN_KEY_PREFIX}" (reserved for target origins)`);
 
 const FlowLimitFields = {
   rate: z.number().int().min(1).max(LIMITS.flowControl.rate).optional(),

@@ -18,6 +18,7 @@ import { nextAlarmAt } from "../core/alarm";
 import { decideAfterFailure, type FailureKind } from "../core/backoff";
 import { fireQueueOf } from "../core/bucketing";
 import { planOccurrence } from "../core/cron";
+import { DispatchWindow } from "../core/dispatch-window";
 import { occurrenceId, oneOffExecutionId } from "../core/id";
 import { isNear, parseSpec } from "../core/job";
 import { type TerminalState, transition } from "../core/lifecycle";
@@ -65,6 +66,9 @@ const PULL_PAGES = 40;
 const FLUSH_NOW_AT = 1000;
 const FLUSH_RETRY_MS = 1000;
 const DISPATCH_RETRY_MS = 1000;
+/** the dispatch window starts small and doubles per round trip while the queue keeps up */
+const DISPATCH_WINDOW_INITIAL = 8;
+const DISPATCH_WINDOW_MIN = 2;
 /** ids closed this recently are refused by a pull that read D1 before they closed */
 const CLOSED_MEMORY_MS = 120_000;
 /**
@@ -90,6 +94,8 @@ export class Bucket extends DurableObject<Env> {
   /** schedules whose next occurrence, fired count or completion D1 has not seen */
   private readonly dirtySchedules = new Set<string>();
   private readonly tally = new Tally();
+  /** how many fire messages may wait in the queue at once (the rest wait here, fairly) */
+  private readonly window: DispatchWindow;
   private leaseSeq = 0;
   private dispatchRetryAt = 0;
   private flushAt = 0;
@@ -117,6 +123,12 @@ export class Bucket extends DurableObject<Env> {
     }) as SqlStorage;
     this.config = configOf(env);
     this.executions = new Executions(this.config.DISPATCH_TIMEOUT_MS);
+    this.window = new DispatchWindow({
+      initial: DISPATCH_WINDOW_INITIAL,
+      min: DISPATCH_WINDOW_MIN,
+      max: this.config.FIRE_BATCH_LIMIT,
+      targetQueueMs: this.config.DISPATCH_QUEUE_TARGET_MS,
+    });
     const { epoch, rows } = ctx.storage.transactionSync(() => {
       migrateBucket(this.sql);
       return { epoch: store.nextEpoch(this.sql), rows: store.loadHeld(this.sql) };
@@ -129,7 +141,7 @@ export class Bucket extends DurableObject<Env> {
       this.executions.hold(row);
       // what was dispatched or running before the restart is scheduled again (transition restart);
       // an attempt of a job canceled or paused meanwhile ends canceled instead
-      if (row.jobStatus === "active") this.executions.due.push(row.dueAt, row.id);
+      if (row.jobStatus === "active") this.executions.schedule(row);
       else this.close(row, "cancel", now, { reason: row.jobStatus });
     }
     void ctx.blockConcurrencyWhile(() => this.rearm());
@@ -268,7 +280,7 @@ export class Bucket extends DurableObject<Env> {
       this.executions.dispatched.delete(id);
       store.moveExecution(this.sql, row.dueAt, moved, { spec: def.specJson });
       this.executions.keep(moved);
-      if (!lease) this.executions.due.push(moved.dueAt, id);
+      if (!lease) this.executions.schedule(moved);
       return def.version;
     }
     store.updateJobOfExecution(this.sql, updated, def.specJson);
@@ -381,7 +393,8 @@ export class Bucket extends DurableObject<Env> {
     const spec = store.specOf(this.sql, row);
     if (spec === null) return { ok: false, executionId: id, code: "unknown" };
     const parsed = parseSpec(spec);
-    this.executions.claimed(id);
+    const dispatch = this.executions.claimed(id);
+    if (dispatch) this.window.onClaimed(now - dispatch.at, now);
     const lease: Lease = {
       token: crypto.randomUUID(),
       seq: this.epoch * 2 ** 32 + ++this.leaseSeq,
@@ -617,7 +630,8 @@ export class Bucket extends DurableObject<Env> {
   }
 
   /**
-   * Takes what is due (in due order) and what was lost in flight. A dispatch is lost when a later
+   * Takes what was lost in flight and what is due, as far as the dispatch window has room: due
+   * executions in turns per tenant, each tenant's in due order. A dispatch is lost when a later
    * one of this bucket was claimed at least DISPATCH_TIMEOUT_MS after it was sent, or when
    * MAX_DISPATCH_WAIT_MS passed: a queue that is merely slow never gets a copy.
    */
@@ -634,10 +648,8 @@ export class Bucket extends DurableObject<Env> {
       this.tally.add("redispatch_total", row.tenant);
       again.push(this.message(row));
     }
-    while (fresh.length + again.length < limit) {
-      const top = this.executions.due.peek((dueAt, id) => this.executions.isScheduledAt(id, dueAt));
-      if (!top || top.dueAt > now) break;
-      this.executions.due.pop();
+    const room = Math.min(limit - again.length, this.window.room(this.executions.dispatched.size));
+    for (const top of this.executions.due.takeDue(now, room, (dueAt, id) => this.executions.isScheduledAt(id, dueAt))) {
       const row = this.executions.held.get(top.id)!;
       this.executions.dispatch(row, "dispatch", now);
       this.tally.add("fired_total", row.tenant);
@@ -680,7 +692,7 @@ export class Bucket extends DurableObject<Env> {
         const row = this.executions.held.get(m.executionId);
         if (!row || !this.executions.dispatched.has(m.executionId) || row.dueAt !== m.dueAt) continue;
         this.executions.dispatched.delete(m.executionId);
-        this.executions.due.push(row.dueAt, row.id);
+        this.executions.schedule(row);
         this.tally.add("fired_total", row.tenant, "", -1);
       }
     });
@@ -817,7 +829,11 @@ export class Bucket extends DurableObject<Env> {
   /** The alarm is always the earliest thing this bucket must do (STYLE.md habit 4). */
   private async rearm(): Promise<void> {
     const now = Date.now();
-    const nextDue = this.executions.due.peek((dueAt, id) => this.executions.isScheduledAt(id, dueAt))?.dueAt;
+    // due work wakes the alarm only while the window has room; a claim that frees room re-arms
+    const nextDue =
+      this.window.room(this.executions.dispatched.size) > 0
+        ? this.executions.due.peek((dueAt, id) => this.executions.isScheduledAt(id, dueAt))?.dueAt
+        : undefined;
     const firstLease = this.executions.running.values().next().value?.deadlineAt;
     const firstDispatch = this.executions.dispatched.values().next().value;
     const pendingFlush = this.executions.closing.size > 0 || this.dirtySchedules.size > 0;
@@ -847,7 +863,7 @@ export class Bucket extends DurableObject<Env> {
   private insert(row: HeldRow, spec: string | null, log: AttemptRecord[] | null): boolean {
     if (!store.insertExecution(this.sql, row, spec, log)) return false;
     this.executions.hold(row);
-    this.executions.due.push(row.dueAt, row.id);
+    this.executions.schedule(row);
     return true;
   }
 
@@ -895,7 +911,7 @@ export class Bucket extends DurableObject<Env> {
     this.executions.running.delete(row.id);
     store.moveExecution(this.sql, row.dueAt, moved, attempt ? { attempt } : {});
     this.executions.keep(moved);
-    this.executions.due.push(moved.dueAt, moved.id);
+    this.executions.schedule(moved);
   }
 
   /**

@@ -53,3 +53,70 @@ export class DueQueue {
     return top;
   }
 }
+
+/**
+ * The scheduled executions by due time, one DueQueue per tenant, so what is due can be taken in
+ * turns (issue 13, fairness): one tenant's backlog of 100,000 due jobs gets every other slot, not
+ * every slot, while another tenant has something due. Within a tenant, due order holds.
+ */
+export class TenantDueQueues {
+  private readonly byTenant = new Map<string, DueQueue>();
+  /** the tenant served first in the next turn: turns rotate across takes */
+  private turn = 0;
+
+  push(dueAt: number, id: string, tenant: string): void {
+    let queue = this.byTenant.get(tenant);
+    if (!queue) {
+      queue = new DueQueue();
+      this.byTenant.set(tenant, queue);
+    }
+    queue.push(dueAt, id);
+  }
+
+  /** The earliest live entry of any tenant (what the alarm must wake for). */
+  peek(live: (dueAt: number, id: string) => boolean): { dueAt: number; id: string } | undefined {
+    let earliest: { dueAt: number; id: string } | undefined;
+    for (const [tenant, queue] of this.byTenant) {
+      const top = queue.peek(live);
+      if (!top) {
+        this.byTenant.delete(tenant);
+        continue;
+      }
+      if (!earliest || top.dueAt < earliest.dueAt) earliest = top;
+    }
+    return earliest;
+  }
+
+  /**
+   * Takes up to `limit` live entries due at `now` or before, one per tenant in turn (each tenant's
+   * earliest first); the next take starts with the tenant after the first one served here.
+   */
+  takeDue(now: number, limit: number, live: (dueAt: number, id: string) => boolean): { dueAt: number; id: string }[] {
+    const taken: { dueAt: number; id: string }[] = [];
+    if (limit <= 0 || this.byTenant.size === 0) return taken;
+    const tenants = [...this.byTenant.keys()];
+    const start = this.turn % tenants.length;
+    let serving = [...tenants.slice(start), ...tenants.slice(0, start)];
+    this.turn = start + 1;
+    while (taken.length < limit && serving.length > 0) {
+      const stillDue: string[] = [];
+      for (const tenant of serving) {
+        if (taken.length >= limit) break;
+        const queue = this.byTenant.get(tenant)!;
+        const top = queue.peek(live);
+        if (!top || top.dueAt > now) continue;
+        queue.pop();
+        taken.push(top);
+        stillDue.push(tenant);
+      }
+      serving = stillDue;
+    }
+    return taken;
+  }
+
+  get size(): number {
+    let size = 0;
+    for (const queue of this.byTenant.values()) size += queue.size;
+    return size;
+  }
+}

@@ -11,7 +11,7 @@
 import { redispatchAt } from "../core/backoff";
 import { oneOffExecutionId } from "../core/id";
 import { type ExecutionState, type TerminalState, type Transition, transition } from "../core/lifecycle";
-import { DueQueue } from "./due-queue";
+import { TenantDueQueues } from "./due-queue";
 import type { AttemptRecord } from "./protocol";
 import type { HeldRow } from "./store";
 
@@ -48,8 +48,8 @@ export class Executions {
   readonly held = new Map<string, HeldRow>();
   /** recurring jobs' held executions (a one-off job's one execution is named after it) */
   private readonly heldOfJob = new Map<string, Set<string>>();
-  /** held rows not in flight, by due time */
-  readonly due = new DueQueue();
+  /** held rows not in flight, by tenant and due time */
+  readonly due = new TenantDueQueues();
   /** dispatched, in dispatch order (the first is the oldest) */
   readonly dispatched = new Map<string, Dispatch>();
   /** running, in deadline order (a heartbeat moves a lease to the end) */
@@ -78,11 +78,17 @@ export class Executions {
   }
 
   /** A claim took its dispatch: every older unclaimed one has now been overtaken. */
-  claimed(id: string): void {
+  claimed(id: string): Dispatch | undefined {
     const dispatch = this.dispatched.get(id);
-    if (!dispatch) return;
+    if (!dispatch) return undefined;
     this.dispatched.delete(id);
     if (dispatch.seq > this.claimedSeq) this.claimedSeq = dispatch.seq;
+    return dispatch;
+  }
+
+  /** Scheduled again (or for the first time): in its tenant's due order. */
+  schedule(row: HeldRow): void {
+    this.due.push(row.dueAt, row.id, row.tenant);
   }
 
   keep(row: HeldRow): void {

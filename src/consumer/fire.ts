@@ -12,7 +12,7 @@ import type { Bucket } from "../bucket/bucket";
 import type { ClaimResult, CompletionReport, FireMessage, LeaseRef } from "../bucket/protocol";
 import { type Config, configOf } from "../config";
 import { bucketName } from "../core/bucketing";
-import { type FlowAnswer, limitsOf } from "../core/flow";
+import { type FlowAnswer, type GoverningKey, governingKey } from "../core/flow";
 import type { DeliveryOutcome } from "../core/response";
 import { type FlowKey, type FlowRelease, flowKeyOf } from "../flow/flow-key";
 import { acceptFireMessages, groupByBucket } from "./message";
@@ -57,10 +57,12 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
   try {
     const report = (stub: BucketStub, r: CompletionReport) =>
       getOrMake(reporters, stub, () => completionsTo(stub, (id) => unreported.delete(id))).add(r);
-    const answers = askFlowKeys(claimed, env, config);
+    // each lease's key: its job's own, else its target origin's
+    const governed = claimed.map((c) => ({ ...c, flow: governingKey(c.lease.flowControl, c.lease.target.url, config.ORIGIN_PARALLELISM) }));
+    const answers = askFlowKeys(governed, env, config);
     // one limit for the whole batch: a request queued behind the connection limit would already
     // be spending its timeout
-    await forEachLimited(claimed, config.DELIVERY_CONCURRENCY, async ({ lease, stub }) => {
+    await forEachLimited(governed, config.DELIVERY_CONCURRENCY, async ({ lease, stub, flow }) => {
       // flow control first: what its key holds back goes back to its bucket, due again later
       const answer = await answers.get(lease.executionId);
       if (answer && !answer.granted) {
@@ -88,7 +90,6 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
           error: `no usable signing secret: ${error instanceof Error ? error.message : String(error)}`,
         }),
       );
-      const flow = lease.flowControl;
       if (flow) {
         const releaser = getOrMake(releasers, `${lease.tenant}\n${flow.key}`, () => releasesTo(flowKeyOf(env, lease.tenant, flow.key)));
         releaser.add(flowReleaseOf(lease, outcome));
@@ -102,24 +103,24 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
 }
 
 /**
- * Asks each flow-control key once (one RPC per key per batch) which of its leases may start now:
- * each flow-controlled lease's answer, by execution id. The others start without waiting for it.
- * An unreachable key holds its leases for a second (its limits are never assumed away).
+ * Asks each flow-control key once (one RPC per key per batch, an origin's included) which of its
+ * leases may start now: each governed lease's answer, by execution id. The others (no key, origin
+ * keys off) start without waiting for it. An unreachable key holds its leases for a second (its
+ * limits are never assumed away).
  */
-function askFlowKeys(leases: { lease: Lease }[], env: Env, config: Config): Map<string, Promise<FlowAnswer>> {
-  const byKey = new Map<string, Lease[]>();
-  for (const { lease } of leases)
-    if (lease.flowControl) getOrMake(byKey, `${lease.tenant}\n${lease.flowControl.key}`, () => []).push(lease);
+function askFlowKeys(leases: { lease: Lease; flow: GoverningKey | null }[], env: Env, config: Config): Map<string, Promise<FlowAnswer>> {
+  const byKey = new Map<string, { flow: GoverningKey; group: Lease[] }>();
+  for (const { lease, flow } of leases)
+    if (flow) getOrMake(byKey, `${lease.tenant}\n${flow.key}`, () => ({ flow, group: [] })).group.push(lease);
   const answers = new Map<string, Promise<FlowAnswer>>();
-  for (const group of byKey.values()) {
-    const flow = group[0]!.flowControl!;
+  for (const { flow, group } of byKey.values()) {
     const asks = group.map((lease) => ({
       executionId: lease.executionId,
       firstDueAt: lease.firstDueAt,
       holdMs: lease.timeoutMs + config.LEASE_MS,
     }));
     const asked = flowKeyOf(env, group[0]!.tenant, flow.key)
-      .ask(limitsOf(flow), asks)
+      .ask(flow.limits, asks)
       .catch((error: unknown): FlowAnswer[] => {
         console.error(`flow key ${flow.key} unreachable`, error);
         return asks.map((a) => ({ executionId: a.executionId, granted: false, retryAt: Date.now() + 1_000 }));

@@ -9,7 +9,11 @@
  * order of their first due time: a free slot goes to an asker only if no earlier-due waiter that
  * is still asking could take it. A waiter that stops asking (its consumer died, its job was
  * canceled) is forgotten after its retry time plus WAITER_GRACE_MS.
+ *
+ * A job without a key of its own is governed by the implicit key of its target's origin (item 3):
+ * the same gate, with only a parallelism limit (governingKey).
  */
+import type { FlowControl } from "./job";
 
 export interface FlowLimits {
   /** deliveries started per period; null: no rate limit */
@@ -22,6 +26,45 @@ export interface FlowLimits {
 /** A job's flow control as the gate counts it (periods in milliseconds). */
 export function limitsOf(f: { rate: number | null; periodSeconds: number; parallelism: number | null }): FlowLimits {
   return { rate: f.rate, periodMs: f.periodSeconds * 1_000, parallelism: f.parallelism };
+}
+
+/**
+ * Names of the implicit origin keys: `origin:` and the target's origin. A job's own key may not
+ * start with it (api/schemas.ts), so the two never meet.
+ */
+export const ORIGIN_KEY_PREFIX = "origin:";
+
+/** The implicit key of a URL's origin (scheme://host[:port], a default port left out), or null if it has none. */
+export function originKeyOf(url: string): string | null {
+  let origin: string;
+  try {
+    origin = new URL(url).origin;
+  } catch {
+    return null;
+  }
+  return origin === "null" ? null : ORIGIN_KEY_PREFIX + origin;
+}
+
+/** Whether a name is an origin key as originKeyOf spells it: one name per origin (no path, lower-case host, no default port). */
+export function isOriginKey(name: string): boolean {
+  return name.startsWith(ORIGIN_KEY_PREFIX) && originKeyOf(name.slice(ORIGIN_KEY_PREFIX.length)) === name;
+}
+
+/** The key a delivery asks and the limits it carries there. */
+export interface GoverningKey {
+  key: string;
+  limits: FlowLimits;
+}
+
+/**
+ * The key that governs a delivery: its job's own key, else the implicit key of its target's
+ * origin with at most `originParallelism` in flight (0: none, the delivery asks no key).
+ */
+export function governingKey(flowControl: FlowControl | null, targetUrl: string, originParallelism: number): GoverningKey | null {
+  if (flowControl) return { key: flowControl.key, limits: limitsOf(flowControl) };
+  if (originParallelism <= 0) return null;
+  const key = originKeyOf(targetUrl);
+  return key === null ? null : { key, limits: { rate: null, periodMs: 1_000, parallelism: originParallelism } };
 }
 
 /** A permit in flight: when it lapses if never released, and how long it was granted for. */

@@ -1,4 +1,8 @@
-/** Metric names as in DESIGN.md's failure table; counters live in each bucket and are summed. */
+/**
+ * Metric names as in DESIGN.md's failure table; counters live in each bucket and are summed.
+ * Flow-control keys are read from their own objects, one series per key (FLOW_KEY_SERIES).
+ */
+import type { FlowView } from "./flow";
 import { LAG_BOUNDS_MS, LAG_OVERFLOW, type LagHistogram, quantileMs } from "./histogram";
 
 export const COUNTERS = [
@@ -110,8 +114,55 @@ export function summarize(parts: BucketMetrics[], tenant: string | null): Metric
   };
 }
 
-/** Prometheus text exposition of a summary. */
-export function toPrometheus(summary: MetricsSummary): string {
+/** A flow-control key as a metrics read found it: its view, or null when its object did not answer. */
+export interface FlowKeyReading {
+  key: string;
+  view: FlowView | null;
+}
+
+/** One tenant's flow-control keys in a metrics read: a bounded page, `truncated` when it has more. */
+export interface FlowKeyReadings {
+  tenant: string;
+  keys: FlowKeyReading[];
+  truncated: boolean;
+}
+
+/**
+ * GET /metrics' series per flow-control key, labeled {tenant, key}: each a field of the key's view
+ * (GET /v1/flow-control/:key). The two totals are kept in the object's memory: they restart from 0
+ * when it does, as a Prometheus counter may.
+ */
+export const FLOW_KEY_SERIES = [
+  {
+    name: "flow_waiting",
+    type: "gauge",
+    help: "executions of the key told to wait and expected to ask again",
+    of: (v: FlowView) => v.waiting,
+  },
+  { name: "flow_in_flight", type: "gauge", help: "deliveries of the key holding a permit now", of: (v: FlowView) => v.inFlight },
+  {
+    name: "flow_current_rate",
+    type: "gauge",
+    help: "deliveries of the key started within the last period",
+    of: (v: FlowView) => v.currentRate,
+  },
+  { name: "flow_paused", type: "gauge", help: "1 while the key is paused", of: (v: FlowView) => (v.paused ? 1 : 0) },
+  {
+    name: "flow_granted_total",
+    type: "counter",
+    help: "asks the key granted (deliveries started) since its object started",
+    of: (v: FlowView) => v.grantedTotal,
+  },
+  {
+    name: "flow_throttled_total",
+    type: "counter",
+    help: "asks the key answered with a wait (over its rate or parallelism, paused, or slowed down by a Retry-After), one per ask, since its object started",
+    of: (v: FlowView) => v.throttledTotal,
+  },
+] as const;
+
+/** Prometheus text exposition of a summary, and of a tenant's flow-control keys when given. */
+export function toPrometheus(summary: MetricsSummary, flow?: FlowKeyReadings): string {
   const lines: string[] = [];
   for (const name of COUNTERS) {
     const metric = `scheduler_${name}`;
@@ -132,5 +183,31 @@ export function toPrometheus(summary: MetricsSummary): string {
     lines.push(`${lag}_bucket{le="${b.le}"} ${cumulative}`);
   }
   lines.push(`${lag}_count ${summary.fire_lag_ms.count}`);
+  if (flow) lines.push(...flowKeyLines(flow));
   return `${lines.join("\n")}\n`;
+}
+
+function flowKeyLines(flow: FlowKeyReadings): string[] {
+  const lines: string[] = [];
+  const tenant = `tenant="${labelValue(flow.tenant)}"`;
+  const gauge = (name: string, help: string, value: number) =>
+    lines.push(`# HELP scheduler_${name} ${help}`, `# TYPE scheduler_${name} gauge`, `scheduler_${name}{${tenant}} ${value}`);
+  gauge("flow_keys_listed", "flow-control keys of the tenant this read lists", flow.keys.length);
+  gauge(
+    "flow_keys_unreadable",
+    "listed keys whose object did not answer: their series are left out",
+    flow.keys.filter((k) => !k.view).length,
+  );
+  gauge("flow_keys_truncated", "1 when the tenant has more keys than a read lists: the rest are left out", flow.truncated ? 1 : 0);
+  for (const series of FLOW_KEY_SERIES) {
+    const metric = `scheduler_${series.name}`;
+    lines.push(`# HELP ${metric} ${series.help}`, `# TYPE ${metric} ${series.type}`);
+    for (const { key, view } of flow.keys) if (view) lines.push(`${metric}{${tenant},key="${labelValue(key)}"} ${series.of(view)}`);
+  }
+  return lines;
+}
+
+/** A label value as the text format escapes it (backslash, double quote, newline). */
+function labelValue(value: string): string {
+  return value.replace(/\\/g, "\\\\").replace(/"/g, '\\"').replace(/\n/g, "\\n");
 }

@@ -17,7 +17,7 @@ import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import type { AnySQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { JobDefinition, RedriveOrder } from "../bucket/protocol";
 import { JOB_TRANSITIONS, type JobState, TRANSITIONS } from "../core/lifecycle";
-import { type DeadLetterRow, deadLetters, idempotencyKeys, type JobRow, jobs, type OccurrenceRow, occurrences } from "./schema";
+import { type DeadLetterRow, deadLetters, flowKeys, idempotencyKeys, type JobRow, jobs, type OccurrenceRow, occurrences } from "./schema";
 
 export type Db = DrizzleD1Database<Record<string, never>> & { $client: D1Database };
 
@@ -640,6 +640,23 @@ export async function listDead(
     .where(and(...conditions))
     .orderBy(desc(deadLetters.deadAt), desc(deadLetters.executionId))
     .limit(limit);
+}
+
+// ---------------------------------------------------------------------------------------------
+// flow-control keys
+
+/**
+ * registerFlowKey: lists a tenant's flow-control key, called by its FlowKey object. Writes one row
+ * (and no index entry: WITHOUT ROWID) the first time, nothing after (ON CONFLICT DO NOTHING).
+ */
+export async function registerFlowKey(db: Db, tenant: string, key: string, now: number): Promise<void> {
+  await db.insert(flowKeys).values({ tenant, key, createdAt: now }).onConflictDoNothing();
+}
+
+/** A tenant's flow-control keys in key order, at most `limit` (rows read: about as many as returned). */
+export async function listFlowKeys(db: Db, tenant: string, limit: number): Promise<string[]> {
+  const rows = await db.select({ key: flowKeys.key }).from(flowKeys).where(eq(flowKeys.tenant, tenant)).orderBy(flowKeys.key).limit(limit);
+  return rows.map((r) => r.key);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -125,12 +125,23 @@ export const idempotencyKeys = sqliteTable(
   (t) => [primaryKey({ columns: [t.tenant, t.key] }), index("idempotency_keys_created").on(t.createdAt)],
 );
 
+/** The flow-control keys of each tenant, written once by each key's FlowKey object: Durable Objects cannot be listed. */
+export const flowKeys = sqliteTable(
+  "flow_keys",
+  {
+    tenant: text("tenant").notNull(),
+    key: text("key").notNull(),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.tenant, t.key] })],
+);
+
 /**
  * Tables created WITHOUT ROWID (the key is the table: one b-tree entry a row, docs/data-path.md).
  * Drizzle cannot declare it (drizzle-orm#408): scripts/check-schema.mjs adds it to drizzle-kit's
  * DDL for these tables and fails when migrations/ disagrees.
  */
-export const withoutRowid = [jobs, occurrences, deadLetters] as const;
+export const withoutRowid = [jobs, occurrences, deadLetters, flowKeys] as const;
 
 export type JobRow = typeof jobs.$inferSelect;
 export type OccurrenceRow = typeof occurrences.$inferSelect;

@@ -4,13 +4,20 @@
  * it when the delivery ended; the API reads it, pauses, resumes and changes its limits.
  *
  * Kept durably (SQLite): the limits set through the API, the pause, a target's slow-down, and
- * the permits in flight (a restart must not forget a slot that a delivery still holds: two rows
- * written per flow-controlled delivery, an insert and a delete). Kept in memory only: the start
- * times of the current rate window and the waiters' order (after a restart the window starts
- * empty: at most one period may then start up to twice the rate).
+ * the permits in flight of a job's own key (a restart must not forget a slot that a delivery
+ * still holds: three rows written per delivery, an insert with its index entry and a delete).
+ * Kept in memory only: the start times of the current rate window, the waiters' order (after a
+ * restart the window starts empty: at most one period may then start up to twice the rate), and
+ * the permits of an origin's implicit key: that limit is a default guard against bursts, not a
+ * promise the user made to a target, so after a restart it may briefly admit up to twice its
+ * parallelism rather than write three rows for every key-less delivery.
+ *
+ * Durable Objects cannot be listed, so the first call that gives the key state (ask, pause,
+ * resume, a limits change; never a read) lists it in D1's flow_keys for the metrics, once.
  */
 import { DurableObject } from "cloudflare:workers";
-import { type FlowAnswer, type FlowAsk, FlowGate, type FlowLimits, type FlowView } from "../core/flow";
+import { type FlowAnswer, type FlowAsk, FlowGate, type FlowLimits, type FlowView, isOriginKey } from "../core/flow";
+import { dbOf, registerFlowKey } from "../db/queries";
 import { applyMigrations, type SqliteMigration } from "../sqlite-migrations";
 
 export interface FlowKeyView extends FlowView {
@@ -27,6 +34,12 @@ export interface FlowRelease {
 /** The object of a tenant's key: one per tenant and key name. */
 export function flowKeyOf(env: Env, tenant: string, key: string): DurableObjectStub<FlowKey> {
   return env.FLOW_KEY.getByName(`${tenant}\n${key}`);
+}
+
+/** The tenant and key of an object's name as flowKeyOf spells it (a key holds no newline); null without a name. */
+function tenantAndKeyOf(name: string | undefined): { tenant: string; key: string } | null {
+  const at = name?.lastIndexOf("\n") ?? -1;
+  return name === undefined || at < 0 ? null : { tenant: name.slice(0, at), key: name.slice(at + 1) };
 }
 
 const FLOW_KEY_MIGRATIONS: ReadonlyArray<SqliteMigration> = [
@@ -46,6 +59,12 @@ export class FlowKey extends DurableObject<Env> {
   private readonly gate: FlowGate;
   private apiLimits: FlowLimits | null;
   private jobLimits: FlowLimits | null = null;
+  /** whether permits are kept in storage (a job's own key) or in memory only (an origin's key) */
+  private readonly durablePermits: boolean;
+  /** its flow_keys row is written (kept in flow_settings, so it is written once) */
+  private registered: boolean;
+  /** the flow_keys write in flight, if any (tests await it through runInDurableObject) */
+  registering: Promise<void> | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -58,6 +77,8 @@ export class FlowKey extends DurableObject<Env> {
         .map((r) => [r.name, JSON.parse(r.value) as unknown]),
     );
     this.apiLimits = (settings.get("limits") as FlowLimits | undefined) ?? null;
+    this.registered = settings.get("registered") === true;
+    this.durablePermits = !isOriginKey(tenantAndKeyOf(ctx.id.name)?.key ?? "");
     this.gate = new FlowGate(
       this.apiLimits ?? NO_LIMITS,
       settings.get("paused") === true,
@@ -71,6 +92,7 @@ export class FlowKey extends DurableObject<Env> {
 
   /** Asks for permits; `limits` are the ones the asking executions' jobs carry. */
   async ask(limits: FlowLimits, asks: FlowAsk[]): Promise<FlowAnswer[]> {
+    this.register();
     this.jobLimits = limits;
     this.gate.limits = this.apiLimits ?? limits;
     const now = Date.now();
@@ -78,7 +100,8 @@ export class FlowKey extends DurableObject<Env> {
     const answers = this.gate.ask(asks, now);
     for (const a of answers) {
       const permit = a.granted ? this.gate.permitOf(a.executionId) : undefined;
-      if (permit) this.sql.exec(`INSERT OR REPLACE INTO flow_permits VALUES (?, ?, ?)`, a.executionId, permit.lapseAt, permit.holdMs);
+      if (permit && this.durablePermits)
+        this.sql.exec(`INSERT OR REPLACE INTO flow_permits VALUES (?, ?, ?)`, a.executionId, permit.lapseAt, permit.holdMs);
     }
     return answers;
   }
@@ -89,7 +112,7 @@ export class FlowKey extends DurableObject<Env> {
     const before = this.gate.throttledUntil;
     for (const r of releases) {
       // a permit that lapsed in memory still has its row: delete whatever is there
-      this.sql.exec(`DELETE FROM flow_permits WHERE execution_id = ?`, r.executionId);
+      if (this.durablePermits) this.sql.exec(`DELETE FROM flow_permits WHERE execution_id = ?`, r.executionId);
       this.gate.release(r.executionId, now, r.retryAfterMs);
     }
     if (this.gate.throttledUntil !== before) this.put("throttledUntil", this.gate.throttledUntil);
@@ -100,6 +123,7 @@ export class FlowKey extends DurableObject<Env> {
   }
 
   async setPaused(paused: boolean): Promise<FlowKeyView> {
+    this.register();
     this.gate.paused = paused;
     this.put("paused", paused);
     return this.view();
@@ -107,11 +131,34 @@ export class FlowKey extends DurableObject<Env> {
 
   /** Changes the given limits (null lifts one), merged here so two changes never overwrite each other; they win over the jobs' until changed again. */
   async changeLimits(change: Partial<FlowLimits>): Promise<FlowKeyView> {
+    this.register();
     const limits = { ...this.gate.limits, ...change };
     this.apiLimits = limits;
     this.gate.limits = limits;
     this.put("limits", limits);
     return this.view();
+  }
+
+  /**
+   * Lists the key in D1's flow_keys unless it is already. In the background: a slow or failing D1
+   * never delays or fails the call; a failed write is tried again by a later call. An object
+   * without a name (addressed by id, or a name over 1,024 bytes) is not listed.
+   */
+  private register(): void {
+    if (this.registered || this.registering !== null) return;
+    const name = tenantAndKeyOf(this.ctx.id.name);
+    if (!name) return;
+    this.registering = registerFlowKey(dbOf(this.env.DB), name.tenant, name.key, Date.now())
+      .then(
+        () => {
+          this.registered = true;
+          this.put("registered", true);
+        },
+        (error: unknown) => console.error(`listing flow key ${name.key} in D1 failed; its next call tries again`, error),
+      )
+      .finally(() => {
+        this.registering = null;
+      });
   }
 
   /** Permits whose consumer never released them: their slot came back when they lapsed. */

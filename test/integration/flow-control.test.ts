@@ -2,7 +2,9 @@
  * Flow control per key (issue 13, items 2 and 3), through the real consumer, the FlowKey object
  * and the API: over its key's limits an attempt waits (its lease goes back to the bucket, due
  * again later, no attempt used), a paused key starts nothing, a 429 with Retry-After slows the
- * whole key, and a key belongs to one tenant. The gate's own promises (no window over the rate,
+ * whole key, and a key belongs to one tenant. A job without a key is governed by its target
+ * origin's implicit key: at most ORIGIN_PARALLELISM at once per origin, and a 429 with
+ * Retry-After slows that origin's other key-less jobs. The gate's own promises (no window over the rate,
  * never over the parallelism, order of due time) are property-tested in test/unit/flow.test.ts;
  * the rate and parallelism seen at a real target are measured in test/e2e/flow-control.test.ts.
  *
@@ -11,7 +13,8 @@
  */
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, onTestFinished, vi } from "vitest";
+import type { FlowKey } from "../../src/flow/flow-key";
 import {
   api,
   captureFiresForFile,
@@ -22,6 +25,7 @@ import {
   fileClock,
   KEYS,
   newExecution,
+  received,
   receiverUrl,
   startFire,
   uniquePath,
@@ -185,10 +189,27 @@ describe("flow control", () => {
     expect(await permits()).toEqual([{ execution_id: "exe-next" }]);
   });
 
+  it("keeps an origin key's permits in memory only: a key-less delivery writes no permit rows, a job's own key does", async () => {
+    const limits = { rate: null, periodMs: 1_000, parallelism: 2 };
+    const ask = { executionId: "exe-origin-permit", firstDueAt: clock.at, holdMs: 1_000 };
+    const own = env.FLOW_KEY.getByName("acme\nown-key");
+    const origin = env.FLOW_KEY.getByName("acme\norigin:https://api.example.com");
+    const stored = (key: typeof own) =>
+      runInDurableObject(key, (_o, state) => state.storage.sql.exec("SELECT execution_id FROM flow_permits").toArray());
+    expect((await own.ask(limits, [ask]))[0]?.granted).toBe(true);
+    expect((await origin.ask(limits, [ask]))[0]?.granted).toBe(true);
+    expect(await stored(own)).toHaveLength(1);
+    expect(await stored(origin)).toHaveLength(0);
+    // the origin's permit still counts: the limit holds while the object lives
+    expect((await origin.view()).inFlight).toBe(1);
+  });
+
   it("refuses bad flow control with a 400 naming the field", async () => {
     const cases: [string, Record<string, unknown>, string][] = [
       ["/v1/jobs", { target: { url: `${receiverUrl()}/ok` }, flowControl: { key: "k" } }, "flowControl"],
       ["/v1/jobs", { target: { url: `${receiverUrl()}/ok` }, flowControl: { key: "a b", rate: 1 } }, "flowControl.key"],
+      // reserved for the origin keys, whatever follows
+      ["/v1/jobs", { target: { url: `${receiverUrl()}/ok` }, flowControl: { key: "origin:billing", rate: 1 } }, "flowControl.key"],
       ["/v1/jobs", { target: { url: `${receiverUrl()}/ok` }, flowControl: { key: "k", rate: 0 } }, "flowControl.rate"],
       ["/v1/jobs", { target: { url: `${receiverUrl()}/ok` }, flowControl: { key: "k", parallelism: 2, burst: 1 } }, "flowControl.burst"],
     ];
@@ -200,8 +221,252 @@ describe("flow control", () => {
     const patch = await api("/v1/flow-control/k", { method: "PATCH", body: { parallelism: 0 } });
     expect(patch.status).toBe(400);
     expect(((await patch.json()) as { error: { field: string } }).error.field).toBe("parallelism");
-    const badKey = await api("/v1/flow-control/a%20b");
-    expect(badKey.status).toBe(400);
-    expect(((await badKey.json()) as { error: { field: string } }).error.field).toBe("key");
+    for (const name of ["a b", "origin:https://API.example.com", "origin:https://api.example.com/path"]) {
+      const badKey = await api(`/v1/flow-control/${encodeURIComponent(name)}`);
+      expect(badKey.status, name).toBe(400);
+      expect(((await badKey.json()) as { error: { field: string } }).error.field).toBe("key");
+    }
+  });
+
+  describe("without a key of its own: the target origin's key", () => {
+    const ORIGIN_PARALLELISM = 2;
+    const consumerEnv = { ...env, ORIGIN_PARALLELISM: String(ORIGIN_PARALLELISM) };
+    // one receiver, two origins: the same port by address and by name
+    const origin = new URL(receiverUrl()).origin;
+    const otherOrigin = origin.replace("127.0.0.1", "localhost");
+    const originKey = (o: string) => encodeURIComponent(`origin:${o}`);
+
+    async function keyless(n: number, base: string, path: () => string) {
+      const jobs: { e: Execution; message: Awaited<ReturnType<typeof dispatch>> }[] = [];
+      for (let i = 0; i < n; i++) {
+        const e = await newExecution({ target: { url: `${base}${path()}` } });
+        jobs.push({ e, message: await dispatch(e) });
+      }
+      return jobs;
+    }
+
+    it("starts at most ORIGIN_PARALLELISM key-less deliveries to one origin at once; another origin is unaffected", async () => {
+      const tag = crypto.randomUUID();
+      const one = await keyless(4, origin, () => `/hang/300?t=${tag}-one-${crypto.randomUUID()}`);
+      const other = await keyless(2, otherOrigin, () => `/hang/300?t=${tag}-other-${crypto.randomUUID()}`);
+      await (
+        await startFire(
+          [...one, ...other].map((j) => j.message),
+          { env: consumerEnv },
+        )
+      ).done;
+
+      const views = await Promise.all(one.map((j) => j.e.view()));
+      expect(views.filter((v) => v?.status === "succeeded")).toHaveLength(ORIGIN_PARALLELISM);
+      const waited = views.filter((v) => v?.status === "scheduled");
+      expect(waited).toHaveLength(4 - ORIGIN_PARALLELISM);
+      for (const v of waited) expect(v!.attempts).toBe(0);
+      expect((await received(`/hang/300?t=${tag}-one-`)).length).toBe(ORIGIN_PARALLELISM);
+      // the other origin has its own key: both ran
+      expect((await Promise.all(other.map((j) => j.e.view()))).map((v) => v?.status)).toEqual(["succeeded", "succeeded"]);
+      expect((await received(`/hang/300?t=${tag}-other-`)).length).toBe(2);
+
+      const res = await api(`/v1/flow-control/${originKey(origin)}`);
+      expect(res.status).toBe(200);
+      const key = (await res.json()) as { key: string; limits: unknown; inFlight: number; waiting: number };
+      expect(key.key).toBe(`origin:${origin}`);
+      expect(key.limits).toEqual({ rate: null, periodSeconds: 1, parallelism: ORIGIN_PARALLELISM, from: "job" });
+      expect(key.inFlight).toBe(0);
+      expect(key.waiting).toBe(4 - ORIGIN_PARALLELISM);
+
+      // the waiting ones run when due, on their first attempt
+      const waiting = one.filter((_, i) => views[i]?.status === "scheduled");
+      await (
+        await startFire(
+          await dispatchAll(
+            waiting.map((j) => j.e),
+            clock,
+            sent,
+          ),
+          { env: consumerEnv },
+        )
+      ).done;
+      for (const j of waiting) expect(await j.e.view()).toMatchObject({ status: "succeeded", attempts: 1 });
+    });
+
+    it("slows the origin for a 429's Retry-After: its other key-less jobs wait until then, another origin's do not", async () => {
+      const [throttled] = await keyless(1, origin, () => `${uniquePath("fail/429")}&retryAfter=30`);
+      await (await startFire([throttled!.message], { env: consumerEnv })).done;
+      const key = (await (await api(`/v1/flow-control/${originKey(origin)}`)).json()) as { throttledUntil: string };
+      expect(Date.parse(key.throttledUntil)).toBeGreaterThanOrEqual(clock.at + 29_000);
+
+      const [next] = await keyless(1, origin, () => uniquePath());
+      const [elsewhere] = await keyless(1, otherOrigin, () => uniquePath());
+      await (await startFire([next!.message, elsewhere!.message], { env: consumerEnv })).done;
+      const view = await next!.e.view();
+      expect(view).toMatchObject({ status: "scheduled", attempts: 0 });
+      expect(view!.dueAt).toBeGreaterThanOrEqual(Date.parse(key.throttledUntil));
+      expect((await elsewhere!.e.view())?.status).toBe("succeeded");
+
+      // ORIGIN_PARALLELISM 0 turns the origin keys off: nothing is asked, the delivery starts
+      const [unkeyed] = await keyless(1, origin, () => uniquePath());
+      await (await startFire([unkeyed!.message], { env: { ...env, ORIGIN_PARALLELISM: "0" } })).done;
+      expect((await unkeyed!.e.view())?.status).toBe("succeeded");
+    });
+  });
+});
+
+/**
+ * Per-key metrics (issue 13 item 5): each key's object lists itself in D1's flow_keys once, on
+ * the first call that gives it state; GET /v1/metrics and GET /metrics read the caller's listed
+ * keys from their objects.
+ */
+describe("flow-control keys in the metrics", () => {
+  interface KeyShown {
+    key: string;
+    waiting?: number;
+    inFlight?: number;
+    currentRate?: number;
+    paused?: boolean;
+    grantedTotal?: number;
+    throttledTotal?: number;
+    error?: { code: string };
+  }
+  const flowMetrics = async (apiKey: string = KEYS.acme) => {
+    const res = await api("/v1/metrics", {}, apiKey);
+    expect(res.status).toBe(200);
+    return ((await res.json()) as { flowControl: { keys: KeyShown[]; truncated: boolean } }).flowControl;
+  };
+  const prometheus = async (apiKey: string = KEYS.acme) => {
+    const res = await api("/metrics", {}, apiKey);
+    expect(res.status).toBe(200);
+    return (await res.text()).split("\n");
+  };
+  const objectOf = (key: string, tenant = "acme") => env.FLOW_KEY.getByName(`${tenant}\n${key}`);
+  /** The object writes its flow_keys row in the background: wait for a write in flight. */
+  const listed = (key: string, tenant = "acme") => runInDurableObject(objectOf(key, tenant), (o: FlowKey) => o.registering);
+  const registry = async (tenant: string) =>
+    (await env.DB.prepare("SELECT key FROM flow_keys WHERE tenant = ? ORDER BY key").bind(tenant).all<{ key: string }>()).results.map(
+      (r) => r.key,
+    );
+
+  it("shows a key's waiting, in flight and throttled total in /v1/metrics and /metrics after its jobs waited", async () => {
+    const jobs = await dispatchedJobs(3, { key: "metered", parallelism: 1 }, () => uniquePath());
+    await (await startFire(jobs.map((j) => j.message))).done;
+    await listed("metered");
+    expect(await registry("acme")).toContain("metered");
+    // a delivery still running holds a permit (asked as the consumer asks, first due before the waiters)
+    const held = await objectOf("metered").ask({ rate: null, periodMs: 1_000, parallelism: 1 }, [
+      { executionId: "exe-still-running", firstDueAt: clock.at - 60_000, holdMs: 60_000 },
+    ]);
+    expect(held[0]?.granted).toBe(true);
+
+    const { keys, truncated } = await flowMetrics();
+    expect(truncated).toBe(false);
+    // one ran and two were told to wait by the consumer's ask; one permit is held now
+    const want = { key: "metered", waiting: 2, inFlight: 1, currentRate: 2, paused: false, grantedTotal: 2, throttledTotal: 2 };
+    expect(keys.find((k) => k.key === "metered")).toMatchObject(want);
+    expect(keys.map((k) => k.key)).toEqual([...keys.map((k) => k.key)].sort());
+
+    const lines = await prometheus();
+    const labels = '{tenant="acme",key="metered"}';
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        `scheduler_flow_waiting${labels} 2`,
+        `scheduler_flow_in_flight${labels} 1`,
+        `scheduler_flow_current_rate${labels} 2`,
+        `scheduler_flow_paused${labels} 0`,
+        `scheduler_flow_granted_total${labels} 2`,
+        `scheduler_flow_throttled_total${labels} 2`,
+        `scheduler_flow_keys_listed{tenant="acme"} ${keys.length}`,
+        'scheduler_flow_keys_unreadable{tenant="acme"} 0',
+        'scheduler_flow_keys_truncated{tenant="acme"} 0',
+      ]),
+    );
+  });
+
+  it("shows only the caller's tenant's keys; a read of a key lists nothing", async () => {
+    expect((await api("/v1/flow-control/globex-only", { method: "PATCH", body: { parallelism: 2 } }, KEYS.globex)).status).toBe(200);
+    await listed("globex-only", "globex");
+    expect((await api("/v1/flow-control/acme-paused/pause", { method: "POST" })).status).toBe(200);
+    await listed("acme-paused");
+    // globex only reads its key of the same name
+    expect((await api("/v1/flow-control/acme-paused", {}, KEYS.globex)).status).toBe(200);
+    expect(await registry("globex")).not.toContain("acme-paused");
+
+    const acme = (await flowMetrics()).keys.map((k) => k.key);
+    expect(acme).toContain("acme-paused");
+    expect(acme).not.toContain("globex-only");
+    const globex = (await flowMetrics(KEYS.globex)).keys.map((k) => k.key);
+    expect(globex).toContain("globex-only");
+    expect(globex).not.toContain("acme-paused");
+
+    const acmeText = await prometheus();
+    expect(acmeText).toContain('scheduler_flow_paused{tenant="acme",key="acme-paused"} 1');
+    expect(acmeText.filter((l) => l.includes("globex"))).toEqual([]);
+    expect((await prometheus(KEYS.globex)).filter((l) => l.includes('tenant="acme"'))).toEqual([]);
+  });
+
+  it("lists a key whose flow_keys write failed on its next call, and writes it once", async () => {
+    const prepare = env.DB.prepare.bind(env.DB);
+    const inserts = (sql: string) => sql.startsWith('insert into "flow_keys"');
+    const failing = vi.spyOn(env.DB, "prepare").mockImplementation((sql: string) => {
+      if (inserts(sql)) throw new Error("injected: D1 unavailable");
+      return prepare(sql);
+    });
+    onTestFinished(() => failing.mockRestore());
+    // the call itself succeeds; only the listing failed
+    expect((await api("/v1/flow-control/late-listed", { method: "PATCH", body: { rate: 5 } })).status).toBe(200);
+    await listed("late-listed");
+    expect(failing.mock.calls.filter(([sql]) => inserts(sql))).toHaveLength(1);
+    failing.mockRestore();
+    expect(await registry("acme")).not.toContain("late-listed");
+    expect((await flowMetrics()).keys.map((k) => k.key)).not.toContain("late-listed");
+
+    expect((await api("/v1/flow-control/late-listed/pause", { method: "POST" })).status).toBe(200);
+    await listed("late-listed");
+    expect(await registry("acme")).toContain("late-listed");
+    expect((await flowMetrics()).keys.find((k) => k.key === "late-listed")).toMatchObject({ paused: true });
+
+    // remembered in the object's own storage: no later call writes it again
+    const watching = vi.spyOn(env.DB, "prepare");
+    onTestFinished(() => watching.mockRestore());
+    expect((await api("/v1/flow-control/late-listed/resume", { method: "POST" })).status).toBe(200);
+    await listed("late-listed");
+    expect(watching.mock.calls.filter(([sql]) => inserts(sql))).toEqual([]);
+    const stored = await runInDurableObject(objectOf("late-listed"), (_o, state) =>
+      state.storage.sql.exec("SELECT value FROM flow_settings WHERE name = 'registered'").toArray(),
+    );
+    expect(stored).toEqual([{ value: "true" }]);
+  });
+
+  it("shows a key whose object fails as unavailable, never a 500; the other keys as usual", async () => {
+    expect((await api("/v1/flow-control/unreachable", { method: "PATCH", body: { parallelism: 1 } })).status).toBe(200);
+    await listed("unreachable");
+    const getByName = env.FLOW_KEY.getByName.bind(env.FLOW_KEY);
+    const broken = vi.spyOn(env.FLOW_KEY, "getByName").mockImplementation((name: string) => {
+      if (name !== "acme\nunreachable") return getByName(name);
+      return { view: () => Promise.reject(new Error("injected: object unavailable")) } as unknown as ReturnType<typeof getByName>;
+    });
+    onTestFinished(() => broken.mockRestore());
+
+    const { keys } = await flowMetrics();
+    expect(keys.find((k) => k.key === "unreachable")).toMatchObject({ error: { code: "unavailable" } });
+    expect(keys.find((k) => k.key === "metered")).toMatchObject({ waiting: expect.any(Number) });
+    const lines = await prometheus();
+    expect(lines).toContain('scheduler_flow_keys_unreadable{tenant="acme"} 1');
+    expect(lines.filter((l) => l.includes('key="unreachable"'))).toEqual([]);
+    expect(lines.some((l) => l.startsWith('scheduler_flow_waiting{tenant="acme",key="metered"} '))).toBe(true);
+  });
+
+  it("lists at most 100 keys in /v1/metrics, in key order, and says it truncated", async () => {
+    // seeded as their objects would list them; their objects are read (and made) by the metrics
+    const seeded = Array.from({ length: 101 }, (_, i) => `bulk-${String(i).padStart(3, "0")}`);
+    await env.DB.prepare("INSERT INTO flow_keys (tenant, key, created_at) SELECT 'globex', value, 0 FROM json_each(?)")
+      .bind(JSON.stringify(seeded))
+      .run();
+    const { keys, truncated } = await flowMetrics(KEYS.globex);
+    expect(truncated).toBe(true);
+    expect(keys.map((k) => k.key)).toEqual((await registry("globex")).slice(0, 100));
+    expect((await prometheus(KEYS.globex)).filter((l) => l.startsWith("scheduler_flow_keys_"))).toEqual([
+      'scheduler_flow_keys_listed{tenant="globex"} 102',
+      'scheduler_flow_keys_unreadable{tenant="globex"} 0',
+      'scheduler_flow_keys_truncated{tenant="globex"} 0',
+    ]);
   });
 });

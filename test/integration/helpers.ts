@@ -143,11 +143,12 @@ export async function fire(bodies: unknown[], options: { queue?: string; attempt
 
 /**
  * Runs the Worker's queue handler on an explicit batch until it returns: what it acked by then
- * (the queue moves on at that point) and its deliveries, which run on in waitUntil.
+ * (the queue moves on at that point) and its deliveries, which run on in waitUntil. `env`: the
+ * consumer's own settings (`{ ...env, NAME: "value" }`), else the project's.
  */
 export async function startFire(
   bodies: unknown[],
-  options: { queue?: string; attempts?: number } = {},
+  options: { queue?: string; attempts?: number; env?: Env } = {},
 ): Promise<{ ackedOnReturn: string[]; retried: RetriedMessage[]; done: Promise<QueueResult> }> {
   const batch = createMessageBatch(
     options.queue ?? "fire",
@@ -169,7 +170,7 @@ export async function startFire(
     };
   }
   const ctx = createExecutionContext();
-  await worker.queue(batch, env, ctx);
+  await worker.queue(batch, options.env ?? env, ctx);
   return { ackedOnReturn: [...acked], retried, done: getQueueResult(batch, ctx) };
 }
 
@@ -356,6 +357,30 @@ export async function dispatchAll(
       return messages[messages.length - 1]!;
     }),
   );
+}
+
+/**
+ * Runs these buckets' alarms and hands what they send of `isMine` to `consume` (a consumer that
+ * claims it), round after round, until `expected` messages were sent: a bucket sends only what its
+ * dispatch window has room for, and the window grows as claims come back (core/dispatch-window.ts).
+ * Returns the messages in the order sent. At most 500 rounds.
+ */
+export async function sendAndConsume(
+  buckets: number[],
+  sent: FireMessage[],
+  isMine: (m: FireMessage) => boolean,
+  expected: number,
+  consume: (messages: FireMessage[]) => Promise<unknown>,
+): Promise<FireMessage[]> {
+  const all: FireMessage[] = [];
+  for (let round = 0; round < 500 && all.length < expected; round++) {
+    for (const bucket of buckets) await runAlarm(bucketStub(bucket));
+    const messages = sent.filter(isMine);
+    for (let i = sent.length - 1; i >= 0; i--) if (isMine(sent[i]!)) sent.splice(i, 1);
+    if (messages.length > 0) await consume(messages);
+    all.push(...messages);
+  }
+  return all;
 }
 
 /** Runs the bucket's alarm now, whether or not one is scheduled. */

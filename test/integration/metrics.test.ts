@@ -139,7 +139,7 @@ describe("metrics endpoints", () => {
     }
     expect(lines).toContain("# TYPE scheduler_fire_lag_ms histogram");
     for (const line of lines.filter((l) => !l.startsWith("#"))) {
-      expect(line).toMatch(/^scheduler_[a-z0-9_]+(\{[a-z]+="[^"]*"\})? \d+$/);
+      expect(line).toMatch(/^scheduler_[a-z0-9_]+(\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\})? \d+$/);
     }
 
     const json = await metrics();

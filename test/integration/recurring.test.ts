@@ -1062,9 +1062,13 @@ describe("catch-up after downtime", () => {
     const c = await create({ cron: "* * * * *", catchUp: "all" });
     clock.travelTo(c.firstAt + 3 * HOUR + 15_000);
     const now = Date.now();
-    for (let run = 0; run < 150; run++) {
+    // the bucket sends only what its dispatch window has room for: claiming what was sent makes room
+    for (let run = 0, claimed = 0; run < 150; run++) {
       await runAlarm(c.stub);
-      if (((await scheduleOf(c))?.next_at ?? 0) > now) break;
+      const fresh = sentFor(c).slice(claimed);
+      claimed += fresh.length;
+      await c.stub.claim(fresh.map((m) => ({ executionId: m.executionId, dueAt: m.dueAt })));
+      if (((await scheduleOf(c))?.next_at ?? 0) > now && fresh.length === 0) break;
     }
     const lastMissed = minuteAfter(now) - MINUTE;
     expect(sentFor(c).map((m) => m.dueAt)).toEqual([c.firstAt, ...Array.from({ length: 100 }, (_, i) => lastMissed - (99 - i) * MINUTE)]);

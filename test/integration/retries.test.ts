@@ -15,7 +15,7 @@
  * every alarm a bucket arms lies ahead of the real clock, so tests run them (runAlarm). The fire
  * queue is captured for the whole file: the consumer runs only when a test calls fire().
  */
-import { describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import type { AttemptRecord, ClaimResult } from "../../src/bucket/protocol";
 import {
   api,
@@ -202,6 +202,10 @@ describe("failure classification", () => {
 });
 
 describe("Retry-After", () => {
+  // a Retry-After also slows the target's whole origin that long (README, Flow control): let it pass
+  // so the next test's delivery to the same loopback origin starts at once
+  afterEach(() => clock.advance(20_000));
+
   it("honours a target's Retry-After longer than the computed delay (invariant 6)", async () => {
     const e = await newExecution({
       target: { url: `${receiverUrl()}/fail/429?retryAfter=20&t=${crypto.randomUUID()}` },

@@ -6,11 +6,22 @@
  * forgotten after its retry time plus WAITER_GRACE_MS. First a property over simulated time
  * (fast-check): executions arrive, re-ask at the retryAt they were told, deliver for a while and
  * release (some with a Retry-After, some past their permit's hold), some give up waiting. Then
- * examples of each promise.
+ * examples of each promise. Last, which key governs a delivery: its job's own, else its target
+ * origin's (originKeyOf, governingKey).
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type FlowAnswer, type FlowAsk, FlowGate, type FlowLimits, PAUSED_RETRY_MS, WAITER_GRACE_MS } from "../../src/core/flow";
+import {
+  type FlowAnswer,
+  type FlowAsk,
+  FlowGate,
+  type FlowLimits,
+  governingKey,
+  isOriginKey,
+  originKeyOf,
+  PAUSED_RETRY_MS,
+  WAITER_GRACE_MS,
+} from "../../src/core/flow";
 
 const ask = (executionId: string, firstDueAt: number, holdMs = 60_000): FlowAsk => ({ executionId, firstDueAt, holdMs });
 const limits = (overrides: Partial<FlowLimits> = {}): FlowLimits => ({ rate: null, periodMs: 1_000, parallelism: null, ...overrides });
@@ -442,5 +453,59 @@ describe("FlowGate edge cases", () => {
     expect(grantedIds(gate.ask([ask("a", 0, 10_000)], 10))).toEqual([]);
     gate.release("a", 50);
     expect(grantedIds(gate.ask([ask("b", 20, 10_000)], 60))).toEqual(["b"]);
+  });
+});
+
+describe("origin keys (item 3): a job without a key is governed by its target's origin", () => {
+  it.each([
+    ["https://api.example.com/hooks/1?x=1#f", "origin:https://api.example.com"],
+    ["https://API.Example.com:443/a", "origin:https://api.example.com"],
+    ["http://api.example.com:80/a", "origin:http://api.example.com"],
+    ["https://api.example.com:8443/a", "origin:https://api.example.com:8443"],
+    ["http://127.0.0.1:8787/ok", "origin:http://127.0.0.1:8787"],
+    ["http://[::1]:3000/", "origin:http://[::1]:3000"],
+    ["https://user:pw@api.example.com/a", "origin:https://api.example.com"],
+  ])("names %s's origin key %s: scheme, host and a port that is not the default", (url, key) => {
+    expect(originKeyOf(url)).toBe(key);
+    expect(isOriginKey(key)).toBe(true);
+  });
+
+  it("has no origin key for a URL without an origin", () => {
+    expect(originKeyOf("not a url")).toBeNull();
+    expect(originKeyOf("data:text/plain,hi")).toBeNull();
+  });
+
+  it("accepts only the one spelling of an origin key (the API names a key one way)", () => {
+    for (const name of [
+      "origin:https://API.example.com",
+      "origin:https://api.example.com:443",
+      "origin:https://api.example.com/",
+      "origin:https://api.example.com/path",
+      "origin:api.example.com",
+      "origin:",
+      "billing-api",
+    ])
+      expect(isOriginKey(name), name).toBe(false);
+  });
+
+  const ownKey = { key: "billing-api", rate: 50, periodSeconds: 2, parallelism: null };
+
+  it("a job's own key wins: the origin key is not asked", () => {
+    expect(governingKey(ownKey, "https://api.example.com/a", 10)).toEqual({
+      key: "billing-api",
+      limits: { rate: 50, periodMs: 2_000, parallelism: null },
+    });
+  });
+
+  it("without one, its origin's key with only the origin parallelism", () => {
+    expect(governingKey(null, "https://api.example.com/a", 10)).toEqual({
+      key: "origin:https://api.example.com",
+      limits: { rate: null, periodMs: 1_000, parallelism: 10 },
+    });
+  });
+
+  it("origin parallelism 0 turns origin keys off: no key is asked", () => {
+    expect(governingKey(null, "https://api.example.com/a", 0)).toBeNull();
+    expect(governingKey(ownKey, "https://api.example.com/a", 0)?.key).toBe("billing-api");
   });
 });

@@ -3,8 +3,9 @@
  * and exposed as Prometheus text.
  */
 import { describe, expect, it } from "vitest";
+import type { FlowView } from "../../src/core/flow";
 import { LAG_BOUNDS_MS, LAG_OVERFLOW } from "../../src/core/histogram";
-import { type BucketMetrics, COUNTER_HELP, COUNTERS, summarize, toPrometheus } from "../../src/core/metrics";
+import { type BucketMetrics, COUNTER_HELP, COUNTERS, FLOW_KEY_SERIES, summarize, toPrometheus } from "../../src/core/metrics";
 
 const parts: BucketMetrics[] = [
   {
@@ -148,5 +149,72 @@ describe("toPrometheus", () => {
         /^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*")*\})? -?\d+(\.\d+)?$/,
       );
     }
+  });
+});
+
+describe("toPrometheus with flow-control keys (issue 13 item 5)", () => {
+  const view = (v: Partial<FlowView>): FlowView => ({
+    limits: { rate: 10, periodMs: 1_000, parallelism: 2 },
+    paused: false,
+    throttledUntil: null,
+    inFlight: 0,
+    waiting: 0,
+    currentRate: 0,
+    grantedTotal: 0,
+    throttledTotal: 0,
+    ...v,
+  });
+  const flow = {
+    tenant: "acme",
+    keys: [
+      { key: "billing-api", view: view({ waiting: 3, inFlight: 2, currentRate: 5, grantedTotal: 12, throttledTotal: 7 }) },
+      { key: "origin:https://api.example.com", view: view({ paused: true }) },
+      { key: "down", view: null },
+    ],
+    truncated: true,
+  };
+  const text = toPrometheus(summarize(parts, null), flow);
+  const lines = text.split("\n");
+
+  it("writes each key's view as series labeled {tenant, key}, HELP and TYPE before the samples", () => {
+    const at = (series: string) => lines.indexOf(series);
+    for (const s of FLOW_KEY_SERIES) {
+      const type = at(`# TYPE scheduler_${s.name} ${s.type}`);
+      expect(lines[type - 1]).toBe(`# HELP scheduler_${s.name} ${s.help}`);
+      const samples = lines.filter((l) => l.startsWith(`scheduler_${s.name}{`));
+      expect(samples).toHaveLength(2);
+      for (const sample of samples) expect(at(sample)).toBeGreaterThan(type);
+    }
+    expect(lines).toEqual(
+      expect.arrayContaining([
+        'scheduler_flow_waiting{tenant="acme",key="billing-api"} 3',
+        'scheduler_flow_in_flight{tenant="acme",key="billing-api"} 2',
+        'scheduler_flow_current_rate{tenant="acme",key="billing-api"} 5',
+        'scheduler_flow_paused{tenant="acme",key="billing-api"} 0',
+        'scheduler_flow_granted_total{tenant="acme",key="billing-api"} 12',
+        'scheduler_flow_throttled_total{tenant="acme",key="billing-api"} 7',
+        'scheduler_flow_paused{tenant="acme",key="origin:https://api.example.com"} 1',
+      ]),
+    );
+  });
+
+  it("leaves out the series of a key whose object did not answer, and counts it; says when keys were left out", () => {
+    expect(lines.filter((l) => l.includes('key="down"'))).toEqual([]);
+    expect(lines).toContain('scheduler_flow_keys_listed{tenant="acme"} 3');
+    expect(lines).toContain('scheduler_flow_keys_unreadable{tenant="acme"} 1');
+    expect(lines).toContain('scheduler_flow_keys_truncated{tenant="acme"} 1');
+  });
+
+  it("keeps the format: every sample line is name{labels} value, and nothing else changes", () => {
+    for (const l of lines.filter((x) => x && !x.startsWith("#"))) {
+      expect(l).toMatch(/^[a-zA-Z_:][a-zA-Z0-9_:]*(\{[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*"(,[a-zA-Z_][a-zA-Z0-9_]*="[^"\\\n]*")*\})? -?\d+$/);
+    }
+    expect(text.startsWith(toPrometheus(summarize(parts, null)))).toBe(true);
+    expect(text.endsWith("\n")).toBe(true);
+  });
+
+  it("escapes backslash, double quote and newline in label values", () => {
+    const odd = toPrometheus(summarize([], null), { tenant: 'a"b\\c\nd', keys: [{ key: "k", view: view({}) }], truncated: false });
+    expect(odd.split("\n")).toContain('scheduler_flow_waiting{tenant="a\\"b\\\\c\\nd",key="k"} 0');
   });
 });

@@ -1,0 +1,77 @@
+/**
+ * How many fire messages a bucket keeps sent but not yet claimed (issue 13, fairness). The fire
+ * queue is first in, first out: whatever a bucket sends waits behind everything sent before it,
+ * so a bucket that sent a 100,000-job backlog at once would make every later job, of any tenant,
+ * wait for that backlog. Instead the backlog waits in the bucket, where the next free slot can go
+ * to another tenant (TenantDueQueues), and the queue holds only about `targetQueueMs` of work.
+ *
+ * The size follows the queue's own delay, measured on every claim (send to claim), as LEDBAT and
+ * TCP Vegas do: the delay above the lowest one seen lately is queueing; below the target a claim
+ * adds a slot (the window doubles per round trip while the queue keeps up), above it the window
+ * shrinks by a quarter, at most once per round trip. It needs no knowledge of how fast the
+ * consumers are: on the local runtime it settles at a few messages, on Cloudflare at hundreds.
+ */
+export interface DispatchWindowOptions {
+  initial: number;
+  min: number;
+  max: number;
+  /** the queueing delay (above the base delay) the window aims at */
+  targetQueueMs: number;
+}
+
+/** the base delay is the lowest of the current and the previous period of this length */
+const BASE_PERIOD_MS = 30_000;
+const SHRINK = 0.75;
+
+export class DispatchWindow {
+  private slots: number;
+  private baseNow = Number.POSITIVE_INFINITY;
+  private basePrevious = Number.POSITIVE_INFINITY;
+  private basePeriodEndsAt: number | null = null;
+  private shrunkAt = Number.NEGATIVE_INFINITY;
+  /** the queueing delay (above the base) of the latest claim */
+  lastQueueingMs = 0;
+
+  constructor(private readonly options: DispatchWindowOptions) {
+    this.slots = clamp(options.initial, options.min, options.max);
+  }
+
+  /** messages that may be sent but unclaimed at once */
+  get size(): number {
+    return Math.floor(this.slots);
+  }
+
+  /** A claim took a message sent `delayMs` ago. */
+  onClaimed(delayMs: number, now: number): void {
+    if (this.basePeriodEndsAt === null || now >= this.basePeriodEndsAt) {
+      this.basePrevious = this.basePeriodEndsAt === null ? Number.POSITIVE_INFINITY : this.baseNow;
+      this.baseNow = Number.POSITIVE_INFINITY;
+      this.basePeriodEndsAt = now + BASE_PERIOD_MS;
+    }
+    this.baseNow = Math.min(this.baseNow, delayMs);
+    const base = Math.min(this.baseNow, this.basePrevious);
+    const queueing = delayMs - base;
+    this.lastQueueingMs = queueing;
+    const { min, max, targetQueueMs } = this.options;
+    if (queueing <= targetQueueMs) {
+      this.slots = clamp(this.slots + 1, min, max);
+    } else if (now - this.shrunkAt >= Math.max(delayMs, targetQueueMs)) {
+      // once per round trip: the claims of one queue-full all tell the same news
+      this.slots = clamp(this.slots * SHRINK, min, max);
+      this.shrunkAt = now;
+    }
+  }
+
+  /**
+   * Messages that may be sent now, with `unclaimed` already out. Zero until a quarter of the
+   * window is free, so one send (and one alarm) carries several messages instead of one per claim.
+   */
+  room(unclaimed: number): number {
+    const free = this.size - unclaimed;
+    return free >= Math.max(1, Math.ceil(this.size / 4)) ? free : 0;
+  }
+}
+
+function clamp(value: number, min: number, max: number): number {
+  return Math.min(max, Math.max(min, value));
+}
