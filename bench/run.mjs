@@ -15,6 +15,7 @@ import { burst } from "./scenarios/burst.mjs";
 import { crash } from "./scenarios/crash.mjs";
 import { delayed } from "./scenarios/delayed.mjs";
 import { MIXED_VARIANTS, mixed } from "./scenarios/mixed.mjs";
+import { noisyNeighbour } from "./scenarios/noisy-neighbour.mjs";
 import { steady } from "./scenarios/steady.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -46,7 +47,7 @@ async function main() {
         return s;
       },
     });
-  const SCENARIOS = ["delayed", "burst", "crash", "steady", "mixed"];
+  const SCENARIOS = ["delayed", "burst", "crash", "steady", "mixed", "noisy-neighbour"];
   const scenarios = namesOf("BENCH_SCENARIOS", SCENARIOS, "scenario");
   const count = (name, fallback) => envNumber(name, fallback, { integer: true });
   const n = count("BENCH_N", 20_000);
@@ -76,6 +77,14 @@ async function main() {
       // the slow jobs' timeoutMs: the API takes 1000..900000 (LIMITS.timeoutMs in src/core/job.ts)
       slowTimeoutMs: envNumber("BENCH_MIXED_TIMEOUT_MS", 15_000, { integer: true, min: 1000, max: 900_000 }),
       drainTimeoutMs,
+    },
+    "noisy-neighbour": {
+      backlog: count("BENCH_NOISY_BACKLOG", 100_000),
+      smallRate: envNumber("BENCH_NOISY_SMALL_RATE", 20, { min: 1 }),
+      smallSeconds: envNumber("BENCH_NOISY_SMALL_SECONDS", 60),
+      expectedEnqueueRate: burstEnqueueRate ?? 4000,
+      // the backlog drains at the local runtime's pace (hundreds per second): minutes, not the default minute
+      drainTimeoutMs: envNumber("BENCH_NOISY_DRAIN_TIMEOUT_S", 900) * 1000,
     },
   };
   if (params.mixed.slowMs >= params.mixed.slowTimeoutMs)
@@ -137,6 +146,7 @@ async function main() {
     else if (name === "crash") emit(await crash(params.crash, ctx));
     else if (name === "steady") emit(await steady(params.steady, ctx, emit));
     else if (name === "mixed") emit(await mixed(params.mixed, ctx, emit));
+    else if (name === "noisy-neighbour") emit(await noisyNeighbour(params["noisy-neighbour"], ctx));
   }
 
   let failed = false;

@@ -12,12 +12,13 @@ import { Target } from "./target.mjs";
  * Runs `body({ target, stack, api, sampler, creds, restart })` and always stops the stack(s),
  * closes the target and removes the temporary state. `options.overrides`: the run's settings
  * (SCHEDULER_<NAME>), passed to every stack; `options.targetDelayMs` / `options.targetDelayMsByPath`:
- * how long the target takes to answer (see Target).
+ * how long the target takes to answer (see Target); `options.otherTenants`: more tenants, whose
+ * clients `apiOf(name)` returns (the body's `api` is tenant "bench").
  */
 export async function withSession(name, options, body) {
   const logDir = join(options.resultsDir, "logs");
   const target = await new Target({ delayMs: options.targetDelayMs ?? 0, delayMsByPath: options.targetDelayMsByPath }).listen();
-  const creds = credentials(options.overrides);
+  const creds = credentials(options.overrides, options.otherTenants ?? []);
   const sampler = new GroupSampler(500);
   const launched = [];
   const quiet = await waitForQuiet(options.quietWaitMs ?? 0);
@@ -30,6 +31,12 @@ export async function withSession(name, options, body) {
     sampler.addGroup(first.stack.pid);
     sampler.start();
     const api = new Api(first.stack.url, creds.apiKey);
+    const others = Object.entries(creds.keys).map(([name, key]) => [name, new Api(first.stack.url, key)]);
+    const apiOf = (name) => {
+      const found = others.find(([n]) => n === name);
+      if (!found) throw new Error(`no tenant "${name}" in this session`);
+      return found[1];
+    };
     let current = first;
     /** a restart on the same state directory (the crash scenario) */
     const restart = async () => {
@@ -38,6 +45,7 @@ export async function withSession(name, options, body) {
       current = next;
       sampler.addGroup(next.stack.pid);
       api.use(next.stack.url);
+      for (const [, other] of others) other.use(next.stack.url);
       return next;
     };
     /** false once the current stack's process group is gone (a wait then stops early) */
@@ -48,6 +56,7 @@ export async function withSession(name, options, body) {
       target,
       first,
       api,
+      apiOf,
       sampler,
       creds,
       restart,

@@ -39,15 +39,21 @@ export function allocatePort() {
   return port;
 }
 
-/** Fresh credentials, and the vars that start a stack with them and the run's `overrides`. */
-export function credentials(overrides = {}) {
+/**
+ * Fresh credentials, and the vars that start a stack with them and the run's `overrides`: an API
+ * key of tenant "bench", and one per name in `otherTenants` (`keys[name]`).
+ */
+export function credentials(overrides = {}, otherTenants = []) {
   const apiKey = randomBytes(24).toString("base64url");
+  const keys = Object.fromEntries(otherTenants.map((name) => [name, randomBytes(24).toString("base64url")]));
   const secret = `whsec_${randomBytes(32).toString("base64")}`;
+  const apiKeys = [`bench:${apiKey}`, ...Object.entries(keys).map(([name, key]) => `${name}:${key}`)].join(",");
   return {
     apiKey,
+    keys,
     secret,
     // loopback targets: the bench's target is on 127.0.0.1, whatever the local profile says
-    vars: { API_KEYS: `bench:${apiKey}`, WEBHOOK_SECRET: secret, ALLOW_LOOPBACK_TARGETS: "true", ...overrides },
+    vars: { API_KEYS: apiKeys, WEBHOOK_SECRET: secret, ALLOW_LOOPBACK_TARGETS: "true", ...overrides },
   };
 }
 
