@@ -41,7 +41,7 @@ export const ConfigSchema = z.object({
    * backlog waits in its bucket, where other tenants' due jobs take turns with it, not in the
    * first-in-first-out queue (core/dispatch-window.ts)
    */
-  DISPATCH_QUEUE_TARGET_MS: int(100, 1),
+  DISPATCH_QUEUE_TARGET_MS: int(30, 1),
   /** executions sent per alarm pass before re-arming (keeps one alarm short); the dispatch window's maximum */
   FIRE_BATCH_LIMIT: int(2_000, 100),
   /** D1 keeps terminal execution history this long */

@@ -19,9 +19,10 @@ const MAX_DELAY_MS = 2 ** 31 - 1;
 
 export class Target {
   /**
-   * @param {{ delayMs?: number, delayMsByPath?: Record<string, number> }} [options] `delayMsByPath`:
-   *   the delay per request path (exact, as sent: pathname and query), e.g. { "/slow": 5000 };
-   *   other paths get `delayMs`
+   * @param {{ delayMs?: number, delayMsByPath?: Record<string, number>, arrivals?: Arrival[] }} [options]
+   *   `delayMsByPath`: the delay per request path (exact, as sent: pathname and query), e.g.
+   *   { "/slow": 5000 }; other paths get `delayMs`. `arrivals`: record into this array (another
+   *   Target's), so two origins share one record
    */
   constructor(options = {}) {
     this.delayMs = checkedDelay("delayMs", options.delayMs ?? 0);
@@ -29,8 +30,8 @@ export class Target {
     this.delayMsByPath = Object.fromEntries(
       Object.entries(options.delayMsByPath ?? {}).map(([path, ms]) => [path, checkedDelay(`delayMsByPath["${path}"]`, ms)]),
     );
-    /** @type {Arrival[]} */
-    this.arrivals = [];
+    /** @type {Arrival[]} shared with another Target when given (two origins, one record) */
+    this.arrivals = options.arrivals ?? [];
     /** @type {import("../../test/support/receiver.mjs").Receiver | null} */
     this.receiver = null;
     this.url = "";

@@ -1,7 +1,8 @@
 // mixed: do slow targets make other jobs late? R jobs created per second for S seconds exactly as
 // steady creates them (createPaced: a batch every 100 ms, each job due 5 s after it is sent); every
-// 10th job (index % 10 == 0) targets the loopback target's /slow path, the others /fast (200 at
-// once). Variants, each on a fresh stack: `slow` (/slow answers 200 after slowMs, 5 s) and `hang`
+// 10th job (index % 10 == 0) targets a slow loopback target, the others a fast one (200 at once),
+// each its own origin (its own port), as slow and fast services are: key-less jobs share a limit
+// per origin (ORIGIN_PARALLELISM), which is not what this scenario measures. Variants, each on a fresh stack: `slow` (/slow answers 200 after slowMs, 5 s) and `hang`
 // (/slow answers only after an hour, so the scheduler's timeout, the slow jobs' `timeoutMs`, ends
 // every attempt: a retryable failure, so those jobs are retried with the default policy until the
 // stack stops; the scenario does not wait for them beyond the drain). `held`: the fast jobs'
@@ -19,6 +20,7 @@ import {
 } from "../lib/jobs.mjs";
 import { withSession } from "../lib/session.mjs";
 import { sleep, waitUntil } from "../lib/stats.mjs";
+import { Target } from "../lib/target.mjs";
 
 export const MIXED_VARIANTS = ["slow", "hang"];
 /** every SLOW_EVERY-th job (index % SLOW_EVERY == 0) targets the slow path */
@@ -72,66 +74,71 @@ function classFigures(target, due, total, slow) {
 export async function mixedVariant(variant, params, ctx) {
   const { rate, seconds, leadMs = 5000, slowMs, slowTimeoutMs, drainTimeoutMs } = params;
   const slowAnswerMs = variant === "hang" ? HANG_MS : slowMs;
-  const options = { ...ctx, targetDelayMsByPath: { [SLOW_PATH]: slowAnswerMs } };
-  return withSession(
-    `mixed-${variant}`,
-    options,
-    async ({ quiet, loadAvgAtStart, target, first, api, sampler, alive, schedulerFigures }) => {
-      const fastUrl = `${target.url}${FAST_PATH}`;
-      const slowUrl = `${target.url}${SLOW_PATH}`;
-      const specOf = (i, dueAt) => (isSlow(i) ? { ...jobSpec(slowUrl, i, dueAt), timeoutMs: slowTimeoutMs } : jobSpec(fastUrl, i, dueAt));
-      sampler.mark("start");
-      const pace = await createPaced(api, { rate, seconds, leadMs, specOf });
-      const { total, due, refused, startedAt: start } = pace;
-      sampler.mark("created");
-      const lastDue = Math.max(...due);
-      // every job's first request (a hanging job counts once its first attempt arrived), bounded
-      const allIn = await waitUntil(() => !alive() || deliveredCount(target, total) >= total - refused, lastDue + drainTimeoutMs, 200);
-      await sleep(1000);
-      // `slow`: let the last slow answers finish, so the scheduler's counters include them (`hang`
-      // answers never finish: its timed-out attempts are retried while the figures are read)
-      if (variant === "slow")
-        await waitUntil(() => !alive() || target.arrivals.every((a) => a.answeredAt !== null), Date.now() + slowMs + 2000, 200);
-      sampler.mark("end");
+  return withSession(`mixed-${variant}`, ctx, async (session) => {
+    // the slow origin records into the fast one's arrivals: one record for the figures
+    const slowTarget = await new Target({ delayMs: slowAnswerMs, arrivals: session.target.arrivals }).listen();
+    try {
+      return await runVariant(session, slowTarget);
+    } finally {
+      await slowTarget.close();
+    }
+  });
 
-      const fastClass = classFigures(target, due, total, false);
-      const slowClass = classFigures(target, due, total, true);
-      const fast = fastClass.figures;
-      const slow = slowClass.figures;
-      fast.lagP99By10s = lagP99ByWindow(due, fastClass.d.first, start + leadMs, lastDue, { include: (i) => !isSlow(i) });
-      const creation = creationFigures(pace, seconds);
-      const held = fast.lagMs.p99 !== null && fast.lagMs.p99 <= HELD_P99_MS && fast.missing === 0;
-      const delivered = fast.delivered + slow.delivered;
-      return {
-        scenario: "mixed",
+  async function runVariant({ quiet, loadAvgAtStart, target, first, api, sampler, alive, schedulerFigures }, slowTarget) {
+    const fastUrl = `${target.url}${FAST_PATH}`;
+    const slowUrl = `${slowTarget.url}${SLOW_PATH}`;
+    const specOf = (i, dueAt) => (isSlow(i) ? { ...jobSpec(slowUrl, i, dueAt), timeoutMs: slowTimeoutMs } : jobSpec(fastUrl, i, dueAt));
+    sampler.mark("start");
+    const pace = await createPaced(api, { rate, seconds, leadMs, specOf });
+    const { total, due, refused, startedAt: start } = pace;
+    sampler.mark("created");
+    const lastDue = Math.max(...due);
+    // every job's first request (a hanging job counts once its first attempt arrived), bounded
+    const allIn = await waitUntil(() => !alive() || deliveredCount(target, total) >= total - refused, lastDue + drainTimeoutMs, 200);
+    await sleep(1000);
+    // `slow`: let the last slow answers finish, so the scheduler's counters include them (`hang`
+    // answers never finish: its timed-out attempts are retried while the figures are read)
+    if (variant === "slow")
+      await waitUntil(() => !alive() || target.arrivals.every((a) => a.answeredAt !== null), Date.now() + slowMs + 2000, 200);
+    sampler.mark("end");
+
+    const fastClass = classFigures(target, due, total, false);
+    const slowClass = classFigures(target, due, total, true);
+    const fast = fastClass.figures;
+    const slow = slowClass.figures;
+    fast.lagP99By10s = lagP99ByWindow(due, fastClass.d.first, start + leadMs, lastDue, { include: (i) => !isSlow(i) });
+    const creation = creationFigures(pace, seconds);
+    const held = fast.lagMs.p99 !== null && fast.lagMs.p99 <= HELD_P99_MS && fast.missing === 0;
+    const delivered = fast.delivered + slow.delivered;
+    return {
+      scenario: "mixed",
+      variant,
+      params: {
         variant,
-        params: {
-          variant,
-          rate,
-          seconds,
-          leadMs,
-          slowEvery: SLOW_EVERY,
-          slowAnswerMs,
-          slowTimeoutMs,
-          heldP99Ms: HELD_P99_MS,
-          tickMs: PACE_TICK_MS,
-          maxInFlight: PACE_MAX_IN_FLIGHT,
-          drainTimeoutMs,
-          settings: ctx.settings,
-        },
-        held,
-        ...creation.figures,
-        fast,
-        slow,
-        unmatchedRequests: fastClass.d.figures.unmatchedRequests,
-        allFirstDeliveriesWithinDeadline: allIn,
-        quietBeforeStart: quiet,
-        loadAvgAtStart,
-        runtime: runtimeFigures(sampler, { delivered, createSeconds: creation.createSeconds, alive, stackStartMs: first.startMs }),
-        scheduler: await schedulerFigures(),
-      };
-    },
-  );
+        rate,
+        seconds,
+        leadMs,
+        slowEvery: SLOW_EVERY,
+        slowAnswerMs,
+        slowTimeoutMs,
+        heldP99Ms: HELD_P99_MS,
+        tickMs: PACE_TICK_MS,
+        maxInFlight: PACE_MAX_IN_FLIGHT,
+        drainTimeoutMs,
+        settings: ctx.settings,
+      },
+      held,
+      ...creation.figures,
+      fast,
+      slow,
+      unmatchedRequests: fastClass.d.figures.unmatchedRequests,
+      allFirstDeliveriesWithinDeadline: allIn,
+      quietBeforeStart: quiet,
+      loadAvgAtStart,
+      runtime: runtimeFigures(sampler, { delivered, createSeconds: creation.createSeconds, alive, stackStartMs: first.startMs }),
+      scheduler: await schedulerFigures(),
+    };
+  }
 }
 
 /** Every variant in turn, each on a fresh stack; emits each variant's line, returns a summary line. */
