@@ -96,7 +96,7 @@ export class FlowKey extends DurableObject<Env> {
     this.jobLimits = limits;
     this.gate.limits = this.apiLimits ?? limits;
     const now = Date.now();
-    this.dropLapsedPermits(now);
+    if (this.durablePermits) this.dropLapsedPermits(now); // the gate drops its own lapsed permits
     const answers = this.gate.ask(asks, now);
     for (const a of answers) {
       const permit = a.granted ? this.gate.permitOf(a.executionId) : undefined;

@@ -7,8 +7,19 @@
  * Time: one file-wide virtual clock for the buckets; the targets' hang is real (the receiver's
  * /hang/<ms>). The fire queue is captured for the file: tests feed the consumer themselves.
  */
-import { describe, expect, it } from "vitest";
-import { captureFiresForFile, dispatchOf, fileClock, newExecution, received, receiverUrl, startFire, uniquePath } from "./helpers";
+import { describe, expect, it, onTestFinished, vi } from "vitest";
+import {
+  captureFiresForFile,
+  dispatchAll,
+  dispatchOf,
+  fileClock,
+  fire,
+  newExecution,
+  received,
+  receiverUrl,
+  startFire,
+  uniquePath,
+} from "./helpers";
 
 const clock = fileClock(10 * 60_000);
 const sent = captureFiresForFile();
@@ -39,5 +50,27 @@ describe("a slow target holds only its own execution", () => {
 
     await slowBatch.done;
     expect((await slow.view())?.status).toBe("succeeded");
+  });
+});
+
+describe("what a batch's deliveries tell their bucket and keys travels together", () => {
+  it("deliveries that end together report to their bucket in one complete request, not one for the first and one for the rest", async () => {
+    const executions = [];
+    for (let i = 0; i < 8; i++) executions.push(await newExecution({ target: { url: `${receiverUrl()}${uniquePath()}` } }));
+    const messages = await dispatchAll(executions, clock, sent);
+    // the bucket holding the most of them (8 over the file's buckets: at least 2 share one)
+    const byBucket = Map.groupBy(executions, (e) => e.exe.bucket);
+    const [, most] = [...byBucket].sort((a, b) => b[1].length - a[1].length)[0]!;
+    expect(most.length).toBeGreaterThanOrEqual(2);
+    const stub = most[0]!.stub;
+    // every target answers at once: the deliveries end within microseconds of each other
+    const target = vi.spyOn(globalThis, "fetch").mockImplementation(async () => new Response("ok"));
+    onTestFinished(() => target.mockRestore());
+    const requests = async () => (await stub.metrics()).counters.find((c) => c.name === "do_requests_total")?.value ?? 0;
+    const before = await requests();
+    await fire(messages);
+    // one claim, one complete, and the second metrics read itself
+    expect((await requests()) - before).toBe(3);
+    for (const e of most) expect((await e.view())?.status).toBe("succeeded");
   });
 });
