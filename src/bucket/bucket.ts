@@ -67,8 +67,8 @@ const FLUSH_NOW_AT = 1000;
 const FLUSH_RETRY_MS = 1000;
 const DISPATCH_RETRY_MS = 1000;
 /** the dispatch window starts small and doubles per round trip while the queue keeps up */
-const DISPATCH_WINDOW_INITIAL = 8;
-const DISPATCH_WINDOW_MIN = 2;
+const DISPATCH_WINDOW_INITIAL = 16;
+const DISPATCH_WINDOW_MIN = 4;
 /** ids closed this recently are refused by a pull that read D1 before they closed */
 const CLOSED_MEMORY_MS = 120_000;
 /**
