@@ -11,13 +11,13 @@ import { Target } from "./target.mjs";
 /**
  * Runs `body({ target, stack, api, sampler, creds, restart })` and always stops the stack(s),
  * closes the target and removes the temporary state. `options.overrides`: the run's settings
- * (SCHEDULER_<NAME>), passed to every stack; `options.targetDelayMs` / `options.targetDelayMsByPath`:
+ * (SCHEDULER_<NAME>), passed to every stack; `options.targetDelayMs`:
  * how long the target takes to answer (see Target); `options.otherTenants`: more tenants, whose
  * clients `apiOf(name)` returns (the body's `api` is tenant "bench").
  */
 export async function withSession(name, options, body) {
   const logDir = join(options.resultsDir, "logs");
-  const target = await new Target({ delayMs: options.targetDelayMs ?? 0, delayMsByPath: options.targetDelayMsByPath }).listen();
+  const target = await new Target({ delayMs: options.targetDelayMs ?? 0 }).listen();
   const creds = credentials(options.overrides, options.otherTenants ?? []);
   const sampler = new GroupSampler(500);
   const launched = [];

@@ -1,7 +1,6 @@
 // The loopback webhook target: the shared receiver (test/support/receiver.mjs, keep-alive on
 // 127.0.0.1) answering 200 once the body is read, or `delayMs` later (the crash scenario's 2 s
-// handler), or, for a path listed in `delayMsByPath`, that path's delay later (the mixed
-// scenario's slow and hanging targets: one Map lookup per request). It records, for every
+// handler, the mixed scenario's slow and hanging target, a second Target). It records, for every
 // request, when its headers arrived, its webhook-id, attempt and the job index carried in the
 // body, and when the 200 was fully written. Recording is a push and a few property writes per
 // request: the bench process shares the 2 cores with the runtime, so it must stay cheap (no
@@ -19,17 +18,11 @@ const MAX_DELAY_MS = 2 ** 31 - 1;
 
 export class Target {
   /**
-   * @param {{ delayMs?: number, delayMsByPath?: Record<string, number>, arrivals?: Arrival[] }} [options]
-   *   `delayMsByPath`: the delay per request path (exact, as sent: pathname and query), e.g.
-   *   { "/slow": 5000 }; other paths get `delayMs`. `arrivals`: record into this array (another
-   *   Target's), so two origins share one record
+   * @param {{ delayMs?: number, arrivals?: Arrival[] }} [options] `arrivals`: record into this
+   *   array (another Target's), so two origins share one record
    */
   constructor(options = {}) {
     this.delayMs = checkedDelay("delayMs", options.delayMs ?? 0);
-    /** @type {Record<string, number>} */
-    this.delayMsByPath = Object.fromEntries(
-      Object.entries(options.delayMsByPath ?? {}).map(([path, ms]) => [path, checkedDelay(`delayMsByPath["${path}"]`, ms)]),
-    );
     /** @type {Arrival[]} shared with another Target when given (two origins, one record) */
     this.arrivals = options.arrivals ?? [];
     /** @type {import("../../test/support/receiver.mjs").Receiver | null} */
@@ -38,14 +31,11 @@ export class Target {
   }
 
   async listen() {
-    const answerAfter = (ms) => (ms > 0 ? { ...OK, afterMs: ms } : OK);
-    const answer = answerAfter(this.delayMs);
-    /** @type {Map<string, import("../../test/support/receiver.mjs").Answer>} */
-    const answerByPath = new Map(Object.entries(this.delayMsByPath).map(([path, ms]) => [path, answerAfter(ms)]));
+    const answer = this.delayMs > 0 ? { ...OK, afterMs: this.delayMs } : OK;
     /** the bench's record of each request the receiver saw */
     const arrivalOf = new WeakMap();
     this.receiver = await startReceiver({
-      respond: answerByPath.size === 0 ? () => answer : (request) => answerByPath.get(request.path) ?? answer,
+      respond: () => answer,
       onRequest: (request) => {
         /** @type {Arrival} */
         const arrival = { at: request.at, id: request.webhookId, attempt: request.attempt, i: indexOf(request.body), answeredAt: null };
