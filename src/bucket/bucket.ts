@@ -79,7 +79,15 @@ const CLOSED_MEMORY_MS = 120_000;
 const COUNTER_WRITE_MS = 10_000;
 const METER_COUNTERS: CounterName[] = ["do_rows_written_total", "d1_rows_written_total", "alarms_set_total", "do_requests_total"];
 
-type Failure = { failure: FailureKind; label: string; httpStatus: number | null; error: string; retryAfterMs?: number | undefined };
+type Failure = {
+  failure: FailureKind;
+  label: string;
+  httpStatus: number | null;
+  error: string;
+  retryAfterMs?: number | undefined;
+  /** a wait the consumer spent for its flow-control key before the attempt started */
+  flowWaitMs?: number;
+};
 
 export class Bucket extends DurableObject<Env> {
   private readonly sql: SqlStorage;
@@ -452,8 +460,11 @@ export class Bucket extends DurableObject<Env> {
         const row = this.executions.held.get(report.executionId)!;
         const outcome = report.outcome;
         if (outcome.kind === "wait") return { ok: true, executionId: row.id, status: this.hold(row, lease, now, outcome.retryAt) };
+        // a wait the consumer spent for its flow-control key before the delivery started
+        const flowWaitMs = report.flowWaitMs ?? 0;
+        if (flowWaitMs > 0) this.tally.add("flow_waits_total", row.tenant);
         if (outcome.kind === "succeeded") {
-          const attempt = this.attemptRecord(row, lease, now, "succeeded", outcome.httpStatus, null);
+          const attempt = this.attemptRecord(row, lease, now, "succeeded", outcome.httpStatus, null, flowWaitMs);
           this.tally.add("succeeded_total", row.tenant);
           if (row.occurrenceAt !== lease.occurrenceAt) {
             this.reschedule(row, attempt);
@@ -468,6 +479,7 @@ export class Bucket extends DurableObject<Env> {
           httpStatus: outcome.httpStatus,
           error: outcome.error,
           retryAfterMs: outcome.retryAfterMs,
+          flowWaitMs,
         });
         return { ok: true, executionId: row.id, status };
       });
@@ -870,7 +882,7 @@ export class Bucket extends DurableObject<Env> {
   /** A failed attempt: back off, die, or (the job was canceled or paused) end canceled (invariant 6). */
   private fail(row: HeldRow, lease: Lease, now: number, f: Failure): "scheduled" | "dead" | "canceled" {
     const error = excerpt(f.error);
-    const attempt = this.attemptRecord(row, lease, now, f.label, f.httpStatus, error);
+    const attempt = this.attemptRecord(row, lease, now, f.label, f.httpStatus, error, f.flowWaitMs ?? 0);
     this.tally.add("failed_attempts_total", row.tenant);
     if (row.occurrenceAt !== lease.occurrenceAt) {
       this.reschedule(row, attempt);
@@ -967,9 +979,13 @@ export class Bucket extends DurableObject<Env> {
     outcome: string,
     httpStatus: number | null,
     error: string | null,
+    flowWaitMs: number,
   ): AttemptRecord {
     const waitedFrom = this.executions.waitingSince.get(row.id);
     this.executions.waitingSince.delete(row.id);
+    // the wait in the bucket ends at the due time it waited for (from there to the claim is lag);
+    // the consumer's wait for its key follows the claim
+    const waitMs = (waitedFrom === undefined ? 0 : row.dueAt - waitedFrom) + flowWaitMs;
     return {
       attempt: lease.attempt,
       dueAt: row.dueAt,
@@ -978,8 +994,7 @@ export class Bucket extends DurableObject<Env> {
       outcome,
       httpStatus,
       error,
-      // the wait ends at the due time it waited for; from there to the start is lag
-      ...(waitedFrom === undefined ? {} : { waitMs: row.dueAt - waitedFrom }),
+      ...(waitMs > 0 || waitedFrom !== undefined ? { waitMs } : {}),
     };
   }
 

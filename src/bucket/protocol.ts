@@ -96,6 +96,8 @@ export interface FlowWait {
 
 export interface CompletionReport extends LeaseRef {
   outcome: DeliveryOutcome | FlowWait;
+  /** how long the consumer waited for its flow-control key before the delivery started */
+  flowWaitMs?: number;
 }
 
 export type CompletionResult =
