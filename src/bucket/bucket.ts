@@ -430,7 +430,11 @@ export class Bucket extends DurableObject<Env> {
     };
   }
 
-  /** Extends live leases; a token that is not the live lease is rejected and counted (invariant 3). Writes nothing. */
+  /**
+   * Extends live leases; a token that is not the live lease is rejected and counted (invariant 3).
+   * Says whether the job was canceled or paused meanwhile (its running attempt still finishes).
+   * Writes nothing.
+   */
   async heartbeat(leases: LeaseRef[]): Promise<HeartbeatResult[]> {
     this.countRequest();
     return this.change(null, () => {
@@ -441,7 +445,8 @@ export class Bucket extends DurableObject<Env> {
         lease.deadlineAt = now + this.config.LEASE_MS;
         this.executions.running.delete(ref.executionId); // to the end: the map stays in deadline order
         this.executions.running.set(ref.executionId, lease);
-        return { ok: true, executionId: ref.executionId, leaseDeadlineAt: lease.deadlineAt };
+        const canceled = this.executions.held.get(ref.executionId)?.jobStatus !== "active";
+        return { ok: true, executionId: ref.executionId, leaseDeadlineAt: lease.deadlineAt, ...(canceled ? { canceled } : {}) };
       });
     });
   }
@@ -642,7 +647,8 @@ export class Bucket extends DurableObject<Env> {
   }
 
   /**
-   * Takes what was lost in flight and what is due, as far as the dispatch window has room: due
+   * Takes what was lost in flight and what is due, as far as the dispatch window has room (a
+   * message unclaimed DISPATCH_TIMEOUT_MS after its send no longer counts: windowRoom): due
    * executions in turns per tenant, each tenant's in due order. A dispatch is lost when a later
    * one of this bucket was claimed at least DISPATCH_TIMEOUT_MS after it was sent, or when
    * MAX_DISPATCH_WAIT_MS passed: a queue that is merely slow never gets a copy.
@@ -660,7 +666,7 @@ export class Bucket extends DurableObject<Env> {
       this.tally.add("redispatch_total", row.tenant);
       again.push(this.message(row));
     }
-    const room = Math.min(limit - again.length, this.window.room(this.executions.dispatched.size));
+    const room = Math.min(limit - again.length, this.windowRoom(now).room);
     for (const top of this.executions.due.takeDue(now, room, (dueAt, id) => this.executions.isScheduledAt(id, dueAt))) {
       const row = this.executions.held.get(top.id)!;
       this.executions.dispatch(row, "dispatch", now);
@@ -668,6 +674,27 @@ export class Bucket extends DurableObject<Env> {
       fresh.push(this.message(row));
     }
     return { fresh, again };
+  }
+
+  /**
+   * Room in the dispatch window. A message unclaimed DISPATCH_TIMEOUT_MS after its send no longer
+   * counts (it may be lost, and its re-send waits for its own turn): lost sends never close the
+   * window, and due work goes on overtaking them. `reopensAt`: when the oldest message still
+   * counted stops counting (null when nothing counts).
+   */
+  private windowRoom(now: number): { room: number; reopensAt: number | null } {
+    const timeout = this.config.DISPATCH_TIMEOUT_MS;
+    let stale = 0;
+    let reopensAt: number | null = null;
+    // dispatch order is send order: the stale ones come first
+    for (const d of this.executions.dispatched.values()) {
+      if (d.at + timeout > now) {
+        reopensAt = d.at + timeout;
+        break;
+      }
+      stale += 1;
+    }
+    return { room: this.window.room(this.executions.dispatched.size - stale), reopensAt };
   }
 
   /** A failed send: its first dispatches are scheduled again (and were not fired); re-sends wait their turn. */
@@ -841,17 +868,16 @@ export class Bucket extends DurableObject<Env> {
   /** The alarm is always the earliest thing this bucket must do (STYLE.md habit 4). */
   private async rearm(): Promise<void> {
     const now = Date.now();
-    // due work wakes the alarm only while the window has room; a claim that frees room re-arms
-    const nextDue =
-      this.window.room(this.executions.dispatched.size) > 0
-        ? this.executions.due.peek((dueAt, id) => this.executions.isScheduledAt(id, dueAt))?.dueAt
-        : undefined;
+    // due work wakes the alarm only while the window has room; a claim that frees room re-arms,
+    // and so does the time an unclaimed message stops counting
+    const window = this.windowRoom(now);
+    const nextDue = this.executions.due.peek((dueAt, id) => this.executions.isScheduledAt(id, dueAt))?.dueAt;
     const firstLease = this.executions.running.values().next().value?.deadlineAt;
     const firstDispatch = this.executions.dispatched.values().next().value;
     const pendingFlush = this.executions.closing.size > 0 || this.dirtySchedules.size > 0;
     const at = nextAlarmAt({
       candidates: [
-        nextDue === undefined ? null : Math.max(nextDue, this.dispatchRetryAt),
+        nextDue === undefined ? null : window.room > 0 ? Math.max(nextDue, this.dispatchRetryAt) : window.reopensAt,
         firstLease,
         firstDispatch ? this.executions.redispatchAt(firstDispatch) : null,
         this.nextScheduleAt,

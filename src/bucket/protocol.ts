@@ -105,8 +105,8 @@ export type CompletionResult =
   | { ok: false; executionId: string; code: "stale_lease" };
 
 export type HeartbeatResult =
-  | { ok: true; executionId: string; leaseDeadlineAt: number }
-  | { ok: false; executionId: string; code: "stale_lease" };
+  /** `canceled`: the job was canceled or paused meanwhile; an attempt not started yet should not start */
+  { ok: true; executionId: string; leaseDeadlineAt: number; canceled?: true } | { ok: false; executionId: string; code: "stale_lease" };
 
 export type PoisonResult = { executionId: string; code: "marked_dead" | "not_poisoned" | "unknown" };
 

@@ -57,6 +57,8 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
   try {
     const report = (stub: BucketStub, r: CompletionReport) =>
       getOrMake(reporters, stub, () => completionsTo(stub, (id) => unreported.delete(id))).add(r);
+    const releaserOf = (tenant: string, key: string) =>
+      getOrMake(releasers, `${tenant}\n${key}`, () => releasesTo(flowKeyOf(env, tenant, key)));
     // each lease's key: its job's own, else its target origin's
     const governed = claimed.map((c) => ({ ...c, flow: governingKey(c.lease.flowControl, c.lease.target.url, config.ORIGIN_PARALLELISM) }));
     const answers = askFlowKeys(governed, env, config);
@@ -70,6 +72,13 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
         first && flow ? await waitForPermit(await first, () => askAgain(env, config, lease, flow)) : { answer: undefined, waitedMs: 0 };
       if (answer && !answer.granted) {
         report(stub, { executionId: lease.executionId, token: lease.token, outcome: { kind: "wait", retryAt: answer.retryAt } });
+        return;
+      }
+      // after a wait here, start only if the lease is still ours and the job still active (a
+      // cancel or pause meanwhile): else free the permit and report a wait, which ends it canceled
+      if (flow && flowWaitMs > 0 && !(await stillToStart(stub, lease))) {
+        releaserOf(lease.tenant, flow.key).add({ executionId: lease.executionId });
+        report(stub, { executionId: lease.executionId, token: lease.token, outcome: { kind: "wait", retryAt: Date.now() } });
         return;
       }
       const outcome = await keys.forTenant(lease.tenant).then(
@@ -93,10 +102,7 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
           error: `no usable signing secret: ${error instanceof Error ? error.message : String(error)}`,
         }),
       );
-      if (flow) {
-        const releaser = getOrMake(releasers, `${lease.tenant}\n${flow.key}`, () => releasesTo(flowKeyOf(env, lease.tenant, flow.key)));
-        releaser.add(flowReleaseOf(lease, outcome));
-      }
+      if (flow) releaserOf(lease.tenant, flow.key).add(flowReleaseOf(lease, outcome));
       report(stub, { executionId: lease.executionId, token: lease.token, outcome, ...(flowWaitMs > 0 ? { flowWaitMs } : {}) });
     });
     await Promise.all([...reporters.values(), ...releasers.values()].map((r) => r.drained()));
@@ -151,6 +157,18 @@ async function waitForPermit(first: FlowAnswer, askAgain: () => Promise<FlowAnsw
     answer = await askAgain();
   }
   return { answer, waitedMs };
+}
+
+/** Whether a lease that waited may start: still live (a heartbeat, which also extends it) and its job not canceled or paused. */
+async function stillToStart(stub: BucketStub, lease: Lease): Promise<boolean> {
+  try {
+    const [result] = await stub.heartbeat([{ executionId: lease.executionId, token: lease.token }]);
+    return result?.ok === true && result.canceled !== true;
+  } catch (error) {
+    // unknown: start it (at-least-once; a stale lease's outcome is fenced off by the bucket)
+    console.error("heartbeat before a waited start failed", error);
+    return true;
+  }
 }
 
 /** One lease's ask again, after a wait. */

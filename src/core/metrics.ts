@@ -43,7 +43,7 @@ export const COUNTER_HELP: Record<CounterName, string> = {
   scanner_recovered_total: "executions the scanner handed to their bucket from D1",
   redrive_total: "dead executions given a fresh attempt budget",
   flow_waits_total:
-    "attempts held back by flow control (key over its limits, paused or slowed down by the target): due again later, no attempt used",
+    "flow-control waits (key over its limits, paused or slowed down by the target), no attempt used: each wait in a bucket, and each execution that waited in a consumer before it started",
   malformed_messages_total: "queue messages that were not a fire message (acked and dropped)",
   do_rows_written_total: "Durable Object SQLite rows written, index entries included (the platform's cursor.rowsWritten)",
   d1_rows_written_total: "D1 rows written by the job path, index entries included (meta.rows_written)",

@@ -9,6 +9,7 @@
 import { describe, expect, it } from "vitest";
 import type { FireMessage } from "../../src/bucket/protocol";
 import {
+  alarmOf,
   api,
   bucketStub,
   CONFIG,

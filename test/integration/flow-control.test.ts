@@ -94,7 +94,7 @@ describe("flow control", () => {
     expect(key.inFlight).toBe(0);
   });
 
-  it("sends a longer wait back to its bucket, due again later, without using an attempt; it runs then, in order of first due time", async () => {
+  it("sends a longer wait back to its bucket, due again later, without using an attempt; it runs then, on its first attempt", async () => {
     const waitsBefore = (await counters()).flow_waits_total ?? 0;
     // the first due holds the key's one slot longer than the consumer waits (2 s)
     const flowControl = { key: "par-long", parallelism: 1 };
@@ -127,6 +127,24 @@ describe("flow control", () => {
       expect(execution.attempts.map((a) => a.attempt)).toEqual([1]);
       expect(execution.attempts[0]!.waitMs).toBeGreaterThan(0);
     }
+  });
+
+  it("does not start an attempt whose job was canceled while it waited in the consumer: its permit is freed and it ends canceled", async () => {
+    const flowControl = { key: "cancel-while-waiting", parallelism: 1 };
+    const [first] = await dispatchedJobs(1, flowControl, () => uniquePath("hang/600"));
+    clock.advance(1);
+    const waiterPath = uniquePath();
+    const [waiter] = await dispatchedJobs(1, flowControl, () => waiterPath);
+    const batch = await startFire([first!.message, waiter!.message]);
+    // the waiter is waiting in the consumer for the one slot: cancel its job now
+    expect((await api(`/v1/jobs/${waiter!.e.job.id}`, { method: "DELETE" })).status).toBe(200);
+    await batch.done;
+
+    expect((await first!.e.view())?.status).toBe("succeeded");
+    expect(await received(waiterPath)).toEqual([]);
+    expect((await waiter!.e.view())?.status).toBe("canceled");
+    const key = await flowKey("cancel-while-waiting");
+    expect(key.inFlight).toBe(0);
   });
 
   it("starts nothing of a paused key until it is resumed; the pause is per key and shown", async () => {
