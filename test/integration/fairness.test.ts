@@ -9,7 +9,6 @@
 import { describe, expect, it } from "vitest";
 import type { FireMessage } from "../../src/bucket/protocol";
 import {
-  alarmOf,
   api,
   bucketStub,
   CONFIG,
