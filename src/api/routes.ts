@@ -360,9 +360,16 @@ const METRICS_FLOW_KEYS = { json: 100, prometheus: 1_000 } as const;
 async function readFlowKeys(
   c: Context<ApiEnv>,
   limit: number,
-): Promise<{ tenant: string; keys: { key: string; view: FlowKeyView | null }[]; truncated: boolean }> {
+): Promise<{ tenant: string; keys: { key: string; view: FlowKeyView | null }[]; truncated: boolean; listFailed: boolean }> {
   const tenant = c.get("tenant");
-  const listed = await listFlowKeys(dbOf(c.env.DB), tenant, limit + 1);
+  let listed: string[];
+  try {
+    listed = await listFlowKeys(dbOf(c.env.DB), tenant, limit + 1);
+  } catch (error) {
+    // the buckets' metrics still answer: a D1 outage must not take them down with the key list
+    console.error("listing flow keys for the metrics failed", error);
+    return { tenant, keys: [], truncated: false, listFailed: true };
+  }
   const keys = await Promise.all(
     listed.slice(0, limit).map((key) =>
       flowKeyOf(c.env, tenant, key)
@@ -376,7 +383,7 @@ async function readFlowKeys(
         ),
     ),
   );
-  return { tenant, keys, truncated: listed.length > limit };
+  return { tenant, keys, truncated: listed.length > limit, listFailed: false };
 }
 
 app.get("/v1/metrics", async (c) => {
@@ -384,7 +391,8 @@ app.get("/v1/metrics", async (c) => {
   const keys = flow.keys.map(({ key, view }) =>
     view ? presentFlowKey(key, view) : { key, ...errorBody("unavailable", "the key's object did not answer; read it again") },
   );
-  return c.json({ ...summary, flowControl: { keys, truncated: flow.truncated } });
+  const listError = flow.listFailed ? errorBody("unavailable", "the flow-control keys could not be listed; read again") : {};
+  return c.json({ ...summary, flowControl: { keys, truncated: flow.truncated, ...listError } });
 });
 
 app.get("/metrics", async (c) => {

@@ -431,6 +431,24 @@ describe("flow-control keys in the metrics", () => {
     expect((await prometheus(KEYS.globex)).filter((l) => l.includes('tenant="acme"'))).toEqual([]);
   });
 
+  it("answers the metrics when the key list cannot be read: the buckets' figures, the keys marked unavailable, never a 500", async () => {
+    const prepare = env.DB.prepare.bind(env.DB);
+    const failing = vi.spyOn(env.DB, "prepare").mockImplementation((sql: string) => {
+      if (sql.includes('from "flow_keys"')) throw new Error("injected: D1 unavailable");
+      return prepare(sql);
+    });
+    onTestFinished(() => failing.mockRestore());
+    const json = await api("/v1/metrics");
+    expect(json.status).toBe(200);
+    const body = (await json.json()) as { counters: Record<string, number>; flowControl: { keys: unknown[]; error?: { code: string } } };
+    expect(typeof body.counters.fired_total).toBe("number");
+    expect(body.flowControl).toMatchObject({ keys: [], error: { code: "unavailable" } });
+    const text = await api("/metrics");
+    expect(text.status).toBe(200);
+    expect(await text.text()).toContain("scheduler_fired_total");
+    expect(failing.mock.calls.some(([sql]) => sql.includes('from "flow_keys"'))).toBe(true);
+  });
+
   it("lists a key whose flow_keys write failed on its next call, and writes it once", async () => {
     const prepare = env.DB.prepare.bind(env.DB);
     const inserts = (sql: string) => sql.startsWith('insert into "flow_keys"');
