@@ -10,6 +10,7 @@
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
+import { oneOffExecutionId } from "../../src/core/id";
 import {
   api,
   bucketRow,
@@ -270,7 +271,7 @@ describe("POST /v1/jobs/batch", () => {
         JSON.stringify(ids),
       );
       inBuckets += row!.n;
-      const views = await stub.inspect({ executionIds: ids.map((id) => `exe_${id.slice(4)}`) });
+      const views = await stub.inspect({ executionIds: ids.map((id) => oneOffExecutionId(id)) });
       for (const v of views) {
         expect(v.status).toBe("scheduled");
         held.push(v.jobId);
@@ -279,7 +280,7 @@ describe("POST /v1/jobs/batch", () => {
     expect(inBuckets).toBe(500);
     expect(new Set(held)).toEqual(near);
     // as the API shows them: a near one scheduled, a far one pending
-    const shown = async (id: string) => ((await (await api(`/v1/executions/exe_${id.slice(4)}`)).json()) as { status: string }).status;
+    const shown = async (id: string) => ((await (await api(`/v1/executions/${oneOffExecutionId(id)}`)).json()) as { status: string }).status;
     expect(await shown(ids[1]!)).toBe("scheduled");
     expect(await shown(ids[0]!)).toBe("pending");
   });

@@ -15,6 +15,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import type { Bucket } from "../../src/bucket/bucket";
 import type { FireMessage, JobDefinition } from "../../src/bucket/protocol";
+import { oneOffExecutionId } from "../../src/core/id";
 import { dbOf, type FinishedExecution, jsonChunks, writeOutcomes } from "../../src/db/queries";
 import {
   api,
@@ -656,7 +657,7 @@ describe("7. a runAt PATCH during the sync pass's read", () => {
     const path = uniquePath("ok");
     const oldAt = secondsFromNow(LOOKAHEAD_MS + 60_000);
     const job = await createJob({ target: { url: url(path), method: "POST" }, runAt: iso(oldAt) });
-    const exe = `exe_${job.id.slice(4)}`;
+    const exe = oneOffExecutionId(job.id);
     const stub = await stubOf(job.id);
     expect(await live(stub, exe)).toBeUndefined(); // beyond the lookahead: D1 only
     clock.advance(120_000);
@@ -686,7 +687,7 @@ describe("7. a runAt PATCH during the sync pass's read", () => {
     const path = uniquePath("ok");
     const oldAt = secondsFromNow(LOOKAHEAD_MS + 60_000);
     const job = await createJob({ target: { url: url(path), method: "POST" }, runAt: iso(oldAt) });
-    const exe = `exe_${job.id.slice(4)}`;
+    const exe = oneOffExecutionId(job.id);
     const stub = await stubOf(job.id);
     clock.advance(120_000);
     const newAt = oldAt + 30_000;
@@ -768,7 +769,7 @@ describe("8. D1 JSON chunks are sized in bytes", () => {
       error: a % 2 ? emojiError : `HTTP 500: ${eAcute}`,
     }));
     const finished: FinishedExecution[] = due.results.map((j) => ({
-      id: `exe_${j.id.slice(4)}`,
+      id: oneOffExecutionId(j.id),
       jobId: j.id,
       tenant: "acme",
       bucket: 0,
@@ -818,7 +819,7 @@ describe("8. D1 JSON chunks are sized in bytes", () => {
     });
     const ids = ((await res.json()) as { results: { job: { id: string } }[] }).results.map((r) => r.job.id);
     expect(ids).toHaveLength(1000);
-    const mine = new Set(ids.map((id) => `exe_${id.slice(4)}`));
+    const mine = new Set(ids.map((id) => oneOffExecutionId(id)));
     // the target, simulated here: the loopback receiver has no route for such a body
     const target = vi.spyOn(globalThis, "fetch").mockImplementation(async (input) => {
       const i = Number(new URL(input instanceof Request ? input.url : String(input)).searchParams.get("i"));
@@ -990,7 +991,7 @@ describe("a projection never goes backwards", () => {
     const d1 = await row(job.id);
     const db = dbOf(env.DB);
     const outcome = (attempts: number, status: FinishedExecution["status"]): FinishedExecution => ({
-      id: `exe_${job.id.slice(4)}`,
+      id: oneOffExecutionId(job.id),
       jobId: job.id,
       tenant: "acme",
       bucket: d1.bucket,

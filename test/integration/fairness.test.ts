@@ -8,6 +8,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { FireMessage } from "../../src/bucket/protocol";
+import { oneOffExecutionId } from "../../src/core/id";
 import {
   api,
   bucketStub,
@@ -42,7 +43,7 @@ describe("one tenant's backlog does not hold another tenant's jobs", () => {
     for (let i = 0; i < BACKLOG; i += 400) {
       const res = await api("/v1/jobs/batch", { method: "POST", body: { jobs: Array.from({ length: 400 }, () => ({ target, runAt })) } });
       expect(res.status).toBe(200);
-      for (const r of ((await res.json()) as { results: { job: { id: string } }[] }).results) backlogIds.add(`exe_${r.job.id.slice(4)}`);
+      for (const r of ((await res.json()) as { results: { job: { id: string } }[] }).results) backlogIds.add(oneOffExecutionId(r.job.id));
     }
     // globex's job is due a second after all of acme's backlog
     const small = await createJob({ target, runAt: new Date(clock.at + 61_000).toISOString() }, KEYS.globex);

@@ -17,6 +17,7 @@ import { afterAll, beforeAll, inject, type MockInstance, vi } from "vitest";
 import type { Bucket } from "../../src/bucket/bucket";
 import type { FireMessage, LiveExecution } from "../../src/bucket/protocol";
 import { configOf } from "../../src/config";
+import { oneOffExecutionId } from "../../src/core/id";
 import worker from "../../src/index";
 
 /** The settings the integration project runs with: src/config.ts's defaults under vitest.config.ts's bindings. */
@@ -99,7 +100,7 @@ export interface OneOffExecution {
 export async function executionOf(jobId: string): Promise<OneOffExecution | undefined> {
   const job = await jobRow(jobId);
   if (!job) return undefined;
-  return { id: `exe_${jobId.slice(4)}`, job_id: jobId, tenant: job.tenant, bucket: job.bucket, due_at: job.next_run_at ?? 0 };
+  return { id: oneOffExecutionId(jobId), job_id: jobId, tenant: job.tenant, bucket: job.bucket, due_at: job.next_run_at ?? 0 };
 }
 
 export function bucketStub(bucket: number) {

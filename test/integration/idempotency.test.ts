@@ -10,6 +10,7 @@
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { oneOffExecutionId } from "../../src/core/id";
 import { api, bucketSql, bucketStub, CONFIG, captureFiresForFile, fileClock, KEYS, receiverUrl, uniquePath } from "./helpers";
 
 const IDEMPOTENCY_WINDOW_MS = CONFIG.IDEMPOTENCY_WINDOW_MS;
@@ -65,7 +66,7 @@ describe("idempotent create", () => {
     // one job, and its bucket was handed one execution of it, not two
     const rows = await rowsForKey("acme", key);
     expect(rows.jobs).toEqual([created.id]);
-    expect(rows.executions).toEqual([`exe_${created.id.slice(4)}`]);
+    expect(rows.executions).toEqual([oneOffExecutionId(created.id)]);
     const { bucket } = (await env.DB.prepare("SELECT bucket FROM jobs WHERE id = ?").bind(created.id).first<{ bucket: number }>())!;
     const inBucket = await bucketSql(bucketStub(bucket), "SELECT id FROM executions WHERE job_id = ?", created.id);
     expect(inBucket.map((r) => r.id)).toEqual(rows.executions);

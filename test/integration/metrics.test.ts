@@ -20,6 +20,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { FireMessage, LiveExecution } from "../../src/bucket/protocol";
 import { LAG_BOUNDS_MS } from "../../src/core/histogram";
+import { oneOffExecutionId } from "../../src/core/id";
 import { COUNTERS, type MetricsSummary } from "../../src/core/metrics";
 import {
   api,
@@ -245,7 +246,7 @@ async function census(): Promise<Census> {
   const jobOf = new Set<string>();
   for (const r of rows) {
     expect(r.cron, "this file creates one-off jobs only").toBeNull();
-    const id = `exe_${r.id.slice(4)}`;
+    const id = oneOffExecutionId(r.id);
     jobOf.add(id);
     const inBucket = held.get(id);
     if (inBucket) expect(inBucket.bucket, `${id} is held by its own bucket`).toBe(r.bucket);

@@ -819,7 +819,7 @@ describe("PATCH", () => {
     const c = await create({ delay: "1m" });
     const oldAt = c.firstAt;
     const newAt = Date.now() + 2 * MINUTE;
-    const exeId = `exe_${c.job.id.slice(4)}`;
+    const exeId = oneOffExecutionId(c.job.id);
     expect(await live(c.stub, exeId)).toMatchObject({ status: "scheduled", dueAt: oldAt });
 
     const res = await patch(c.job.id, { runAt: new Date(newAt).toISOString() });
@@ -925,7 +925,7 @@ describe("validation at the door", () => {
     expect(await jobRow(recurring.job.id)).toMatchObject({ version: 1, next_run_at: recurring.firstAt });
     expect(await jobRow(oneOff.job.id)).toMatchObject({ version: 1, next_run_at: oneOff.firstAt });
     expect(await scheduleOf(recurring)).toEqual({ version: 1, status: "active", next_at: recurring.firstAt, fired: 0 });
-    expect(await live(oneOff.stub, `exe_${oneOff.job.id.slice(4)}`)).toMatchObject({ status: "scheduled", dueAt: oneOff.firstAt });
+    expect(await live(oneOff.stub, oneOffExecutionId(oneOff.job.id))).toMatchObject({ status: "scheduled", dueAt: oneOff.firstAt });
   });
 
   it("GET /v1/jobs/:id lists the next five occurrences in nextRuns, in the job's time zone", async () => {
@@ -1162,7 +1162,7 @@ describe("the two layers: a recurring job lives in its bucket from create; a far
   it("keeps a one-off due in 30 days only in D1 until the lookahead reaches it; then the sync pass hands it over once and it fires by the alarm", async () => {
     const dueAt = Date.now() + 30 * DAY;
     const c = await create({ runAt: new Date(dueAt).toISOString() });
-    const exeId = `exe_${c.job.id.slice(4)}`;
+    const exeId = oneOffExecutionId(c.job.id);
     expect(await jobRow(c.job.id)).toMatchObject({ status: "active", next_run_at: dueAt, run_status: null });
     expect(await live(c.stub, exeId)).toBeUndefined();
 

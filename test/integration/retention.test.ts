@@ -19,7 +19,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import type { FireMessage } from "../../src/bucket/protocol";
 import { bucketOfJob } from "../../src/core/bucketing";
-import { newId, occurrenceId } from "../../src/core/id";
+import { newId, occurrenceId, oneOffExecutionId } from "../../src/core/id";
 import {
   api,
   bucketRow,
@@ -357,7 +357,7 @@ describe("D1 history retention (the scan's purge)", () => {
     }
     // the overdue active job was not dropped: the scan handed it to its bucket
     const active = jobs[4]!;
-    expect(await live(bucketStub(bucketOfJob(active.id, BUCKETS)), `exe_${active.id.slice(4)}`)).toMatchObject({
+    expect(await live(bucketStub(bucketOfJob(active.id, BUCKETS)), oneOffExecutionId(active.id))).toMatchObject({
       status: "scheduled",
       dueAt: old,
     });

@@ -15,7 +15,7 @@ import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import type { FireMessage } from "../../src/bucket/protocol";
-import { newId } from "../../src/core/id";
+import { newId, oneOffExecutionId } from "../../src/core/id";
 import {
   alarmOf,
   api,
@@ -271,7 +271,7 @@ describe("the scanner's sync pass", () => {
     const path = uniquePath();
     const now = clock.at;
     const jobId = newId("job", now, crypto.getRandomValues(new Uint8Array(16)));
-    const executionId = `exe_${jobId.slice(4)}`;
+    const executionId = oneOffExecutionId(jobId);
     const dueAt = now + 60_000;
     const spec = {
       target: { url: `${receiverUrl()}${path}`, method: "POST", headers: {}, body: null },

@@ -19,6 +19,7 @@
 import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
+import { oneOffExecutionId } from "../../src/core/id";
 import worker from "../../src/index";
 import {
   api,
@@ -304,7 +305,7 @@ describe("cross-tenant access", () => {
     expect(redriven).toHaveLength(1);
     sent.splice(sent.indexOf(redriven[0]!), 1);
     const globexDlq = (await walk("/v1/dlq", KEYS.globex, "executions")).map((e) => e.id);
-    expect(globexDlq).toContain(`exe_${dead.id.slice(4)}`);
+    expect(globexDlq).toContain(oneOffExecutionId(dead.id));
     expect(globexDlq).not.toContain(globex.dead.executionId); // redriven: off the list
 
     // acme sees none of it (the platform's meters, shared by every tenant's view, left out)
