@@ -280,7 +280,8 @@ describe("POST /v1/jobs/batch", () => {
     expect(inBuckets).toBe(500);
     expect(new Set(held)).toEqual(near);
     // as the API shows them: a near one scheduled, a far one pending
-    const shown = async (id: string) => ((await (await api(`/v1/executions/${oneOffExecutionId(id)}`)).json()) as { status: string }).status;
+    const shown = async (id: string) =>
+      ((await (await api(`/v1/executions/${oneOffExecutionId(id)}`)).json()) as { status: string }).status;
     expect(await shown(ids[1]!)).toBe("scheduled");
     expect(await shown(ids[0]!)).toBe("pending");
   });
