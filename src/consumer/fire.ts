@@ -14,7 +14,7 @@ import { type Config, configOf } from "../config";
 import { bucketName } from "../core/bucketing";
 import { type FlowAnswer, type FlowAsk, type GoverningKey, governingKey } from "../core/flow";
 import type { DeliveryOutcome } from "../core/response";
-import { type FlowKey, type FlowRelease, flowKeyOf } from "../flow/flow-key";
+import { type FlowKey, type FlowRelease, flowKeyName, flowKeyOf } from "../flow/flow-key";
 import { acceptFireMessages, groupByBucket } from "./message";
 import { SigningKeys } from "./signing";
 import { deliver } from "./webhook";
@@ -58,7 +58,7 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
     const report = (stub: BucketStub, r: CompletionReport) =>
       getOrMake(reporters, stub, () => completionsTo(stub, (id) => unreported.delete(id))).add(r);
     const releaserOf = (tenant: string, key: string) =>
-      getOrMake(releasers, `${tenant}\n${key}`, () => releasesTo(flowKeyOf(env, tenant, key)));
+      getOrMake(releasers, flowKeyName(tenant, key), () => releasesTo(flowKeyOf(env, tenant, key)));
     // each lease's key: its job's own, else its target origin's
     const governed = claimed.map((c) => ({ ...c, flow: governingKey(c.lease.flowControl, c.lease.target.url, config.ORIGIN_PARALLELISM) }));
     const answers = askFlowKeys(governed, env, config);
@@ -119,7 +119,7 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
 function askFlowKeys(leases: { lease: Lease; flow: GoverningKey | null }[], env: Env, config: Config): Map<string, Promise<FlowAnswer>> {
   const byKey = new Map<string, { flow: GoverningKey; group: Lease[] }>();
   for (const { lease, flow } of leases)
-    if (flow) getOrMake(byKey, `${lease.tenant}\n${flow.key}`, () => ({ flow, group: [] })).group.push(lease);
+    if (flow) getOrMake(byKey, flowKeyName(lease.tenant, flow.key), () => ({ flow, group: [] })).group.push(lease);
   const answers = new Map<string, Promise<FlowAnswer>>();
   for (const { flow, group } of byKey.values()) {
     const asks = group.map((lease) => flowAskOf(lease, config));
@@ -258,7 +258,8 @@ function releasesTo(key: DurableObjectStub<FlowKey>): RoundTrips<FlowRelease> {
   );
 }
 
-function getOrMake<K, V>(map: Map<K, V>, key: K, make: () => V): V {
+/** The value under `key`, made and stored first if there is none. */
+function getOrMake<K, V>(map: { get(key: K): V | undefined; set(key: K, value: V): unknown }, key: K, make: () => V): V {
   let value = map.get(key);
   if (value === undefined) {
     value = make();
@@ -291,25 +292,17 @@ async function claimGroup(group: {
 const keysByConfig = new WeakMap<Config, SigningKeys>();
 
 function signingKeysOf(config: Config): SigningKeys {
-  let keys = keysByConfig.get(config);
-  if (!keys) {
-    keys = new SigningKeys(config);
-    keysByConfig.set(config, keys);
-  }
-  return keys;
+  return getOrMake(keysByConfig, config, () => new SigningKeys(config));
 }
 
 /** Every third of the lease, extends the leases still running: one heartbeat RPC per bucket. */
 function startHeartbeat(running: Map<string, { lease: Lease; stub: BucketStub }>, config: Config): () => void {
   const timer = setInterval(
     () => {
-      const byStub = new Map<BucketStub, LeaseRef[]>();
-      for (const { lease, stub } of running.values()) {
-        const list = byStub.get(stub) ?? [];
-        list.push({ executionId: lease.executionId, token: lease.token });
-        byStub.set(stub, list);
+      for (const [stub, held] of Map.groupBy(running.values(), (r) => r.stub)) {
+        const refs: LeaseRef[] = held.map(({ lease }) => ({ executionId: lease.executionId, token: lease.token }));
+        stub.heartbeat(refs).catch((error: unknown) => console.error("heartbeat failed", error));
       }
-      for (const [stub, list] of byStub) stub.heartbeat(list).catch((error: unknown) => console.error("heartbeat failed", error));
     },
     Math.max(100, Math.floor(config.LEASE_MS / 3)),
   );

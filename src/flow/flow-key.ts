@@ -31,12 +31,17 @@ export interface FlowRelease {
   retryAfterMs?: number;
 }
 
-/** The object of a tenant's key: one per tenant and key name. */
-export function flowKeyOf(env: Env, tenant: string, key: string): DurableObjectStub<FlowKey> {
-  return env.FLOW_KEY.getByName(`${tenant}\n${key}`);
+/** The name of a tenant's key object (and the one string that tells two keys apart): a key holds no newline. */
+export function flowKeyName(tenant: string, key: string): string {
+  return `${tenant}\n${key}`;
 }
 
-/** The tenant and key of an object's name as flowKeyOf spells it (a key holds no newline); null without a name. */
+/** The object of a tenant's key: one per tenant and key name. */
+export function flowKeyOf(env: Env, tenant: string, key: string): DurableObjectStub<FlowKey> {
+  return env.FLOW_KEY.getByName(flowKeyName(tenant, key));
+}
+
+/** The tenant and key of an object's name as flowKeyName spells it; null without a name. */
 function tenantAndKeyOf(name: string | undefined): { tenant: string; key: string } | null {
   const at = name?.lastIndexOf("\n") ?? -1;
   return name === undefined || at < 0 ? null : { tenant: name.slice(0, at), key: name.slice(at + 1) };
