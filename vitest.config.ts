@@ -3,7 +3,7 @@ import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 import type { InlineConfig, Reporter } from "vitest/node";
 
-// Three projects: pure core in Node, the Worker inside workerd (real local D1, Durable Objects,
+// Four projects: pure core in Node, the client package in Node, the Worker inside workerd (real local D1, Durable Objects,
 // alarms, queues), and end-to-end tests against the real local stack over HTTP.
 
 // The integration tests inject failures (a bucket that throws, a queue send that fails) and the
@@ -40,6 +40,8 @@ export default defineConfig(async () => {
       onConsoleLog: holdIntegrationStderr,
       projects: [
         { test: { name: "unit", include: ["test/unit/**/*.test.ts"], environment: "node" } },
+        // the client package's own tests (receiver helpers); its tests against the stack are e2e
+        "packages/client/vitest.config.ts",
         {
           plugins: [
             cloudflareTest({

@@ -3,12 +3,13 @@ import { type AttemptRecord, type LiveExecution, parseAttemptLog } from "../buck
 import { occurrencesAfter } from "../core/cron";
 import { oneOffExecutionId } from "../core/id";
 import { parseSpec } from "../core/job";
-import { isTerminal } from "../core/lifecycle";
+import { type ExecutionState, isTerminal } from "../core/lifecycle";
 import { toRfc3339 } from "../core/when";
 import type { DeadLetterRow, JobRow, OccurrenceRow } from "../db/schema";
+import type { AttemptView, ExecutionView as ExecutionResponse, ExecutionWithAttemptsView, JobView } from "./responses";
 
 /** A job as the API shows it; `upcoming` > 0 lists that many next occurrences of a recurring job. */
-export function presentJob(row: JobRow, now: number, upcoming = 0) {
+export function presentJob(row: JobRow, now: number, upcoming = 0): JobView {
   const spec = parseSpec(row.spec);
   const schedule = spec.schedule;
   const active = row.status === "active";
@@ -42,7 +43,7 @@ export function presentJob(row: JobRow, now: number, upcoming = 0) {
   };
 }
 
-export function presentAttempt(a: AttemptRecord) {
+export function presentAttempt(a: AttemptRecord): AttemptView {
   return {
     attempt: a.attempt,
     dueAt: toRfc3339(a.dueAt),
@@ -62,7 +63,7 @@ export interface ExecutionView {
   id: string;
   jobId: string;
   dueAt: number;
-  status: string;
+  status: ExecutionState;
   attempts: number;
   attemptLog: AttemptRecord[];
   lastHttpStatus: number | null;
@@ -71,19 +72,23 @@ export interface ExecutionView {
   finishedAt: number | null;
 }
 
-/** `withAttempts` lists the attempts; otherwise `attempts` is their count. */
-export function presentExecution(e: ExecutionView, withAttempts = false) {
+/** An execution with its attempts counted (`presentExecutionWithAttempts` lists them). */
+export function presentExecution(e: ExecutionView): ExecutionResponse {
   return {
     id: e.id,
     jobId: e.jobId,
     dueAt: toRfc3339(e.dueAt),
     status: e.status,
-    attempts: withAttempts ? e.attemptLog.map(presentAttempt) : e.attempts,
+    attempts: e.attempts,
     lastHttpStatus: e.lastHttpStatus,
     lastError: e.lastError,
     deadReason: e.deadReason,
     finishedAt: toRfc3339(e.finishedAt),
   };
+}
+
+export function presentExecutionWithAttempts(e: ExecutionView): ExecutionWithAttemptsView {
+  return { ...presentExecution(e), attempts: e.attemptLog.map(presentAttempt) };
 }
 
 export function viewOfLive(e: LiveExecution): ExecutionView {

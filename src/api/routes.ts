@@ -28,17 +28,20 @@ import type { ApiEnv } from "./context";
 import { createJobs, type PreparedJob, prepareJob } from "./create";
 import { ApiError, errorBody, fieldPath, fromZodError, respondError } from "./errors";
 import { type ChangeResult, cancelJob, type Deps, patchJob, pauseJob, redriveOneOffJob, resumeJob } from "./job-changes";
+import { openApiDocument } from "./openapi";
 import {
   decodeCursor,
   type ExecutionView,
   encodeCursor,
   presentExecution,
+  presentExecutionWithAttempts,
   presentJob,
   viewOfDeadLetter,
   viewOfLive,
   viewOfOccurrence,
   viewOfOneOff,
 } from "./present";
+import type { FlowKeyView as FlowKeyResponse } from "./responses";
 import { CreateJobBatchInput, FlowKeyName, FlowLimitsInput, ListDeadQuery, ListJobsQuery, MAX_JSON_DEPTH } from "./schemas";
 
 const SINGLE_BODY_BYTES = 128 * 1024;
@@ -62,6 +65,7 @@ app.notFound((c) => {
 });
 
 app.get("/healthz", (c) => c.json({ ok: true }));
+app.get("/openapi.json", (c) => c.json(openApiDocument()));
 
 app.use("/v1/*", requireApiKey);
 app.use("/metrics", requireApiKey);
@@ -208,7 +212,7 @@ app.get("/v1/jobs/:id/executions", async (c) => {
   const job = await getJob(dbOf(c.env.DB), c.get("tenant"), c.req.param("id"));
   if (!job) throw notFound("job");
   const views = await executionsOfJob(c, job, 100);
-  return c.json({ executions: views.map((v) => presentExecution(v, true)) });
+  return c.json({ executions: views.map(presentExecutionWithAttempts) });
 });
 
 // --- flow control: one key of the caller's tenant ------------------------------------------
@@ -245,7 +249,7 @@ function flowKeyStub(c: Context<ApiEnv>) {
   return flowKeyOf(c.env, c.get("tenant"), key.data);
 }
 
-function presentFlowKey(key: string, view: FlowKeyView) {
+function presentFlowKey(key: string, view: FlowKeyView): FlowKeyResponse {
   return {
     key,
     limits: {

@@ -22,7 +22,10 @@ function jsonDepth(value: unknown): number {
 }
 
 /** Any JSON value (it came from JSON.parse), nested at most MAX_JSON_DEPTH levels. */
-const JsonValue = z.unknown().refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`);
+const JsonValue = z
+  .unknown()
+  .refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`)
+  .meta({ description: "a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json)" });
 
 /** Header values travel as bytes: printable ASCII or Latin-1, no control characters (CR LF would inject headers). */
 const HeaderValue = z
@@ -60,7 +63,10 @@ export const RetryInput = z.strictObject({
   jitter: z.number().min(0).max(1).optional(),
 });
 
-const Instant = z.union([z.string().max(64), z.number()]);
+const Instant = z.union([z.string().max(64), z.number()]).meta({ description: "RFC 3339 with an offset, or epoch milliseconds" });
+const Delay = z
+  .union([z.string().max(64), z.number()])
+  .meta({ description: '"500ms", "30s", "5m", "2h", "1d", or milliseconds', examples: ["30s", 5000] });
 
 /** Text stored as is must be well-formed Unicode (a lone surrogate cannot be stored or compared reliably). */
 const WellFormed = (max: number) =>
@@ -72,8 +78,18 @@ const WellFormed = (max: number) =>
 
 const ScheduleFields = {
   /** 5-field (minute) or 6-field (second) cron; excludes runAt/delay */
-  cron: z.string().min(1).max(200).optional(),
-  timezone: z.string().min(1).max(64).optional(),
+  cron: z
+    .string()
+    .min(1)
+    .max(200)
+    .optional()
+    .meta({ description: "5 fields (minute) or 6 (seconds first); excludes runAt and delay", examples: ["0 9 * * 1-5"] }),
+  timezone: z
+    .string()
+    .min(1)
+    .max(64)
+    .optional()
+    .meta({ description: "an IANA zone, default UTC", examples: ["Europe/Berlin"] }),
   startAt: Instant.optional(),
   endAt: Instant.optional(),
   maxOccurrences: z.number().int().min(1).max(1_000_000_000).optional(),
@@ -112,7 +128,7 @@ export const CreateJobInput = z.strictObject({
   name: WellFormed(LIMITS.nameLength).optional(),
   target: TargetInput,
   runAt: Instant.optional(),
-  delay: Instant.optional(),
+  delay: Delay.optional(),
   ...ScheduleFields,
   timeoutMs: z.number().int().min(LIMITS.timeoutMs.min).max(LIMITS.timeoutMs.max).optional(),
   retry: RetryInput.optional(),
@@ -137,7 +153,7 @@ export const PatchJobInput = z.strictObject({
     })
     .optional(),
   runAt: Instant.optional(),
-  delay: Instant.optional(),
+  delay: Delay.optional(),
   ...ScheduleFields,
   timeoutMs: z.number().int().min(LIMITS.timeoutMs.min).max(LIMITS.timeoutMs.max).optional(),
   retry: RetryInput.optional(),

@@ -34,6 +34,8 @@ export function parseInstant(input: string | number): number | undefined {
   return ms >= 0 && ms <= MAX_INSTANT ? ms : undefined;
 }
 
+export function toRfc3339(at: number): string;
+export function toRfc3339(at: number | null | undefined): string | null;
 export function toRfc3339(at: number | null | undefined): string | null {
   return at === null || at === undefined ? null : new Date(at).toISOString();
 }

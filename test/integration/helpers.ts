@@ -3,6 +3,7 @@
  * reads, explicit queue consumption and the loopback receiver. Small and stable on purpose:
  * several test files import it.
  */
+
 import {
   createExecutionContext,
   createMessageBatch,
@@ -19,6 +20,7 @@ import type { FireMessage, LiveExecution } from "../../src/bucket/protocol";
 import { configOf } from "../../src/config";
 import { oneOffExecutionId } from "../../src/core/id";
 import worker from "../../src/index";
+import { assertDocumented } from "./conformance";
 
 /** The settings the integration project runs with: src/config.ts's defaults under vitest.config.ts's bindings. */
 export const CONFIG = configOf(env);
@@ -43,7 +45,10 @@ export async function api(
   let body = init.body as BodyInit | null | undefined;
   if (body !== undefined && body !== null && typeof body !== "string") body = JSON.stringify(body);
   if (body !== undefined && body !== null && !headers.has("content-type")) headers.set("content-type", "application/json");
-  return exports.default.fetch(`http://scheduler${path}`, { ...init, headers, body } as RequestInit);
+  const url = `http://scheduler${path}`;
+  const response = await exports.default.fetch(url, { ...init, headers, body } as RequestInit);
+  await assertDocumented(init.method ?? "GET", url, response);
+  return response;
 }
 
 /** A job as the API presents it (the fields tests read most). */

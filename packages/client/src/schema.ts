@@ -1,0 +1,2105 @@
+// Generated from openapi.json by openapi-typescript (npm run openapi). Do not edit.
+
+export interface paths {
+    "/v1/jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Your jobs, newest first */
+        get: operations["listJobs"];
+        put?: never;
+        /** Create a job */
+        post: operations["createJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Create up to 1000 jobs */
+        post: operations["createJobs"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A job with its latest execution */
+        get: operations["getJob"];
+        put?: never;
+        post?: never;
+        /** Cancel a job */
+        delete: operations["cancelJob"];
+        options?: never;
+        head?: never;
+        /** Change a job */
+        patch: operations["updateJob"];
+        trace?: never;
+    };
+    "/v1/jobs/{id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Pause a recurring job */
+        post: operations["pauseJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/{id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Resume a paused recurring job */
+        post: operations["resumeJob"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/jobs/{id}/executions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A job's executions, latest first, with their attempts */
+        get: operations["listJobExecutions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/executions/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One execution */
+        get: operations["getExecution"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/executions/{id}/redrive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Run a dead execution again with a fresh attempt budget */
+        post: operations["redriveExecution"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/dlq": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Dead executions, latest first */
+        get: operations["listDeadExecutions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/flow-control/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A flow-control key */
+        get: operations["getFlowKey"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** Change a key's limits live (null lifts one) */
+        patch: operations["updateFlowKey"];
+        trace?: never;
+    };
+    "/v1/flow-control/{key}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Stop starting the key's executions */
+        post: operations["pauseFlowKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/flow-control/{key}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Start the key's executions again */
+        post: operations["resumeFlowKey"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Counters, dead by reason, fire lag and flow-control keys of your tenant */
+        get: operations["getMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The metrics in Prometheus text format */
+        get: operations["getPrometheusMetrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/healthz": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Liveness */
+        get: operations["health"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/openapi.json": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** This document */
+        get: operations["openapi"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+}
+export type webhooks = Record<string, never>;
+export interface components {
+    schemas: {
+        Job: {
+            id: string;
+            name: string | null;
+            /** @enum {string} */
+            status: "active" | "paused" | "canceled" | "completed";
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            nextRunAt: string | null;
+            /** @description recurring jobs only */
+            schedule?: {
+                cron: string;
+                timezone: string;
+                /**
+                 * Format: date-time
+                 * @description RFC 3339, UTC
+                 */
+                startAt: string | null;
+                /**
+                 * Format: date-time
+                 * @description RFC 3339, UTC
+                 */
+                endAt: string | null;
+                maxOccurrences: number | null;
+                /** @enum {string} */
+                catchUp: "none" | "one" | "all";
+            };
+            /** @description GET /v1/jobs/{id} of a recurring job: the next five occurrences */
+            nextRuns?: string[];
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            updatedAt: string;
+            target: components["schemas"]["Target"];
+            timeoutMs: number;
+            retry: components["schemas"]["RetryPolicy"];
+            metadata: {
+                [key: string]: unknown;
+            } | null;
+            flowControl: components["schemas"]["FlowControl"];
+            idempotencyKey: string | null;
+        };
+        Target: {
+            url: string;
+            /** @enum {string} */
+            method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+            headers: {
+                [key: string]: string;
+            };
+            /** @description the body as it is sent (JSON bodies serialized) */
+            body: string | null;
+        };
+        RetryPolicy: {
+            maxAttempts: number;
+            initialDelayMs: number;
+            maxDelayMs: number;
+            factor: number;
+            jitter: number;
+        };
+        FlowControl: {
+            key: string;
+            rate: number | null;
+            periodSeconds: number;
+            parallelism: number | null;
+        } | null;
+        Error: {
+            error: {
+                /** @description machine-readable, e.g. invalid_field, not_found, rate_limited */
+                code: string;
+                message: string;
+                /** @description the field at fault (jobs[3].target.url), or null */
+                field: string | null;
+            };
+        };
+        CreateJob: {
+            name?: string;
+            target: {
+                url: string;
+                /**
+                 * @default POST
+                 * @enum {string}
+                 */
+                method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+                /** @default {} */
+                headers: {
+                    [key: string]: string;
+                };
+                /** @description a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json) */
+                body?: unknown;
+            };
+            /** @description RFC 3339 with an offset, or epoch milliseconds */
+            runAt?: string | number;
+            /**
+             * @description "500ms", "30s", "5m", "2h", "1d", or milliseconds
+             * @example 30s
+             * @example 5000
+             */
+            delay?: string | number;
+            /**
+             * @description 5 fields (minute) or 6 (seconds first); excludes runAt and delay
+             * @example 0 9 * * 1-5
+             */
+            cron?: string;
+            /**
+             * @description an IANA zone, default UTC
+             * @example Europe/Berlin
+             */
+            timezone?: string;
+            /** @description RFC 3339 with an offset, or epoch milliseconds */
+            startAt?: string | number;
+            /** @description RFC 3339 with an offset, or epoch milliseconds */
+            endAt?: string | number;
+            maxOccurrences?: number;
+            /** @enum {string} */
+            catchUp?: "none" | "one" | "all";
+            timeoutMs?: number;
+            retry?: {
+                maxAttempts?: number;
+                initialDelayMs?: number;
+                maxDelayMs?: number;
+                factor?: number;
+                jitter?: number;
+            };
+            metadata?: {
+                [key: string]: unknown;
+            };
+            idempotencyKey?: string;
+            flowControl?: {
+                key: string;
+                rate?: number;
+                periodSeconds?: number;
+                parallelism?: number;
+            };
+        };
+        BatchResults: {
+            results: ({
+                /** @description 201 created, 200 an idempotent repeat */
+                status: number;
+                job: components["schemas"]["Job"];
+            } | {
+                error: {
+                    /** @description machine-readable, e.g. invalid_field, not_found, rate_limited */
+                    code: string;
+                    message: string;
+                    /** @description the field at fault (jobs[3].target.url), or null */
+                    field: string | null;
+                };
+                /** @description the status this item alone would get */
+                status: number;
+            })[];
+        };
+        CreateJobBatch: {
+            jobs: {
+                name?: string;
+                target: {
+                    url: string;
+                    /**
+                     * @default POST
+                     * @enum {string}
+                     */
+                    method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+                    /** @default {} */
+                    headers: {
+                        [key: string]: string;
+                    };
+                    /** @description a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json) */
+                    body?: unknown;
+                };
+                /** @description RFC 3339 with an offset, or epoch milliseconds */
+                runAt?: string | number;
+                /**
+                 * @description "500ms", "30s", "5m", "2h", "1d", or milliseconds
+                 * @example 30s
+                 * @example 5000
+                 */
+                delay?: string | number;
+                /**
+                 * @description 5 fields (minute) or 6 (seconds first); excludes runAt and delay
+                 * @example 0 9 * * 1-5
+                 */
+                cron?: string;
+                /**
+                 * @description an IANA zone, default UTC
+                 * @example Europe/Berlin
+                 */
+                timezone?: string;
+                /** @description RFC 3339 with an offset, or epoch milliseconds */
+                startAt?: string | number;
+                /** @description RFC 3339 with an offset, or epoch milliseconds */
+                endAt?: string | number;
+                maxOccurrences?: number;
+                /** @enum {string} */
+                catchUp?: "none" | "one" | "all";
+                timeoutMs?: number;
+                retry?: {
+                    maxAttempts?: number;
+                    initialDelayMs?: number;
+                    maxDelayMs?: number;
+                    factor?: number;
+                    jitter?: number;
+                };
+                metadata?: {
+                    [key: string]: unknown;
+                };
+                idempotencyKey?: string;
+                flowControl?: {
+                    key: string;
+                    rate?: number;
+                    periodSeconds?: number;
+                    parallelism?: number;
+                };
+            }[];
+        };
+        JobList: {
+            jobs: components["schemas"]["Job"][];
+            nextCursor: string | null;
+        };
+        JobWithLatestExecution: {
+            id: string;
+            name: string | null;
+            /** @enum {string} */
+            status: "active" | "paused" | "canceled" | "completed";
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            nextRunAt: string | null;
+            /** @description recurring jobs only */
+            schedule?: {
+                cron: string;
+                timezone: string;
+                /**
+                 * Format: date-time
+                 * @description RFC 3339, UTC
+                 */
+                startAt: string | null;
+                /**
+                 * Format: date-time
+                 * @description RFC 3339, UTC
+                 */
+                endAt: string | null;
+                maxOccurrences: number | null;
+                /** @enum {string} */
+                catchUp: "none" | "one" | "all";
+            };
+            /** @description GET /v1/jobs/{id} of a recurring job: the next five occurrences */
+            nextRuns?: string[];
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            createdAt: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            updatedAt: string;
+            target: components["schemas"]["Target"];
+            timeoutMs: number;
+            retry: components["schemas"]["RetryPolicy"];
+            metadata: {
+                [key: string]: unknown;
+            } | null;
+            flowControl: components["schemas"]["FlowControl"];
+            idempotencyKey: string | null;
+            latestExecution: components["schemas"]["Execution"];
+        };
+        Execution: {
+            /** @description exe_…; also the webhook-id and Idempotency-Key of every delivery */
+            id: string;
+            jobId: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            dueAt: string;
+            /** @enum {string} */
+            status: "pending" | "scheduled" | "dispatched" | "running" | "succeeded" | "dead" | "canceled";
+            lastHttpStatus: number | null;
+            lastError: string | null;
+            /** @description permanent, attempts_exhausted or poison */
+            deadReason: string | null;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            finishedAt: string | null;
+            /** @description attempts made */
+            attempts: number;
+        } | null;
+        UpdateJob: {
+            name?: string | null;
+            target?: {
+                url?: string;
+                /** @enum {string} */
+                method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+                /** @default {} */
+                headers: {
+                    [key: string]: string;
+                };
+                /** @description a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json) */
+                body?: unknown;
+            };
+            /** @description RFC 3339 with an offset, or epoch milliseconds */
+            runAt?: string | number;
+            /**
+             * @description "500ms", "30s", "5m", "2h", "1d", or milliseconds
+             * @example 30s
+             * @example 5000
+             */
+            delay?: string | number;
+            /**
+             * @description 5 fields (minute) or 6 (seconds first); excludes runAt and delay
+             * @example 0 9 * * 1-5
+             */
+            cron?: string;
+            /**
+             * @description an IANA zone, default UTC
+             * @example Europe/Berlin
+             */
+            timezone?: string;
+            /** @description RFC 3339 with an offset, or epoch milliseconds */
+            startAt?: string | number;
+            /** @description RFC 3339 with an offset, or epoch milliseconds */
+            endAt?: string | number;
+            maxOccurrences?: number;
+            /** @enum {string} */
+            catchUp?: "none" | "one" | "all";
+            timeoutMs?: number;
+            retry?: {
+                maxAttempts?: number;
+                initialDelayMs?: number;
+                maxDelayMs?: number;
+                factor?: number;
+                jitter?: number;
+            };
+            metadata?: {
+                [key: string]: unknown;
+            } | null;
+            flowControl?: {
+                key: string;
+                rate?: number;
+                periodSeconds?: number;
+                parallelism?: number;
+            } | null;
+        };
+        JobExecutions: {
+            executions: components["schemas"]["ExecutionWithAttempts"][];
+        };
+        ExecutionWithAttempts: {
+            /** @description exe_…; also the webhook-id and Idempotency-Key of every delivery */
+            id: string;
+            jobId: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            dueAt: string;
+            /** @enum {string} */
+            status: "pending" | "scheduled" | "dispatched" | "running" | "succeeded" | "dead" | "canceled";
+            lastHttpStatus: number | null;
+            lastError: string | null;
+            /** @description permanent, attempts_exhausted or poison */
+            deadReason: string | null;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            finishedAt: string | null;
+            attempts: components["schemas"]["Attempt"][];
+        };
+        Attempt: {
+            attempt: number;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            dueAt: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            startedAt: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            finishedAt: string | null;
+            outcome: string | null;
+            httpStatus: number | null;
+            error: string | null;
+            /** @description startedAt − dueAt */
+            lagMs: number;
+            /** @description how long flow control held it back before dueAt (0: it did not wait) */
+            waitMs: number;
+        };
+        RedrivenExecution: {
+            /** @description exe_…; also the webhook-id and Idempotency-Key of every delivery */
+            id: string;
+            jobId: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            dueAt: string;
+            /** @enum {string} */
+            status: "pending" | "scheduled" | "dispatched" | "running" | "succeeded" | "dead" | "canceled";
+            lastHttpStatus: number | null;
+            lastError: string | null;
+            /** @description permanent, attempts_exhausted or poison */
+            deadReason: string | null;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            finishedAt: string | null;
+            /** @description attempts made */
+            attempts: number;
+            /** @enum {boolean} */
+            redriven: true;
+        };
+        ExecutionList: {
+            executions: components["schemas"]["Execution"][];
+            nextCursor: string | null;
+        };
+        FlowKey: {
+            key: string;
+            limits: {
+                rate: number | null;
+                periodSeconds: number;
+                parallelism: number | null;
+                /**
+                 * @description api: set with PATCH; job: the latest job asking
+                 * @enum {string|null}
+                 */
+                from: "api" | "job" | null;
+            };
+            paused: boolean;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            throttledUntil: string | null;
+            inFlight: number;
+            waiting: number;
+            currentRate: number;
+            grantedTotal: number;
+            throttledTotal: number;
+        };
+        FlowLimits: {
+            rate?: number | null;
+            periodSeconds?: number;
+            parallelism?: number | null;
+        };
+        Metrics: {
+            counters: {
+                [key: string]: number;
+            };
+            dead_total_by_reason: {
+                [key: string]: number;
+            };
+            fire_lag_ms: {
+                count: number;
+                p50: number | null;
+                p95: number | null;
+                p99: number | null;
+                buckets: {
+                    le: string;
+                    count: number;
+                }[];
+            };
+            flowControl: {
+                keys: (components["schemas"]["FlowKey"] | {
+                    error: {
+                        /** @description machine-readable, e.g. invalid_field, not_found, rate_limited */
+                        code: string;
+                        message: string;
+                        /** @description the field at fault (jobs[3].target.url), or null */
+                        field: string | null;
+                    };
+                    key: string;
+                })[];
+                truncated: boolean;
+                /** @description present when the key list could not be read */
+                error?: {
+                    /** @description machine-readable, e.g. invalid_field, not_found, rate_limited */
+                    code: string;
+                    message: string;
+                    /** @description the field at fault (jobs[3].target.url), or null */
+                    field: string | null;
+                };
+            };
+        };
+        Health: {
+            /** @enum {boolean} */
+            ok: true;
+        };
+    };
+    responses: never;
+    parameters: never;
+    requestBodies: never;
+    headers: never;
+    pathItems: never;
+}
+export type $defs = Record<string, never>;
+export interface operations {
+    listJobs: {
+        parameters: {
+            query?: {
+                status?: "active" | "paused" | "canceled" | "completed";
+                limit?: number;
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a page; follow nextCursor */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobList"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createJob: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description or idempotencyKey in the body */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateJob"];
+            };
+        };
+        responses: {
+            /** @description the idempotency key was seen with the same request: the original job */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            /** @description created */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description idempotency_key_reused: the key was used with a different request */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is larger than the route allows */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    createJobs: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateJobBatch"];
+            };
+        };
+        responses: {
+            /** @description one result per job, in request order */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BatchResults"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is larger than the route allows */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the job's id (job_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the job */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobWithLatestExecution"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such job */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    cancelJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the job's id (job_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description canceled: applied (the job's bucket holds the change) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            /** @description canceled: durable and converging (the next sync pass applies it; sending it again re-sends it) */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such job */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the job already ended (completed), or conflict: the job changed meanwhile (read it and try again) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the job's id (job_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UpdateJob"];
+            };
+        };
+        responses: {
+            /** @description changed: applied (the job's bucket holds the change) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            /** @description changed: durable and converging (the next sync pass applies it; sending it again re-sends it) */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such job */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_changeable: the job is canceled or completed, or conflict: the job changed meanwhile (read it and try again) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is larger than the route allows */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    pauseJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the job's id (job_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description paused: applied (the job's bucket holds the change) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            /** @description paused: durable and converging (the next sync pass applies it; sending it again re-sends it) */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such job */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_recurring (a one-off job), or the job is not active, or conflict: the job changed meanwhile (read it and try again) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    resumeJob: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the job's id (job_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description resumed: applied (the job's bucket holds the change) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            /** @description resumed: durable and converging (the next sync pass applies it; sending it again re-sends it) */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Job"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such job */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_recurring (a one-off job), or the job is not paused, or conflict: the job changed meanwhile (read it and try again) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listJobExecutions: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the job's id (job_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description at most 100 executions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobExecutions"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such job */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getExecution: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the execution's id (exe_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the execution */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Execution"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such execution */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    redriveExecution: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the execution's id (exe_…) */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description redriven */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RedrivenExecution"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such execution */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description not_dead, job_canceled or job_inactive */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listDeadExecutions: {
+        parameters: {
+            query?: {
+                limit?: number;
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a page; follow nextCursor */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecutionList"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getFlowKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a key of yours (letters, digits and . _ : @ -) or an origin's, URL-encoded: origin%3Ahttps%3A%2F%2Fapi.example.com */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the key */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlowKey"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    updateFlowKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a key of yours (letters, digits and . _ : @ -) or an origin's, URL-encoded: origin%3Ahttps%3A%2F%2Fapi.example.com */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["FlowLimits"];
+            };
+        };
+        responses: {
+            /** @description the key */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlowKey"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is larger than the route allows */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    pauseFlowKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a key of yours (letters, digits and . _ : @ -) or an origin's, URL-encoded: origin%3Ahttps%3A%2F%2Fapi.example.com */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the key */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlowKey"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    resumeFlowKey: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a key of yours (letters, digits and . _ : @ -) or an origin's, URL-encoded: origin%3Ahttps%3A%2F%2Fapi.example.com */
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the key */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FlowKey"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the metrics */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Metrics"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getPrometheusMetrics: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Prometheus text format 0.0.4 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/plain": string;
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    health: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description alive */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Health"];
+                };
+            };
+        };
+    };
+    openapi: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OpenAPI 3.1 */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": Record<string, never>;
+                };
+            };
+        };
+    };
+}

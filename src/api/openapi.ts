@@ -1,0 +1,283 @@
+/**
+ * The OpenAPI 3.1 document, generated from the zod schemas the routes validate with (schemas.ts)
+ * and answer with (responses.ts). Routes are registered here, beside the Hono routes rather than
+ * through @hono/zod-openapi, because that package's validators would replace the API's own body
+ * reading (bytes first: 415 for a foreign media type, 400 for bytes that are not UTF-8, depth and
+ * lone-surrogate checks before parsing) and its one error envelope. A test holds the two route
+ * lists equal, and `npm run openapi` writes the committed openapi.json that another test compares.
+ */
+import { OpenAPIRegistry, OpenApiGeneratorV31, type ResponseConfig, type RouteConfig } from "@asteasolutions/zod-to-openapi";
+import { z } from "zod";
+import {
+  BatchResults,
+  ErrorEnvelope,
+  ExecutionList,
+  ExecutionView,
+  FlowKeyView,
+  Health,
+  JobExecutions,
+  JobList,
+  JobView,
+  JobWithLatestView,
+  Metrics,
+  RedrivenView,
+} from "./responses";
+import { CreateJobInput, FlowLimitsInput, ListDeadQuery, ListJobsQuery, PatchJobInput } from "./schemas";
+
+const json = (schema: z.ZodType, description: string): ResponseConfig => ({
+  description,
+  content: { "application/json": { schema } },
+});
+
+const error = (description: string): ResponseConfig => json(ErrorEnvelope, description);
+
+/** What every route with a key may answer. */
+const KEYED_ERRORS = {
+  401: error("missing, malformed or unknown API key"),
+  429: {
+    ...error("over the key's rate limit (1000 requests per 10 s)"),
+    headers: { "Retry-After": { schema: { type: "integer" }, description: "seconds to wait" } },
+  },
+  500: error("internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request"),
+} satisfies Record<number, ResponseConfig>;
+
+const BODY_ERRORS = {
+  400: error("invalid input; `field` names the field at fault"),
+  413: error("the body is larger than the route allows"),
+  415: error("the body is not application/json"),
+} satisfies Record<number, ResponseConfig>;
+
+const changed = (what: string, refused: string) => ({
+  200: json(JobView, `${what}: applied (the job's bucket holds the change)`),
+  202: json(JobView, `${what}: durable and converging (the next sync pass applies it; sending it again re-sends it)`),
+  404: error("no such job"),
+  409: error(`${refused}, or conflict: the job changed meanwhile (read it and try again)`),
+});
+
+const jobId = z.object({ id: z.string().meta({ description: "the job's id (job_…)" }) });
+const executionId = z.object({ id: z.string().meta({ description: "the execution's id (exe_…)" }) });
+const flowKey = z.object({
+  key: z.string().meta({
+    description: "a key of yours (letters, digits and . _ : @ -) or an origin's, URL-encoded: origin%3Ahttps%3A%2F%2Fapi.example.com",
+  }),
+});
+
+const jsonBody = (schema: z.ZodType, description?: string) => ({
+  body: { required: true, ...(description ? { description } : {}), content: { "application/json": { schema } } },
+});
+
+const CreateJobBatchBody = z.strictObject({ jobs: z.array(CreateJobInput).min(1).max(1000) }).meta({ id: "CreateJobBatch" });
+
+/** A route as documented; `keyed: false` routes need no API key. */
+export interface ApiRoute extends Omit<RouteConfig, "responses"> {
+  responses: Record<number, ResponseConfig>;
+  keyed?: false;
+}
+
+/** Every route of the API, in the README's order. */
+export const ROUTES: ApiRoute[] = [
+  {
+    method: "post",
+    path: "/v1/jobs",
+    operationId: "createJob",
+    summary: "Create a job",
+    request: {
+      headers: z.object({
+        "Idempotency-Key": z.string().min(1).max(200).optional().meta({ description: "or idempotencyKey in the body" }),
+      }),
+      ...jsonBody(CreateJobInput.meta({ id: "CreateJob" })),
+    },
+    responses: {
+      201: json(JobView, "created"),
+      200: json(JobView, "the idempotency key was seen with the same request: the original job"),
+      ...BODY_ERRORS,
+      409: error("idempotency_key_reused: the key was used with a different request"),
+    },
+  },
+  {
+    method: "post",
+    path: "/v1/jobs/batch",
+    operationId: "createJobs",
+    summary: "Create up to 1000 jobs",
+    request: jsonBody(CreateJobBatchBody),
+    responses: { 200: json(BatchResults, "one result per job, in request order"), ...BODY_ERRORS },
+  },
+  {
+    method: "get",
+    path: "/v1/jobs",
+    operationId: "listJobs",
+    summary: "Your jobs, newest first",
+    request: { query: ListJobsQuery },
+    responses: { 200: json(JobList, "a page; follow nextCursor"), 400: BODY_ERRORS[400] },
+  },
+  {
+    method: "get",
+    path: "/v1/jobs/{id}",
+    operationId: "getJob",
+    summary: "A job with its latest execution",
+    request: { params: jobId },
+    responses: { 200: json(JobWithLatestView, "the job"), 404: error("no such job") },
+  },
+  {
+    method: "patch",
+    path: "/v1/jobs/{id}",
+    operationId: "updateJob",
+    summary: "Change a job",
+    request: { params: jobId, ...jsonBody(PatchJobInput.meta({ id: "UpdateJob" })) },
+    responses: { ...changed("changed", "not_changeable: the job is canceled or completed"), ...BODY_ERRORS },
+  },
+  {
+    method: "delete",
+    path: "/v1/jobs/{id}",
+    operationId: "cancelJob",
+    summary: "Cancel a job",
+    request: { params: jobId },
+    responses: changed("canceled", "the job already ended (completed)"),
+  },
+  {
+    method: "post",
+    path: "/v1/jobs/{id}/pause",
+    operationId: "pauseJob",
+    summary: "Pause a recurring job",
+    request: { params: jobId },
+    responses: changed("paused", "not_recurring (a one-off job), or the job is not active"),
+  },
+  {
+    method: "post",
+    path: "/v1/jobs/{id}/resume",
+    operationId: "resumeJob",
+    summary: "Resume a paused recurring job",
+    request: { params: jobId },
+    responses: changed("resumed", "not_recurring (a one-off job), or the job is not paused"),
+  },
+  {
+    method: "get",
+    path: "/v1/jobs/{id}/executions",
+    operationId: "listJobExecutions",
+    summary: "A job's executions, latest first, with their attempts",
+    request: { params: jobId },
+    responses: { 200: json(JobExecutions, "at most 100 executions"), 404: error("no such job") },
+  },
+  {
+    method: "get",
+    path: "/v1/executions/{id}",
+    operationId: "getExecution",
+    summary: "One execution",
+    request: { params: executionId },
+    responses: { 200: json(ExecutionView, "the execution"), 404: error("no such execution") },
+  },
+  {
+    method: "post",
+    path: "/v1/executions/{id}/redrive",
+    operationId: "redriveExecution",
+    summary: "Run a dead execution again with a fresh attempt budget",
+    request: { params: executionId },
+    responses: {
+      202: json(RedrivenView, "redriven"),
+      404: error("no such execution"),
+      409: error("not_dead, job_canceled or job_inactive"),
+    },
+  },
+  {
+    method: "get",
+    path: "/v1/dlq",
+    operationId: "listDeadExecutions",
+    summary: "Dead executions, latest first",
+    request: { query: ListDeadQuery },
+    responses: { 200: json(ExecutionList, "a page; follow nextCursor"), 400: BODY_ERRORS[400] },
+  },
+  {
+    method: "get",
+    path: "/v1/flow-control/{key}",
+    operationId: "getFlowKey",
+    summary: "A flow-control key",
+    request: { params: flowKey },
+    responses: { 200: json(FlowKeyView, "the key"), 400: BODY_ERRORS[400] },
+  },
+  {
+    method: "patch",
+    path: "/v1/flow-control/{key}",
+    operationId: "updateFlowKey",
+    summary: "Change a key's limits live (null lifts one)",
+    request: { params: flowKey, ...jsonBody(FlowLimitsInput.meta({ id: "FlowLimits" })) },
+    responses: { 200: json(FlowKeyView, "the key"), ...BODY_ERRORS },
+  },
+  {
+    method: "post",
+    path: "/v1/flow-control/{key}/pause",
+    operationId: "pauseFlowKey",
+    summary: "Stop starting the key's executions",
+    request: { params: flowKey },
+    responses: { 200: json(FlowKeyView, "the key"), 400: BODY_ERRORS[400] },
+  },
+  {
+    method: "post",
+    path: "/v1/flow-control/{key}/resume",
+    operationId: "resumeFlowKey",
+    summary: "Start the key's executions again",
+    request: { params: flowKey },
+    responses: { 200: json(FlowKeyView, "the key"), 400: BODY_ERRORS[400] },
+  },
+  {
+    method: "get",
+    path: "/v1/metrics",
+    operationId: "getMetrics",
+    summary: "Counters, dead by reason, fire lag and flow-control keys of your tenant",
+    responses: { 200: json(Metrics, "the metrics") },
+  },
+  {
+    method: "get",
+    path: "/metrics",
+    operationId: "getPrometheusMetrics",
+    summary: "The metrics in Prometheus text format",
+    responses: { 200: { description: "Prometheus text format 0.0.4", content: { "text/plain": { schema: { type: "string" } } } } },
+  },
+  {
+    method: "get",
+    path: "/healthz",
+    operationId: "health",
+    summary: "Liveness",
+    keyed: false,
+    responses: { 200: json(Health, "alive") },
+  },
+  {
+    method: "get",
+    path: "/openapi.json",
+    operationId: "openapi",
+    summary: "This document",
+    keyed: false,
+    responses: { 200: { description: "OpenAPI 3.1", content: { "application/json": { schema: { type: "object" } } } } },
+  },
+];
+
+/** The statuses a route may answer: its own and, for a keyed route, 401 and 429. */
+export function documentedResponses({ keyed, responses }: ApiRoute): Record<number, ResponseConfig> {
+  return keyed === false ? responses : { ...responses, ...KEYED_ERRORS };
+}
+
+let document: ReturnType<OpenApiGeneratorV31["generateDocument"]> | undefined;
+
+/** The document (built once per isolate: it depends on nothing but the code). */
+export function openApiDocument() {
+  if (document) return document;
+  const registry = new OpenAPIRegistry();
+  const bearer = registry.registerComponent("securitySchemes", "apiKey", {
+    type: "http",
+    scheme: "bearer",
+    description: "an API key; each key belongs to one tenant",
+  });
+  for (const route of ROUTES) {
+    const { keyed, ...config } = route;
+    registry.registerPath({ ...config, security: keyed === false ? [] : [{ [bearer.name]: [] }], responses: documentedResponses(route) });
+  }
+  document = new OpenApiGeneratorV31(registry.definitions).generateDocument({
+    openapi: "3.1.0",
+    info: {
+      title: "edge-scheduler",
+      version: "1",
+      description: "Schedule HTTP calls at a time, after a delay, or on a cron schedule; at-least-once, signed per Standard Webhooks.",
+    },
+    servers: [{ url: "http://127.0.0.1:8787", description: "npm start" }],
+  });
+  return document;
+}

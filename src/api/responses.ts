@@ -1,0 +1,180 @@
+/**
+ * Response schemas: what the API answers, as zod schemas. present.ts builds its answers as these
+ * types (a field added there and not here is a type error), the OpenAPI document is generated from
+ * them (openapi.ts), and the tests parse real answers with them (an answer that drifts fails).
+ * Strict objects: a field the document does not name is a test failure, not a silent extra.
+ */
+import { z } from "zod";
+import { EXECUTION_STATES, JOB_STATES } from "../core/lifecycle";
+
+const Instant = z.iso.datetime({ offset: true }).meta({ description: "RFC 3339, UTC" });
+
+export const ErrorEnvelope = z
+  .strictObject({
+    error: z.strictObject({
+      code: z.string().meta({ description: "machine-readable, e.g. invalid_field, not_found, rate_limited" }),
+      message: z.string(),
+      field: z.string().nullable().meta({ description: "the field at fault (jobs[3].target.url), or null" }),
+    }),
+  })
+  .meta({ id: "Error" });
+
+export const TargetView = z
+  .strictObject({
+    url: z.string(),
+    method: z.enum(["GET", "POST", "PUT", "PATCH", "DELETE"]),
+    headers: z.record(z.string(), z.string()),
+    body: z.string().nullable().meta({ description: "the body as it is sent (JSON bodies serialized)" }),
+  })
+  .meta({ id: "Target" });
+
+export const RetryView = z
+  .strictObject({
+    maxAttempts: z.number().int(),
+    initialDelayMs: z.number().int(),
+    maxDelayMs: z.number().int(),
+    factor: z.number(),
+    jitter: z.number(),
+  })
+  .meta({ id: "RetryPolicy" });
+
+export const FlowControlView = z
+  .strictObject({
+    key: z.string(),
+    rate: z.number().int().nullable(),
+    periodSeconds: z.number().int(),
+    parallelism: z.number().int().nullable(),
+  })
+  .meta({ id: "FlowControl" });
+
+export const ScheduleView = z
+  .strictObject({
+    cron: z.string(),
+    timezone: z.string(),
+    startAt: Instant.nullable(),
+    endAt: Instant.nullable(),
+    maxOccurrences: z.number().int().nullable(),
+    catchUp: z.enum(["none", "one", "all"]),
+  })
+  .meta({ id: "Schedule" });
+
+export const JobView = z
+  .strictObject({
+    id: z.string(),
+    name: z.string().nullable(),
+    status: z.enum(JOB_STATES),
+    nextRunAt: Instant.nullable(),
+    schedule: ScheduleView.optional().meta({ description: "recurring jobs only" }),
+    nextRuns: z.array(Instant).optional().meta({ description: "GET /v1/jobs/{id} of a recurring job: the next five occurrences" }),
+    createdAt: Instant,
+    updatedAt: Instant,
+    target: TargetView,
+    timeoutMs: z.number().int(),
+    retry: RetryView,
+    metadata: z.record(z.string(), z.unknown()).nullable(),
+    flowControl: FlowControlView.nullable(),
+    idempotencyKey: z.string().nullable(),
+  })
+  .meta({ id: "Job" });
+
+export const AttemptView = z
+  .strictObject({
+    attempt: z.number().int(),
+    dueAt: Instant,
+    startedAt: Instant,
+    finishedAt: Instant.nullable(),
+    outcome: z.string().nullable(),
+    httpStatus: z.number().int().nullable(),
+    error: z.string().nullable(),
+    lagMs: z.number().meta({ description: "startedAt − dueAt" }),
+    waitMs: z.number().meta({ description: "how long flow control held it back before dueAt (0: it did not wait)" }),
+  })
+  .meta({ id: "Attempt" });
+
+const executionFields = {
+  id: z.string().meta({ description: "exe_…; also the webhook-id and Idempotency-Key of every delivery" }),
+  jobId: z.string(),
+  dueAt: Instant,
+  status: z.enum(EXECUTION_STATES),
+  lastHttpStatus: z.number().int().nullable(),
+  lastError: z.string().nullable(),
+  deadReason: z.string().nullable().meta({ description: "permanent, attempts_exhausted or poison" }),
+  finishedAt: Instant.nullable(),
+};
+
+export const ExecutionView = z
+  .strictObject({ ...executionFields, attempts: z.number().int().meta({ description: "attempts made" }) })
+  .meta({ id: "Execution" });
+
+export const ExecutionWithAttemptsView = z
+  .strictObject({ ...executionFields, attempts: z.array(AttemptView) })
+  .meta({ id: "ExecutionWithAttempts" });
+
+export const JobWithLatestView = JobView.extend({ latestExecution: ExecutionView.nullable() }).meta({ id: "JobWithLatestExecution" });
+
+export const JobList = z.strictObject({ jobs: z.array(JobView), nextCursor: z.string().nullable() }).meta({ id: "JobList" });
+
+export const ExecutionList = z
+  .strictObject({ executions: z.array(ExecutionView), nextCursor: z.string().nullable() })
+  .meta({ id: "ExecutionList" });
+
+export const JobExecutions = z.strictObject({ executions: z.array(ExecutionWithAttemptsView) }).meta({ id: "JobExecutions" });
+
+export const BatchResults = z
+  .strictObject({
+    results: z.array(
+      z.union([
+        z.strictObject({ status: z.number().int().meta({ description: "201 created, 200 an idempotent repeat" }), job: JobView }),
+        ErrorEnvelope.extend({ status: z.number().int().meta({ description: "the status this item alone would get" }) }),
+      ]),
+    ),
+  })
+  .meta({ id: "BatchResults" });
+
+export const RedrivenView = ExecutionView.extend({ redriven: z.literal(true) }).meta({ id: "RedrivenExecution" });
+
+export const FlowKeyView = z
+  .strictObject({
+    key: z.string(),
+    limits: z.strictObject({
+      rate: z.number().int().nullable(),
+      periodSeconds: z.number(),
+      parallelism: z.number().int().nullable(),
+      from: z.enum(["api", "job"]).nullable().meta({ description: "api: set with PATCH; job: the latest job asking" }),
+    }),
+    paused: z.boolean(),
+    throttledUntil: Instant.nullable(),
+    inFlight: z.number().int(),
+    waiting: z.number().int(),
+    currentRate: z.number().int(),
+    grantedTotal: z.number().int(),
+    throttledTotal: z.number().int(),
+  })
+  .meta({ id: "FlowKey" });
+
+export const Metrics = z
+  .strictObject({
+    counters: z.record(z.string(), z.number()),
+    dead_total_by_reason: z.record(z.string(), z.number()),
+    fire_lag_ms: z.strictObject({
+      count: z.number().int(),
+      p50: z.number().nullable(),
+      p95: z.number().nullable(),
+      p99: z.number().nullable(),
+      buckets: z.array(z.strictObject({ le: z.string(), count: z.number().int() })),
+    }),
+    flowControl: z.strictObject({
+      keys: z.array(z.union([FlowKeyView, ErrorEnvelope.extend({ key: z.string() })])),
+      truncated: z.boolean(),
+      error: ErrorEnvelope.shape.error.optional().meta({ description: "present when the key list could not be read" }),
+    }),
+  })
+  .meta({ id: "Metrics" });
+
+export const Health = z.strictObject({ ok: z.literal(true) }).meta({ id: "Health" });
+
+export type JobView = z.output<typeof JobView>;
+export type AttemptView = z.output<typeof AttemptView>;
+export type ExecutionView = z.output<typeof ExecutionView>;
+export type ExecutionWithAttemptsView = z.output<typeof ExecutionWithAttemptsView>;
+export type FlowKeyView = z.output<typeof FlowKeyView>;
