@@ -351,11 +351,19 @@ export function stackForFile(options: { port: number; routes?: Record<string, Be
   sink: ReturnType<typeof logSink>;
   stack: LocalStack;
   api: Api;
+  /** the stack's API key and signing secret, for clients other than `api` */
+  creds: Credentials;
 } {
   const creds = credentials();
   const receiver = new Receiver(creds.secret, options.hooks);
   for (const [path, behaviour] of Object.entries(options.routes ?? {})) receiver.on(path, behaviour);
-  const handle = { receiver, sink: logSink() } as { receiver: Receiver; sink: ReturnType<typeof logSink>; stack: LocalStack; api: Api };
+  const handle = { receiver, sink: logSink(), creds } as {
+    receiver: Receiver;
+    sink: ReturnType<typeof logSink>;
+    stack: LocalStack;
+    api: Api;
+    creds: Credentials;
+  };
   beforeAll(async () => {
     await receiver.listen();
     try {

@@ -15,7 +15,7 @@ const CLIENT_TYPES = join(import.meta.dirname, "../../packages/client/src/schema
 const generated = `${JSON.stringify(openApiDocument(), null, 2)}\n`;
 /** The client package's types, generated from the document by openapi-typescript. */
 const clientTypes = `// Generated from openapi.json by openapi-typescript (npm run openapi). Do not edit.\n\n${astToString(
-  await openapiTS(structuredClone(openApiDocument()) as never),
+  await openapiTS(structuredClone(openApiDocument()) as never, { defaultNonNullable: false }),
 )}`;
 if (process.env.OPENAPI_WRITE === "1") {
   writeFileSync(COMMITTED, generated);

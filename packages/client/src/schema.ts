@@ -370,9 +370,9 @@ export interface components {
                  * @default POST
                  * @enum {string}
                  */
-                method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+                method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
                 /** @default {} */
-                headers: {
+                headers?: {
                     [key: string]: string;
                 };
                 /** @description a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json) */
@@ -448,9 +448,9 @@ export interface components {
                      * @default POST
                      * @enum {string}
                      */
-                    method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+                    method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
                     /** @default {} */
-                    headers: {
+                    headers?: {
                         [key: string]: string;
                     };
                     /** @description a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json) */
@@ -585,7 +585,7 @@ export interface components {
                 /** @enum {string} */
                 method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
                 /** @default {} */
-                headers: {
+                headers?: {
                     [key: string]: string;
                 };
                 /** @description a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json) */

@@ -1,0 +1,329 @@
+/**
+ * A typed client for the edge-scheduler API. It needs only the platform's fetch (Node >= 20, Workers,
+ * browsers, Deno, Bun). The types come from schema.ts, generated from the server's openapi.json.
+ */
+
+import { SchedulerError, SchedulerNetworkError } from "./errors.ts";
+import type { components, operations } from "./schema.ts";
+
+type Schemas = components["schemas"];
+type JsonBody<Op extends keyof operations> = operations[Op] extends { requestBody: { content: { "application/json": infer B } } }
+  ? B
+  : never;
+
+export type Job = Schemas["Job"];
+export type JobWithLatestExecution = Schemas["JobWithLatestExecution"];
+/** The schema's Execution is nullable because a job's latestExecution may be null; an execution itself never is. */
+export type Execution = NonNullable<Schemas["Execution"]>;
+export type ExecutionWithAttempts = Schemas["ExecutionWithAttempts"];
+export type Attempt = Schemas["Attempt"];
+export type RedrivenExecution = Schemas["RedrivenExecution"];
+export type FlowKey = Schemas["FlowKey"];
+export type Metrics = Schemas["Metrics"];
+export type BatchResults = Schemas["BatchResults"];
+export type BatchResult = BatchResults["results"][number];
+export type JobStatus = Job["status"];
+export type FlowLimits = JsonBody<"updateFlowKey">;
+
+export type CreateJob = JsonBody<"createJob">;
+export type UpdateJob = JsonBody<"updateJob">;
+
+export const VERSION = "0.1.0"; // keep in step with package.json (read at build time it would leave src/)
+
+export interface ClientOptions {
+  /** e.g. http://127.0.0.1:8787; a trailing slash is fine, a path prefix is kept */
+  baseUrl: string;
+  apiKey: string;
+  /** defaults to the global fetch, looked up at each call */
+  fetch?: typeof fetch;
+  /** defaults 4, 250, 10_000; maxAttempts 1 = no retries */
+  retry?: { maxAttempts?: number; initialDelayMs?: number; maxDelayMs?: number };
+  /** per attempt, default 30_000 */
+  timeoutMs?: number;
+  /** default edge-scheduler-client/<version> */
+  userAgent?: string;
+}
+
+/** An async iterable over every item, following nextCursor; also page-at-a-time. */
+export interface Paginated<T> extends AsyncIterable<T> {
+  page(cursor?: string): Promise<{ items: T[]; nextCursor: string | null }>;
+  /** every item, or the first `max`; stops fetching pages once it has them */
+  toArray(max?: number): Promise<T[]>;
+}
+
+export interface JobsApi {
+  /** Sends an Idempotency-Key (yours, the job's, or a new one) kept across retries: a retry never makes a second job. */
+  create(job: CreateJob, options?: { idempotencyKey?: string }): Promise<Job>;
+  /** Up to 1000 jobs; an item without idempotencyKey gets a new one. One result per job, in order. */
+  createMany(jobs: CreateJob[]): Promise<BatchResult[]>;
+  get(id: string): Promise<JobWithLatestExecution>;
+  /** newest first; limit = page size */
+  list(query?: { status?: JobStatus; limit?: number }): Paginated<Job>;
+  update(id: string, change: UpdateJob): Promise<Job>;
+  cancel(id: string): Promise<Job>;
+  pause(id: string): Promise<Job>;
+  resume(id: string): Promise<Job>;
+  /** latest first, at most 100 */
+  executions(id: string): Promise<ExecutionWithAttempts[]>;
+}
+
+export interface ExecutionsApi {
+  get(id: string): Promise<Execution>;
+  /** Repeated only after a 429: a redrive whose answer was lost would be 409 not_dead the second time. */
+  redrive(id: string): Promise<RedrivenExecution>;
+}
+
+export interface DlqApi {
+  list(query?: { limit?: number }): Paginated<Execution>;
+  redrive(executionId: string): Promise<RedrivenExecution>;
+}
+
+export interface FlowControlApi {
+  get(key: string): Promise<FlowKey>;
+  pause(key: string): Promise<FlowKey>;
+  resume(key: string): Promise<FlowKey>;
+  /** null lifts a limit */
+  update(key: string, limits: FlowLimits): Promise<FlowKey>;
+}
+
+interface Call {
+  method: "GET" | "POST" | "PATCH" | "DELETE";
+  /** with its segments already encoded */
+  path: string;
+  query?: Record<string, string | number | undefined>;
+  body?: unknown;
+  headers?: Record<string, string>;
+  /**
+   * false: repeat only after a 429 (the rate limiter refused it before anything ran). true: also
+   * after a 5xx or no answer, because repeating the call cannot do it twice.
+   */
+  repeatable: boolean;
+}
+
+const enc = encodeURIComponent;
+
+export class SchedulerClient {
+  readonly jobs: JobsApi;
+  readonly executions: ExecutionsApi;
+  readonly dlq: DlqApi;
+  readonly flowControl: FlowControlApi;
+
+  readonly #baseUrl: string;
+  readonly #headers: Record<string, string>;
+  readonly #fetch: typeof fetch;
+  readonly #timeoutMs: number;
+  readonly #maxAttempts: number;
+  readonly #initialDelayMs: number;
+  readonly #maxDelayMs: number;
+
+  constructor(options: ClientOptions) {
+    this.#baseUrl = options.baseUrl.replace(/\/+$/, "");
+    this.#headers = {
+      authorization: `Bearer ${options.apiKey}`,
+      accept: "application/json",
+      "user-agent": options.userAgent ?? `edge-scheduler-client/${VERSION}`,
+    };
+    // A wrapper, not the bare global: calling fetch as a method of another object is "Illegal invocation" in browsers and Workers.
+    this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
+    this.#timeoutMs = options.timeoutMs ?? 30_000;
+    this.#maxAttempts = Math.max(1, Math.floor(options.retry?.maxAttempts ?? 4));
+    this.#initialDelayMs = options.retry?.initialDelayMs ?? 250;
+    this.#maxDelayMs = options.retry?.maxDelayMs ?? 10_000;
+
+    const job = (id: string, action = "") => `/v1/jobs/${enc(id)}${action}`;
+    const flowKey = (key: string, action = "") => `/v1/flow-control/${enc(key)}${action}`;
+    const redrive = (id: string) =>
+      this.#request<RedrivenExecution>({ method: "POST", path: `/v1/executions/${enc(id)}/redrive`, repeatable: false });
+
+    this.jobs = {
+      create: (body, options) => {
+        // Made once per call, so every retry carries the same key and a repeat answers 200 with the original job.
+        const key = options?.idempotencyKey ?? body.idempotencyKey ?? crypto.randomUUID();
+        // The server prefers the body's key to the header's: put an explicit key there too, so it wins.
+        const sent = body.idempotencyKey === undefined ? body : { ...body, idempotencyKey: key };
+        return this.#request<Job>({ method: "POST", path: "/v1/jobs", body: sent, headers: { "idempotency-key": key }, repeatable: true });
+      },
+      createMany: async (jobs) => {
+        const body = { jobs: jobs.map((j) => ({ ...j, idempotencyKey: j.idempotencyKey ?? crypto.randomUUID() })) };
+        const answer = await this.#request<BatchResults>({ method: "POST", path: "/v1/jobs/batch", body, repeatable: true });
+        return answer.results; // the server answers in request order
+      },
+      get: (id) => this.#request({ method: "GET", path: job(id), repeatable: true }),
+      list: (query = {}) =>
+        this.#paginate(async (cursor) => {
+          const page = await this.#request<Schemas["JobList"]>({
+            method: "GET",
+            path: "/v1/jobs",
+            query: { ...query, cursor },
+            repeatable: true,
+          });
+          return { items: page.jobs, nextCursor: page.nextCursor };
+        }),
+      // Safe to repeat: a job already canceled, paused or resumed answers success again, and a PATCH sets the same values again.
+      update: (id, change) => this.#request({ method: "PATCH", path: job(id), body: change, repeatable: true }),
+      cancel: (id) => this.#request({ method: "DELETE", path: job(id), repeatable: true }),
+      pause: (id) => this.#request({ method: "POST", path: job(id, "/pause"), repeatable: true }),
+      resume: (id) => this.#request({ method: "POST", path: job(id, "/resume"), repeatable: true }),
+      executions: async (id) =>
+        (await this.#request<Schemas["JobExecutions"]>({ method: "GET", path: job(id, "/executions"), repeatable: true })).executions,
+    };
+
+    this.executions = {
+      get: (id) => this.#request({ method: "GET", path: `/v1/executions/${enc(id)}`, repeatable: true }),
+      redrive,
+    };
+
+    this.dlq = {
+      list: (query = {}) =>
+        this.#paginate(async (cursor) => {
+          const page = await this.#request<Schemas["ExecutionList"]>({
+            method: "GET",
+            path: "/v1/dlq",
+            query: { ...query, cursor },
+            repeatable: true,
+          });
+          // Never null in a list (the schema's Execution is nullable for latestExecution's sake).
+          return { items: page.executions.filter((e): e is Execution => e !== null), nextCursor: page.nextCursor };
+        }),
+      redrive,
+    };
+
+    this.flowControl = {
+      get: (key) => this.#request({ method: "GET", path: flowKey(key), repeatable: true }),
+      pause: (key) => this.#request({ method: "POST", path: flowKey(key, "/pause"), repeatable: true }),
+      resume: (key) => this.#request({ method: "POST", path: flowKey(key, "/resume"), repeatable: true }),
+      update: (key, limits) => this.#request({ method: "PATCH", path: flowKey(key), body: limits, repeatable: true }),
+    };
+  }
+
+  /** Counters, dead by reason, fire lag and flow-control keys of your tenant. */
+  metrics(): Promise<Metrics> {
+    return this.#request({ method: "GET", path: "/v1/metrics", repeatable: true });
+  }
+
+  /** Liveness (needs no key; the key is sent anyway). */
+  health(): Promise<{ ok: true }> {
+    return this.#request({ method: "GET", path: "/healthz", repeatable: true });
+  }
+
+  async #request<T>(call: Call): Promise<T> {
+    const search = new URLSearchParams();
+    for (const [name, value] of Object.entries(call.query ?? {})) if (value !== undefined) search.set(name, String(value));
+    const qs = search.toString();
+    const url = `${this.#baseUrl}${call.path}${qs ? `?${qs}` : ""}`;
+    const headers = { ...this.#headers, ...call.headers };
+    if (call.body !== undefined) headers["content-type"] = "application/json";
+    // Serialized once: every attempt sends the same bytes (and the same idempotency keys).
+    const body = call.body === undefined ? undefined : JSON.stringify(call.body);
+    const what = `${call.method} ${call.path}`;
+
+    for (let attempt = 1; ; attempt++) {
+      let response: Response;
+      let text: string;
+      try {
+        response = await this.#fetch(url, { method: call.method, headers, body, signal: AbortSignal.timeout(this.#timeoutMs) });
+        text = await response.text(); // inside the try: a body that breaks off is no answer either
+      } catch (cause) {
+        if (!call.repeatable || attempt >= this.#maxAttempts) {
+          const tries = attempt > 1 ? ` after ${attempt} attempts` : "";
+          const unknown = call.method === "GET" ? "" : "; it may or may not have been applied";
+          throw new SchedulerNetworkError(`${what}: no answer${tries}${unknown}: ${describe(cause)}`, cause);
+        }
+        await sleep(this.#backoff(attempt, null));
+        continue;
+      }
+
+      if (response.ok) return parseSuccess<T>(response, text); // 200, 201, and 202 (durable, converging)
+      const error = errorOf(response, text);
+      const retryable = response.status === 429 || (call.repeatable && response.status >= 500);
+      if (!retryable || attempt >= this.#maxAttempts) throw error;
+      await sleep(this.#backoff(attempt, error.retryAfterMs));
+    }
+  }
+
+  /**
+   * Full jitter over min(maxDelayMs, initialDelayMs·2^(attempt−1)), but never earlier than the
+   * server's Retry-After. That is capped at 6·maxDelayMs (60 s by default), so a far-off date does
+   * not stall the caller for hours; the error, if the retries run out, still carries the full value.
+   */
+  #backoff(attempt: number, retryAfterMs: number | null): number {
+    const jittered = Math.random() * Math.min(this.#maxDelayMs, this.#initialDelayMs * 2 ** (attempt - 1));
+    return retryAfterMs === null ? jittered : Math.max(jittered, Math.min(retryAfterMs, this.#maxDelayMs * 6));
+  }
+
+  #paginate<T>(fetchPage: (cursor: string | undefined) => Promise<{ items: T[]; nextCursor: string | null }>): Paginated<T> {
+    async function* all(): AsyncGenerator<T> {
+      let cursor: string | undefined;
+      do {
+        const page = await fetchPage(cursor);
+        yield* page.items;
+        cursor = page.nextCursor ?? undefined;
+      } while (cursor !== undefined);
+    }
+    return {
+      page: (cursor) => fetchPage(cursor),
+      [Symbol.asyncIterator]: all,
+      toArray: async (max = Number.POSITIVE_INFINITY) => {
+        const items: T[] = [];
+        if (max <= 0) return items;
+        // Leaving the loop early returns the generator, so no page past the one holding item `max` is fetched.
+        for await (const item of all()) if (items.push(item) >= max) break;
+        return items;
+      },
+    };
+  }
+}
+
+function parseSuccess<T>(response: Response, text: string): T {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new SchedulerError({
+      status: response.status,
+      code: "invalid_response",
+      message: `HTTP ${response.status}: the answer is not JSON`,
+    });
+  }
+}
+
+function errorOf(response: Response, text: string): SchedulerError {
+  const retryAfterMs = parseRetryAfter(response.headers.get("retry-after"));
+  const envelope = parseEnvelope(text);
+  if (envelope) return new SchedulerError({ status: response.status, ...envelope, retryAfterMs });
+  // Not the API's envelope (a proxy, a load balancer, a Worker that crashed): keep a little of the body for the message.
+  const excerpt = text.trim().slice(0, 200);
+  const message = `HTTP ${response.status}${response.statusText ? ` ${response.statusText}` : ""}${excerpt ? `: ${excerpt}` : ""}`;
+  return new SchedulerError({ status: response.status, code: `http_${response.status}`, message, retryAfterMs });
+}
+
+function parseEnvelope(text: string): { code: string; message: string; field: string | null } | null {
+  try {
+    const error = (JSON.parse(text) as { error?: { code?: unknown; message?: unknown; field?: unknown } } | null)?.error;
+    if (typeof error?.code !== "string") return null;
+    return {
+      code: error.code,
+      message: typeof error.message === "string" ? error.message : error.code,
+      field: typeof error.field === "string" ? error.field : null,
+    };
+  } catch {
+    return null;
+  }
+}
+
+/** Retry-After as delay-seconds or an HTTP date, in milliseconds from now; null when absent or unreadable. */
+function parseRetryAfter(value: string | null): number | null {
+  if (value === null) return null;
+  const trimmed = value.trim();
+  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000;
+  const at = Date.parse(trimmed);
+  return Number.isNaN(at) ? null : Math.max(0, at - Date.now());
+}
+
+function describe(cause: unknown): string {
+  return cause instanceof Error ? `${cause.name}: ${cause.message}` : String(cause);
+}
+
+/** The global setTimeout, looked up at each call, so tests can fake it. */
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}

@@ -1,0 +1,26 @@
+// The main entry: the client, its errors and the API's types. The webhook receiver stays on the
+// "./receiver" subpath, so importing this one pulls in no dependency.
+export type {
+  Attempt,
+  BatchResult,
+  BatchResults,
+  ClientOptions,
+  CreateJob,
+  DlqApi,
+  Execution,
+  ExecutionsApi,
+  ExecutionWithAttempts,
+  FlowControlApi,
+  FlowKey,
+  FlowLimits,
+  Job,
+  JobStatus,
+  JobsApi,
+  JobWithLatestExecution,
+  Metrics,
+  Paginated,
+  RedrivenExecution,
+  UpdateJob,
+} from "./client.ts";
+export { SchedulerClient, VERSION } from "./client.ts";
+export { SchedulerError, SchedulerNetworkError } from "./errors.ts";
