@@ -38,7 +38,9 @@ const KEYED_ERRORS = {
     ...error("over the key's rate limit (1000 requests per 10 s)"),
     headers: { "Retry-After": { schema: { type: "integer" }, description: "seconds to wait" } },
   },
-  500: error("internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request"),
+  500: error(
+    "internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key",
+  ),
 } satisfies Record<number, ResponseConfig>;
 
 const BODY_ERRORS = {
@@ -66,7 +68,8 @@ const jsonBody = (schema: z.ZodType, description?: string) => ({
   body: { required: true, ...(description ? { description } : {}), content: { "application/json": { schema } } },
 });
 
-const CreateJobBatchBody = z.strictObject({ jobs: z.array(CreateJobInput).min(1).max(1000) }).meta({ id: "CreateJobBatch" });
+const CreateJob = CreateJobInput.meta({ id: "CreateJob" });
+const CreateJobBatchBody = z.strictObject({ jobs: z.array(CreateJob).min(1).max(1000) }).meta({ id: "CreateJobBatch" });
 
 /** A route as documented; `keyed: false` routes need no API key. */
 export interface ApiRoute extends Omit<RouteConfig, "responses"> {
@@ -85,7 +88,7 @@ export const ROUTES: ApiRoute[] = [
       headers: z.object({
         "Idempotency-Key": z.string().min(1).max(200).optional().meta({ description: "or idempotencyKey in the body" }),
       }),
-      ...jsonBody(CreateJobInput.meta({ id: "CreateJob" })),
+      ...jsonBody(CreateJob),
     },
     responses: {
       201: json(JobView, "created"),
@@ -175,7 +178,9 @@ export const ROUTES: ApiRoute[] = [
     responses: {
       202: json(RedrivenView, "redriven"),
       404: error("no such execution"),
-      409: error("not_dead, job_canceled or job_inactive"),
+      409: error(
+        "not_dead, job_canceled, job_inactive, or conflict (the job changed meanwhile); or the bucket's refusal: duplicate, unknown, not_due",
+      ),
     },
   },
   {
@@ -277,7 +282,6 @@ export function openApiDocument() {
       version: "1",
       description: "Schedule HTTP calls at a time, after a delay, or on a cron schedule; at-least-once, signed per Standard Webhooks.",
     },
-    servers: [{ url: "http://127.0.0.1:8787", description: "npm start" }],
   });
   return document;
 }

@@ -72,7 +72,8 @@ export const JobView = z
     timeoutMs: z.number().int(),
     retry: RetryView,
     metadata: z.record(z.string(), z.unknown()).nullable(),
-    flowControl: FlowControlView.nullable(),
+    // a union, not .nullable(): that would make the named schema itself nullable everywhere it is used
+    flowControl: z.union([FlowControlView, z.null()]),
     idempotencyKey: z.string().nullable(),
   })
   .meta({ id: "Job" });
@@ -110,7 +111,9 @@ export const ExecutionWithAttemptsView = z
   .strictObject({ ...executionFields, attempts: z.array(AttemptView) })
   .meta({ id: "ExecutionWithAttempts" });
 
-export const JobWithLatestView = JobView.extend({ latestExecution: ExecutionView.nullable() }).meta({ id: "JobWithLatestExecution" });
+export const JobWithLatestView = JobView.extend({ latestExecution: z.union([ExecutionView, z.null()]) }).meta({
+  id: "JobWithLatestExecution",
+});
 
 export const JobList = z.strictObject({ jobs: z.array(JobView), nextCursor: z.string().nullable() }).meta({ id: "JobList" });
 
@@ -138,7 +141,7 @@ export const FlowKeyView = z
     key: z.string(),
     limits: z.strictObject({
       rate: z.number().int().nullable(),
-      periodSeconds: z.number(),
+      periodSeconds: z.number().int(),
       parallelism: z.number().int().nullable(),
       from: z.enum(["api", "job"]).nullable().meta({ description: "api: set with PATCH; job: the latest job asking" }),
     }),

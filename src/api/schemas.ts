@@ -105,7 +105,9 @@ export const FlowKeyName = z
   .min(1)
   .max(LIMITS.flowControl.keyLength)
   .regex(/^[A-Za-z0-9._:@-]+$/, "may contain only letters, digits and . _ : @ -")
-  .refine((k) => !k.startsWith(ORIGIN_KEY_PREFIX), `may not start with "${ORIGIN_KEY_PREFIX}" (reserved for target origins)`);
+  .refine((k) => !k.startsWith(ORIGIN_KEY_PREFIX), `may not start with "${ORIGIN_KEY_PREFIX}" (reserved for target origins)`)
+  // a URL path normalizes them away, so /v1/flow-control/:key could never name them
+  .refine((k) => k !== "." && k !== "..", 'may not be "." or ".."');
 
 const FlowLimitFields = {
   rate: z.number().int().min(1).max(LIMITS.flowControl.rate).optional(),

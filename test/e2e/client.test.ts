@@ -7,7 +7,7 @@
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFailed, onTestFinished } from "vitest";
 import { SchedulerClient, SchedulerError } from "../../packages/client/src/index.ts";
 import { Receiver as WebhookReceiver, WebhookVerificationError } from "../../packages/client/src/receiver.ts";
 import { eventually, stackForFile } from "./harness.js";
@@ -136,19 +136,19 @@ function readmeExample(name: string): string {
   return match[1]!;
 }
 
-/** Runs a node script to its end (bounded), its output returned. */
-function runNode(
-  file: string,
+/** Runs a program to its end (bounded: killed after 60 s), its output returned. */
+function runToEnd(
+  command: string,
+  args: string[],
   env: Record<string, string>,
-  timeoutMs = 30_000,
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [file], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(command, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
     let stdout = "";
     let stderr = "";
     child.stdout.on("data", (d) => (stdout += d));
     child.stderr.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
     child.on("error", reject);
     child.on("exit", (code) => {
       clearTimeout(timer);
@@ -162,6 +162,8 @@ describe("the README's examples", () => {
   const dir = mkdtempSync(join(ROOT, ".readme-examples-"));
   const receiverPort = PORT + 5;
   const children: ChildProcess[] = [];
+  /** what the README's Node receiver printed, kept running for the examples after it */
+  let hookOut = "";
 
   beforeAll(() => {
     // the examples import the package as a user does: its built dist/, as npm would install it
@@ -189,7 +191,6 @@ describe("the README's examples", () => {
       stdio: ["ignore", "pipe", "pipe"],
     });
     children.push(hook);
-    let hookOut = "";
     hook.stdout!.on("data", (d) => (hookOut += d));
     hook.stderr!.on("data", (d) => (hookOut += d));
     await eventually(
@@ -203,7 +204,7 @@ describe("the README's examples", () => {
       100,
     );
 
-    const created = await runNode(join(dir, "create.mjs"), { KEY: creds.apiKey });
+    const created = await runToEnd(process.execPath, [join(dir, "create.mjs")], { KEY: creds.apiKey });
     expect(created.stderr).toBe("");
     expect(created.code).toBe(0);
     const jobId = /created (job_\w+) due/.exec(created.stdout)?.[1];
@@ -216,12 +217,23 @@ describe("the README's examples", () => {
     const job = await client.jobs.get(jobId!);
     await eventually("the job succeeds", async () => (await client.jobs.get(jobId!)).latestExecution?.status === "succeeded", 10_000, 200);
     expect(job.target.url).toBe(`http://127.0.0.1:${receiverPort}/hook`);
-    hook.kill("SIGTERM");
+  });
+
+  it("the command-line example creates a job and tails it to its delivery", async () => {
+    const run = await runToEnd("bash", ["-euo", "pipefail", "-c", localize(readmeExample("cli"))], { KEY: creds.apiKey });
+    expect(run.stderr).toBe("");
+    expect(run.code).toBe(0);
+    expect(run.stdout).toMatch(/exe_\w+ attempt 1 succeeded http 200 lag \d+ ms/);
+    expect(run.stdout.trim().split("\n").at(-1)).toMatch(/exe_\w+ succeeded$/);
+    await eventually("the example receiver got it", () => hookOut.match(/doing the work for/g)?.length === 2, 10_000, 100);
   });
 
   it("the Fetch receiver (a Next.js route handler) answers a real delivery 200 and a tampered one 401", async () => {
     writeFileSync(join(dir, "route.mjs"), readmeExample("fetch-receiver"));
-    process.env.SECRET = creds.secret;
+    process.env.SECRET = creds.secret; // the example reads it when it is imported
+    onTestFinished(() => {
+      delete process.env.SECRET;
+    });
     const { POST } = (await import(join(dir, "route.mjs"))) as { POST: (request: Request) => Promise<Response> };
     const delivered = receiver.to("/client/one")[0]!;
     const request = (body: string) => new Request("http://app.test/hook", { method: "POST", headers: delivered.headers, body });

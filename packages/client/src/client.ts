@@ -14,7 +14,7 @@ type JsonBody<Op extends keyof operations> = operations[Op] extends { requestBod
 export type Job = Schemas["Job"];
 export type JobWithLatestExecution = Schemas["JobWithLatestExecution"];
 /** The schema's Execution is nullable because a job's latestExecution may be null; an execution itself never is. */
-export type Execution = NonNullable<Schemas["Execution"]>;
+export type Execution = Schemas["Execution"];
 export type ExecutionWithAttempts = Schemas["ExecutionWithAttempts"];
 export type Attempt = Schemas["Attempt"];
 export type RedrivenExecution = Schemas["RedrivenExecution"];
@@ -126,7 +126,10 @@ export class SchedulerClient {
     // A wrapper, not the bare global: calling fetch as a method of another object is "Illegal invocation" in browsers and Workers.
     this.#fetch = options.fetch ?? ((input, init) => fetch(input, init));
     this.#timeoutMs = options.timeoutMs ?? 30_000;
-    this.#maxAttempts = Math.max(1, Math.floor(options.retry?.maxAttempts ?? 4));
+    const maxAttempts = options.retry?.maxAttempts ?? 4;
+    if (!Number.isSafeInteger(maxAttempts) || maxAttempts < 1)
+      throw new RangeError(`retry.maxAttempts must be a whole number ≥ 1, not ${maxAttempts}`);
+    this.#maxAttempts = maxAttempts;
     this.#initialDelayMs = options.retry?.initialDelayMs ?? 250;
     this.#maxDelayMs = options.retry?.maxDelayMs ?? 10_000;
 
@@ -138,10 +141,9 @@ export class SchedulerClient {
     this.jobs = {
       create: (body, options) => {
         // Made once per call, so every retry carries the same key and a repeat answers 200 with the original job.
-        const key = options?.idempotencyKey ?? body.idempotencyKey ?? crypto.randomUUID();
-        // The server prefers the body's key to the header's: put an explicit key there too, so it wins.
-        const sent = body.idempotencyKey === undefined ? body : { ...body, idempotencyKey: key };
-        return this.#request<Job>({ method: "POST", path: "/v1/jobs", body: sent, headers: { "idempotency-key": key }, repeatable: true });
+        // In the body, not the Idempotency-Key header: a header holds only Latin-1, a key any text.
+        const idempotencyKey = options?.idempotencyKey ?? body.idempotencyKey ?? crypto.randomUUID();
+        return this.#request<Job>({ method: "POST", path: "/v1/jobs", body: { ...body, idempotencyKey }, repeatable: true });
       },
       createMany: async (jobs) => {
         const body = { jobs: jobs.map((j) => ({ ...j, idempotencyKey: j.idempotencyKey ?? crypto.randomUUID() })) };
@@ -159,8 +161,15 @@ export class SchedulerClient {
           });
           return { items: page.jobs, nextCursor: page.nextCursor };
         }),
-      // Safe to repeat: a job already canceled, paused or resumed answers success again, and a PATCH sets the same values again.
-      update: (id, change) => this.#request({ method: "PATCH", path: job(id), body: change, repeatable: true }),
+      // A job already canceled, paused or resumed answers success again, and a PATCH sets the same values again; but
+      // a PATCH with runAt or delay reschedules each time it is applied (a one-off could run twice): not repeated.
+      update: (id, change) =>
+        this.#request({
+          method: "PATCH",
+          path: job(id),
+          body: change,
+          repeatable: change.runAt === undefined && change.delay === undefined,
+        }),
       cancel: (id) => this.#request({ method: "DELETE", path: job(id), repeatable: true }),
       pause: (id) => this.#request({ method: "POST", path: job(id, "/pause"), repeatable: true }),
       resume: (id) => this.#request({ method: "POST", path: job(id, "/resume"), repeatable: true }),
@@ -182,8 +191,7 @@ export class SchedulerClient {
             query: { ...query, cursor },
             repeatable: true,
           });
-          // Never null in a list (the schema's Execution is nullable for latestExecution's sake).
-          return { items: page.executions.filter((e): e is Execution => e !== null), nextCursor: page.nextCursor };
+          return { items: page.executions, nextCursor: page.nextCursor };
         }),
       redrive,
     };
@@ -217,11 +225,14 @@ export class SchedulerClient {
     const body = call.body === undefined ? undefined : JSON.stringify(call.body);
     const what = `${call.method} ${call.path}`;
 
+    // Built once, outside the retries: a request that cannot be made (a bad URL, a header outside Latin-1) throws here, at once.
+    const request = new Request(url, { method: call.method, headers, body });
+
     for (let attempt = 1; ; attempt++) {
       let response: Response;
       let text: string;
       try {
-        response = await this.#fetch(url, { method: call.method, headers, body, signal: AbortSignal.timeout(this.#timeoutMs) });
+        response = await this.#fetch(request.clone(), { signal: AbortSignal.timeout(this.#timeoutMs) });
         text = await response.text(); // inside the try: a body that breaks off is no answer either
       } catch (cause) {
         if (!call.repeatable || attempt >= this.#maxAttempts) {

@@ -27,7 +27,10 @@ export interface Delivery<T = unknown> {
 
 export type VerificationFailure = "missing_headers" | "invalid_headers" | "stale" | "bad_signature" | "replayed";
 
-/** The delivery is not authentic or not acceptable: answer 401 (the scheduler does not retry it). */
+/**
+ * The delivery is not authentic or not acceptable: answer 401 (a 4xx fails the attempt for good);
+ * but answer `replayed` with a 5xx: a genuine duplicate is then retried, with a new timestamp.
+ */
 export class WebhookVerificationError extends Error {
   readonly code: VerificationFailure;
 
@@ -92,7 +95,7 @@ export class Receiver {
     const seconds = parseTimestamp(signed["webhook-timestamp"]);
     const attempt = parseAttempt(header("x-scheduler-attempt"));
     this.#checkFreshness(seconds);
-    const text = typeof rawBody === "string" ? rawBody : new TextDecoder().decode(rawBody);
+    const text = typeof rawBody === "string" ? rawBody : utf8().decode(rawBody);
     this.#checkSignature(text, signed);
     const id = signed["webhook-id"];
     // only after the signature, so forged requests cannot fill the guard's store
@@ -114,7 +117,8 @@ export class Receiver {
     if (request.bodyUsed) {
       throw new TypeError("verifyRequest: the request body was already read; verify before reading it, or call verify(rawBody, headers)");
     }
-    return this.verify<T>(await request.text(), request.headers);
+    // bytes, not text(): text() drops a leading byte order mark, which the signature covers
+    return this.verify<T>(new Uint8Array(await request.arrayBuffer()), request.headers);
   }
 
   /** For a node:http request (plain node:http, Express, Next.js API routes with bodyParser: false); reads its body unless a framework kept it raw. */
@@ -152,12 +156,14 @@ export class Receiver {
 export interface HonoContext {
   req: { raw: Request };
   set(key: "delivery", value: Delivery): void;
-  json(body: { error: VerificationFailure; message: string }, status: 401): Response;
+  json(body: { error: VerificationFailure; message: string }, status: 401 | 503): Response;
 }
 
 /**
  * Hono middleware: sets c.get("delivery") (declare `Variables: { delivery: Delivery }`), or answers
- * 401 `{ error, message }`. Other errors (a body read before it) go to the app's error handler.
+ * 401 `{ error, message }`; a replay is answered 503, so that if it was a genuine duplicate sent
+ * within the same second the scheduler retries it (with a new timestamp) instead of failing the
+ * execution for good on a 4xx. Other errors (a body read before it) go to the app's error handler.
  */
 export function verifyWebhook(options: ReceiverOptions) {
   const receiver = new Receiver(options);
@@ -166,10 +172,15 @@ export function verifyWebhook(options: ReceiverOptions) {
       c.set("delivery", await receiver.verifyRequest(c.req.raw));
     } catch (error) {
       if (!(error instanceof WebhookVerificationError)) throw error;
-      return c.json({ error: error.code, message: error.message }, 401);
+      return c.json({ error: error.code, message: error.message }, error.code === "replayed" ? 503 : 401);
     }
     await next();
   };
+}
+
+/** A UTF-8 decoder that keeps a leading byte order mark: the scheduler signs the body with it. */
+function utf8() {
+  return new TextDecoder("utf-8", { ignoreBOM: true });
 }
 
 type HeaderLookup = (name: string) => string | undefined;
@@ -224,7 +235,7 @@ async function readNodeBody(req: NodeRequest): Promise<string | Uint8Array> {
     if (typeof kept === "string" || kept instanceof Uint8Array) return kept;
   }
   if (req.readableDidRead) throw new TypeError(BODY_CONSUMED);
-  const decoder = new TextDecoder();
+  const decoder = utf8();
   let text = "";
   for await (const chunk of req as AsyncIterable<Uint8Array | string>) {
     text += typeof chunk === "string" ? chunk : decoder.decode(chunk, { stream: true });

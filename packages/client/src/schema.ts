@@ -327,7 +327,7 @@ export interface components {
             metadata: {
                 [key: string]: unknown;
             } | null;
-            flowControl: components["schemas"]["FlowControl"];
+            flowControl: components["schemas"]["FlowControl"] | null;
             idempotencyKey: string | null;
         };
         Target: {
@@ -352,7 +352,7 @@ export interface components {
             rate: number | null;
             periodSeconds: number;
             parallelism: number | null;
-        } | null;
+        };
         Error: {
             error: {
                 /** @description machine-readable, e.g. invalid_field, not_found, rate_limited */
@@ -440,66 +440,7 @@ export interface components {
             })[];
         };
         CreateJobBatch: {
-            jobs: {
-                name?: string;
-                target: {
-                    url: string;
-                    /**
-                     * @default POST
-                     * @enum {string}
-                     */
-                    method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
-                    /** @default {} */
-                    headers?: {
-                        [key: string]: string;
-                    };
-                    /** @description a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json) */
-                    body?: unknown;
-                };
-                /** @description RFC 3339 with an offset, or epoch milliseconds */
-                runAt?: string | number;
-                /**
-                 * @description "500ms", "30s", "5m", "2h", "1d", or milliseconds
-                 * @example 30s
-                 * @example 5000
-                 */
-                delay?: string | number;
-                /**
-                 * @description 5 fields (minute) or 6 (seconds first); excludes runAt and delay
-                 * @example 0 9 * * 1-5
-                 */
-                cron?: string;
-                /**
-                 * @description an IANA zone, default UTC
-                 * @example Europe/Berlin
-                 */
-                timezone?: string;
-                /** @description RFC 3339 with an offset, or epoch milliseconds */
-                startAt?: string | number;
-                /** @description RFC 3339 with an offset, or epoch milliseconds */
-                endAt?: string | number;
-                maxOccurrences?: number;
-                /** @enum {string} */
-                catchUp?: "none" | "one" | "all";
-                timeoutMs?: number;
-                retry?: {
-                    maxAttempts?: number;
-                    initialDelayMs?: number;
-                    maxDelayMs?: number;
-                    factor?: number;
-                    jitter?: number;
-                };
-                metadata?: {
-                    [key: string]: unknown;
-                };
-                idempotencyKey?: string;
-                flowControl?: {
-                    key: string;
-                    rate?: number;
-                    periodSeconds?: number;
-                    parallelism?: number;
-                };
-            }[];
+            jobs: components["schemas"]["CreateJob"][];
         };
         JobList: {
             jobs: components["schemas"]["Job"][];
@@ -551,9 +492,9 @@ export interface components {
             metadata: {
                 [key: string]: unknown;
             } | null;
-            flowControl: components["schemas"]["FlowControl"];
+            flowControl: components["schemas"]["FlowControl"] | null;
             idempotencyKey: string | null;
-            latestExecution: components["schemas"]["Execution"];
+            latestExecution: components["schemas"]["Execution"] | null;
         };
         Execution: {
             /** @description exe_…; also the webhook-id and Idempotency-Key of every delivery */
@@ -577,7 +518,7 @@ export interface components {
             finishedAt: string | null;
             /** @description attempts made */
             attempts: number;
-        } | null;
+        };
         UpdateJob: {
             name?: string | null;
             target?: {
@@ -845,7 +786,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -946,7 +887,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1026,7 +967,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1087,7 +1028,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1166,7 +1107,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1276,7 +1217,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1355,7 +1296,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1434,7 +1375,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1495,7 +1436,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1556,7 +1497,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1606,7 +1547,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description not_dead, job_canceled or job_inactive */
+            /** @description not_dead, job_canceled, job_inactive, or conflict (the job changed meanwhile); or the bucket's refusal: duplicate, unknown, not_due */
             409: {
                 headers: {
                     [name: string]: unknown;
@@ -1626,7 +1567,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1687,7 +1628,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1748,7 +1689,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1831,7 +1772,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1892,7 +1833,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -1953,7 +1894,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -2002,7 +1943,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;
@@ -2051,7 +1992,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description internal: a dependency failed (D1 unavailable); nothing already accepted was lost, and nothing was accepted by this request */
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
                     [name: string]: unknown;

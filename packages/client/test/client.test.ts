@@ -116,7 +116,7 @@ describe("requests", () => {
     expect(request?.headers.get("authorization")).toBe("Bearer sk_test");
     expect(request?.headers.get("content-type")).toBe("application/json");
     expect(request?.headers.get("user-agent")).toMatch(/^edge-scheduler-client\/\d+\.\d+\.\d+/);
-    expect(request?.body).toEqual(NEW_JOB);
+    expect(request?.body).toEqual({ ...NEW_JOB, idempotencyKey: expect.stringMatching(UUID) });
   });
 
   it("sends no body and no content type on a read, and keeps a base path", async () => {
@@ -176,35 +176,57 @@ describe("requests", () => {
 });
 
 describe("idempotent create", () => {
-  it("sends one Idempotency-Key, the same after a 503 and after a network error", async () => {
+  it("sends one idempotency key, the same after a 503 and after a network error", async () => {
     const { fetch, seen } = fakeFetch(envelope(503, "unavailable"), networkError, json(201, job("job_1")));
     const c = client(fetch);
     await expect(c.jobs.create(NEW_JOB)).resolves.toMatchObject({ id: "job_1" });
 
     expect(seen).toHaveLength(3);
-    const keys = seen.map((r) => r.headers.get("idempotency-key"));
+    const keys = seen.map((r) => (r.body as CreateJob).idempotencyKey);
     expect(keys[0]).toMatch(UUID);
     expect(new Set(keys)).toEqual(new Set([keys[0]]));
-    expect(seen.every((r) => JSON.stringify(r.body) === JSON.stringify(NEW_JOB))).toBe(true);
+    expect(new Set(seen.map((r) => JSON.stringify(r.body))).size).toBe(1);
 
     // a new call is a new job: a new key
     await c.jobs.create(NEW_JOB);
-    expect(seen[3]?.headers.get("idempotency-key")).toMatch(UUID);
-    expect(seen[3]?.headers.get("idempotency-key")).not.toBe(keys[0]);
+    expect((seen[3]!.body as CreateJob).idempotencyKey).toMatch(UUID);
+    expect((seen[3]!.body as CreateJob).idempotencyKey).not.toBe(keys[0]);
   });
 
-  it("uses the job's own key, and an explicit key wins over it (in the header and the body)", async () => {
+  it("uses the job's own key, and an explicit key wins over it; the key travels in the body, so any text is a key", async () => {
     const { fetch, seen } = fakeFetch(json(201, job("job_1")));
     const c = client(fetch);
     await c.jobs.create({ ...NEW_JOB, idempotencyKey: "from-body" });
     await c.jobs.create({ ...NEW_JOB, idempotencyKey: "from-body" }, { idempotencyKey: "explicit" });
-    await c.jobs.create(NEW_JOB, { idempotencyKey: "explicit-only" });
+    await c.jobs.create(NEW_JOB, { idempotencyKey: "commande-é-日本" });
 
-    expect(seen.map((r) => [r.headers.get("idempotency-key"), (r.body as CreateJob).idempotencyKey])).toEqual([
-      ["from-body", "from-body"],
-      ["explicit", "explicit"],
-      ["explicit-only", undefined],
-    ]);
+    expect(seen.map((r) => (r.body as CreateJob).idempotencyKey)).toEqual(["from-body", "explicit", "commande-é-日本"]);
+    expect(seen.every((r) => r.headers.get("idempotency-key") === null)).toBe(true);
+  });
+
+  it("fails at once, without retries, on a request that cannot be made", async () => {
+    const { fetch, seen } = fakeFetch(json(200, {}));
+    const error = await client(fetch, { apiKey: "clé-日本" })
+      .jobs.get("job_1")
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(TypeError);
+    expect(seen).toHaveLength(0);
+  });
+
+  it("refuses a retry budget that is not a whole number of at least 1", () => {
+    const { fetch } = fakeFetch(json(200, {}));
+    for (const maxAttempts of [Number.NaN, Number.POSITIVE_INFINITY, 0, 1.5]) {
+      expect(() => client(fetch, { retry: { maxAttempts } })).toThrow(RangeError);
+    }
+  });
+
+  it("does not repeat an update that reschedules (runAt or delay) after a 503, but repeats one that does not", async () => {
+    const rescheduling = fakeFetch(envelope(503, "unavailable"), json(200, job("job_1")));
+    await expect(client(rescheduling.fetch).jobs.update("job_1", { delay: "5s" })).rejects.toMatchObject({ status: 503 });
+    expect(rescheduling.seen).toHaveLength(1);
+    const renaming = fakeFetch(envelope(503, "unavailable"), json(200, job("job_1")));
+    await expect(client(renaming.fetch).jobs.update("job_1", { name: "x" })).resolves.toMatchObject({ id: "job_1" });
+    expect(renaming.seen).toHaveLength(2);
   });
 
   it("createMany gives every item without a key its own, keeps them across a retry, and keeps the order", async () => {

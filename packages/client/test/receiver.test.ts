@@ -66,6 +66,15 @@ function receiver(options: Partial<ReceiverOptions> = {}) {
 }
 
 describe("Receiver.verify", () => {
+  it("verifies a body that starts with a byte order mark, as bytes and as a Fetch Request (the signature covers it)", async () => {
+    const body = `\ufeff${BODY}`;
+    const headers = schedulerHeaders({ body });
+    const bytes = new TextEncoder().encode(body);
+    expect((await receiver().verify(bytes, headers)).rawBody).toBe(body);
+    const request = new Request("http://hook.test/", { method: "POST", headers, body: bytes });
+    expect((await receiver().verifyRequest(request)).rawBody).toBe(body);
+  });
+
   it("accepts a valid delivery and reads its headers and JSON body", async () => {
     const timestamp = nowSeconds();
     const delivery = await receiver().verify(BODY, schedulerHeaders({ timestamp, attempt: 3 }));
@@ -285,6 +294,18 @@ describe("verifyWebhook (Hono middleware)", () => {
     const response = await app.request("/hook", { method: "POST", headers: schedulerHeaders(), body: `${BODY} ` });
     expect(response.status).toBe(401);
     expect(await response.json()).toMatchObject({ error: "bad_signature" });
+  });
+
+  it("answers a replay 503, so that a genuine duplicate is retried rather than failed for good", async () => {
+    const seen = new Set<string>();
+    const guarded = new Hono<{ Variables: { delivery: Delivery } }>();
+    const replayGuard = (key: string) => seen.has(key) || (seen.add(key), false);
+    guarded.post("/hook", verifyWebhook({ secret: SECRET, replayGuard }), (c) => c.text("ok"));
+    const headers = schedulerHeaders();
+    expect((await guarded.request("/hook", { method: "POST", headers, body: BODY })).status).toBe(200);
+    const replay = await guarded.request("/hook", { method: "POST", headers, body: BODY });
+    expect(replay.status).toBe(503);
+    expect(await replay.json()).toMatchObject({ error: "replayed" });
   });
 });
 
