@@ -6,6 +6,7 @@
 import { describe, expect, it } from "vitest";
 import { prepareJob } from "../../src/api/create";
 import { ApiError } from "../../src/api/errors";
+import { FlowKeyName } from "../../src/api/schemas";
 import { configOf } from "../../src/config";
 import { DEFAULT_RETRY_POLICY } from "../../src/core/backoff";
 import { bucketOfJob } from "../../src/core/bucketing";
@@ -322,5 +323,12 @@ describe("prepareJob request hash (invariant 8: same key + same request = replay
     ["string body instead of JSON", withTarget({ body: '{"a":1}' })],
   ])("differs for %s", async (_name, other) => {
     expect(await hashOf(withTarget({ body: { a: 1 } }), "k1")).not.toBe(await hashOf(other, "k1"));
+  });
+});
+
+describe("flow-control key names", () => {
+  it('refuses "." and ".." (a URL path normalizes them away, so /v1/flow-control/:key could never name them), keeps names that contain dots', () => {
+    for (const key of [".", ".."]) expect(FlowKeyName.safeParse(key).success, key).toBe(false);
+    for (const key of ["...", ".a", "a..b", "billing.api"]) expect(FlowKeyName.safeParse(key).success, key).toBe(true);
   });
 });
