@@ -6,6 +6,24 @@
  */
 import { z } from "zod";
 import type { FireMessage } from "./bucket/protocol";
+import type { HandlerWorkers } from "./core/handler-workers";
+
+/** A handler Worker's name, as jobs name it in target.worker (core/handler-workers.ts). */
+export const WorkerName = z
+  .string()
+  .min(1)
+  .max(64)
+  .regex(/^[a-z0-9][a-z0-9_-]*$/, "must be lower case letters, digits, - and _");
+
+const HandlerWorkersSchema = z.record(
+  WorkerName,
+  z.strictObject({
+    /** the service binding's name in the scheduler's env (wrangler.toml [[services]]) */
+    binding: z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, "must be a binding name"),
+    /** the tenants granted it; "*" grants every tenant */
+    tenants: z.array(z.string().min(1)).min(1),
+  }),
+) satisfies z.ZodType<HandlerWorkers>;
 
 const int = (fallback: number, min = 0) => z.coerce.number().int().min(min).default(fallback);
 
@@ -59,7 +77,22 @@ export const ConfigSchema = z.object({
   WEBHOOK_SECRETS: z.string().default(""),
   /** "tenant:key,tenant:key" */
   API_KEYS: z.string().default(""),
+  /**
+   * handler Workers jobs may target over a service binding (core/handler-workers.ts): JSON, or a
+   * [vars] table; none by default
+   */
+  HANDLER_WORKERS: z.preprocess((value) => (typeof value === "string" ? parseJsonSetting(value) : (value ?? {})), HandlerWorkersSchema),
 });
+
+/** A JSON setting's value; text that is not JSON is kept, so validation names the setting. */
+function parseJsonSetting(text: string): unknown {
+  if (text.trim() === "") return {};
+  try {
+    return JSON.parse(text);
+  } catch {
+    return text;
+  }
+}
 
 /** Settings that are secrets (`wrangler secret put`): printed only as set or unset. */
 export const SECRET_SETTINGS = ["API_KEYS", "WEBHOOK_SECRET", "WEBHOOK_SECRETS"] as const;

@@ -17,6 +17,8 @@ declare global {
       /** fire queues FIRE_QUEUE_0..N-1, chosen by bucket */
       [fireQueue: `FIRE_QUEUE_${number}`]: Queue<FireMessage>;
       API_KEYS?: string;
+      /** JSON (or a [vars] table): handler Workers by name, core/handler-workers.ts */
+      HANDLER_WORKERS?: string | Record<string, unknown>;
       WEBHOOK_SECRET?: string;
       WEBHOOK_SECRETS?: string;
       /** per-key API rate limit (the platform's rate limiting binding) */

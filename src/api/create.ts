@@ -10,6 +10,7 @@ import type { Config } from "../config";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from "../core/backoff";
 import { bucketName, bucketOfJob } from "../core/bucketing";
 import { canonicalTimeZone, cronProblem, occurrenceAfter, type Schedule } from "../core/cron";
+import { grantedBinding } from "../core/handler-workers";
 import { newId } from "../core/id";
 import { isNear, isReservedHeader, type JobSpec, LIMITS, type Target } from "../core/job";
 import { checkTargetUrl } from "../core/target-policy";
@@ -40,7 +41,7 @@ export async function prepareJob(
   const parsed = CreateJobInput.safeParse(raw);
   if (!parsed.success) throw fromZodError(parsed.error, ctx.fieldPrefix);
   const input = parsed.data;
-  const { spec, dueAt } = buildSpec(input, ctx.now, ctx.config, ctx.fieldPrefix);
+  const { spec, dueAt } = buildSpec(input, ctx, ctx.fieldPrefix);
   const idempotencyKey = input.idempotencyKey ?? ctx.headerIdempotencyKey ?? null;
   const id = newId("job", ctx.now, crypto.getRandomValues(new Uint8Array(16)));
   return {
@@ -56,30 +57,58 @@ export async function prepareJob(
       timezone: spec.schedule?.timezone ?? null,
       nextRunAt: dueAt,
       idempotencyKey,
-      requestHash: idempotencyKey === null ? null : await requestHash(input),
+      requestHash: idempotencyKey === null ? null : await requestHash(withHttpDefaults(input)),
     },
   };
 }
 
-/** The fields a job is built from (a create request, or a job's current state merged with a PATCH). */
-export type JobInput = Omit<CreateJobInput, "idempotencyKey" | "name">;
+const HTTP_FIELDS = ["method", "headers", "body"] as const;
 
-/**
- * Validates a job's settings and computes its first due time (the first occurrence for cron).
- * `kept`: the job's current headers on a PATCH; one the rules of its day allowed stays allowed.
- */
-export function buildSpec(
-  input: JobInput,
-  now: number,
-  config: Config,
-  prefix = "",
-  kept: Record<string, string> = {},
-): { spec: JobSpec; dueAt: number } {
-  const field = (name: string) => (prefix ? `${prefix}.${name}` : name);
-  const verdict = checkTargetUrl(input.target.url, config.ALLOW_LOOPBACK_TARGETS);
+/** An HTTP target (url) or a handler Worker (worker), never a mix; every refusal names its field. */
+function targetOf(
+  input: JobInput["target"],
+  ctx: { config: Config; tenant: string },
+  field: (name: string) => string,
+  kept: Record<string, string>,
+): Target {
+  if (input.url !== undefined && input.worker !== undefined) {
+    throw new ApiError(
+      400,
+      "invalid_field",
+      "give either url (an HTTP target) or worker (a handler Worker), not both",
+      field("target.worker"),
+    );
+  }
+  if (input.worker !== undefined) {
+    const http = HTTP_FIELDS.find((name) => input[name] !== undefined);
+    if (http) throw new ApiError(400, "invalid_field", `target.${http} applies to HTTP targets (url) only`, field(`target.${http}`));
+    if (grantedBinding(ctx.config.HANDLER_WORKERS, ctx.tenant, input.worker) === null) {
+      // the same answer for a Worker that exists but is not granted: grants are not disclosed
+      throw new ApiError(
+        400,
+        "invalid_field",
+        `target.worker: no handler Worker "${input.worker}" is granted to your tenant`,
+        field("target.worker"),
+      );
+    }
+    return { worker: input.worker, payload: jsonTextOf(input.payload, field("target.payload")) };
+  }
+  if (input.url === undefined) {
+    throw new ApiError(400, "invalid_field", "target.url: give url (an HTTP target) or worker (a handler Worker)", field("target.url"));
+  }
+  if (input.payload !== undefined) {
+    throw new ApiError(
+      400,
+      "invalid_field",
+      "target.payload applies to handler Worker targets only; an HTTP target sends body",
+      field("target.payload"),
+    );
+  }
+  const verdict = checkTargetUrl(input.url, ctx.config.ALLOW_LOOPBACK_TARGETS);
   if (!verdict.ok) throw new ApiError(400, "invalid_field", `target.url ${verdict.reason}`, field("target.url"));
+  const method = input.method ?? "POST";
   const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(input.target.headers)) {
+  for (const [name, value] of Object.entries(input.headers ?? {})) {
     if (isReservedHeader(name) && kept[name] !== value) {
       throw new ApiError(
         400,
@@ -91,17 +120,45 @@ export function buildSpec(
     headers[name] = value;
   }
   let body: string | null = null;
-  if (input.target.body !== undefined && input.target.body !== null) {
-    if (input.target.method === "GET") throw new ApiError(400, "invalid_field", "a GET request carries no body", field("target.body"));
-    if (typeof input.target.body === "string") body = input.target.body;
-    else {
-      body = JSON.stringify(input.target.body);
-      if (!Object.keys(headers).some((h) => h.toLowerCase() === "content-type")) headers["content-type"] = "application/json";
+  if (input.body !== undefined && input.body !== null) {
+    if (method === "GET") throw new ApiError(400, "invalid_field", "a GET request carries no body", field("target.body"));
+    body = typeof input.body === "string" ? input.body : JSON.stringify(input.body);
+    if (typeof input.body !== "string" && !Object.keys(headers).some((h) => h.toLowerCase() === "content-type")) {
+      headers["content-type"] = "application/json";
     }
     if (encoder.encode(body).byteLength > LIMITS.bodyBytes) {
       throw new ApiError(400, "invalid_field", `target.body is larger than ${LIMITS.bodyBytes} bytes`, field("target.body"));
     }
   }
+  return { url: verdict.url.toString(), method, headers, body };
+}
+
+/** A payload as JSON text (null for none), at most LIMITS.bodyBytes. */
+function jsonTextOf(value: unknown, name: string): string | null {
+  if (value === undefined || value === null) return null;
+  const text = JSON.stringify(value);
+  if (encoder.encode(text).byteLength > LIMITS.bodyBytes) {
+    throw new ApiError(400, "invalid_field", `${name} is larger than ${LIMITS.bodyBytes} bytes`, name);
+  }
+  return text;
+}
+
+/** The fields a job is built from (a create request, or a job's current state merged with a PATCH). */
+export type JobInput = Omit<CreateJobInput, "idempotencyKey" | "name">;
+
+/**
+ * Validates a job's settings and computes its first due time (the first occurrence for cron).
+ * `kept`: the job's current headers on a PATCH; one the rules of its day allowed stays allowed.
+ */
+export function buildSpec(
+  input: JobInput,
+  ctx: { now: number; config: Config; tenant: string },
+  prefix = "",
+  kept: Record<string, string> = {},
+): { spec: JobSpec; dueAt: number } {
+  const { now } = ctx;
+  const field = (name: string) => (prefix ? `${prefix}.${name}` : name);
+  const target = targetOf(input.target, ctx, field, kept);
   if (input.metadata !== undefined && encoder.encode(JSON.stringify(input.metadata)).byteLength > LIMITS.metadataBytes) {
     throw new ApiError(400, "invalid_field", `metadata is larger than ${LIMITS.metadataBytes} bytes`, field("metadata"));
   }
@@ -111,7 +168,6 @@ export function buildSpec(
   if (retry.maxDelayMs < retry.initialDelayMs) {
     throw new ApiError(400, "invalid_field", "retry.maxDelayMs must be at least retry.initialDelayMs", field("retry.maxDelayMs"));
   }
-  const target: Target = { url: verdict.url.toString(), method: input.target.method, headers, body };
   return {
     spec: {
       target,
@@ -217,6 +273,11 @@ function dueAtOf(input: JobInput, now: number, field: (name: string) => string):
 }
 
 /** SHA-256 of the request with sorted keys, so the same request with another key order matches. */
+/** The request with an HTTP target's defaults spelled out: the same request hashes the same either way. */
+function withHttpDefaults(input: CreateJobInput): CreateJobInput {
+  return input.target.worker === undefined ? { ...input, target: { method: "POST", headers: {}, ...input.target } } : input;
+}
+
 async function requestHash(input: CreateJobInput): Promise<string> {
   const { idempotencyKey: _ignored, ...rest } = input;
   const digest = await crypto.subtle.digest("SHA-256", encoder.encode(canonicalJson(rest)));

@@ -8,7 +8,7 @@
 import type { Config } from "../config";
 import { bucketName } from "../core/bucketing";
 import { canonicalTimeZone, occurrenceAfter } from "../core/cron";
-import { type FlowControl, parseSpec } from "../core/job";
+import { type FlowControl, isWorkerTarget, parseSpec, type Target } from "../core/job";
 import { type JobTransition, jobTransition } from "../core/lifecycle";
 import { changeJob, type Db, definitionOf, type JobChange, markSynced, redriveOneOff } from "../db/queries";
 import type { JobRow } from "../db/schema";
@@ -57,6 +57,31 @@ export async function resumeJob(deps: Deps, job: JobRow): Promise<ChangeResult> 
  * canceled); a one-off job's new run time applies to its execution (a running attempt finishes
  * first, then it runs again at the new time).
  */
+/**
+ * A PATCH's target fields over the current target. Giving url or worker chooses the kind (a
+ * switch drops the other kind's fields); other fields merge into the current kind, where
+ * buildSpec refuses one that does not belong to it.
+ */
+function mergedTarget(current: Target, patch: NonNullable<PatchJobInput["target"]>): JobInput["target"] {
+  const toWorker = patch.worker !== undefined || (patch.url === undefined && isWorkerTarget(current));
+  if (!toWorker) {
+    const http = isWorkerTarget(current) ? undefined : current;
+    return {
+      ...patch,
+      url: patch.url ?? http?.url,
+      method: patch.method ?? http?.method,
+      headers: patch.headers ?? http?.headers,
+      body: "body" in patch ? patch.body : (http?.body ?? undefined),
+    };
+  }
+  const worker = isWorkerTarget(current) ? current : undefined;
+  return {
+    ...patch,
+    worker: patch.worker ?? worker?.worker,
+    payload: "payload" in patch ? patch.payload : worker?.payload == null ? undefined : JSON.parse(worker.payload),
+  };
+}
+
 export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<ChangeResult> {
   if (jobTransition(job.status, "patch") === null) throw new ApiError(409, "not_changeable", `the job is ${job.status}`, "id");
   refuseUnfaithful(raw);
@@ -73,12 +98,7 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
   }
   const schedule = current.schedule;
   const input: JobInput = {
-    target: {
-      url: patch.target?.url ?? current.target.url,
-      method: patch.target?.method ?? current.target.method,
-      headers: patch.target?.headers ?? current.target.headers,
-      body: patch.target && "body" in patch.target ? patch.target.body : (current.target.body ?? undefined),
-    },
+    target: mergedTarget(current.target, patch.target ?? {}),
     timeoutMs: patch.timeoutMs ?? current.timeoutMs,
     retry: { ...current.retry, ...patch.retry },
     metadata: patch.metadata === null ? undefined : (patch.metadata ?? current.metadata ?? undefined),
@@ -94,7 +114,7 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
         }
       : { runAt: patch.runAt ?? (patch.delay === undefined ? (job.nextRunAt ?? undefined) : undefined), delay: patch.delay }),
   };
-  const { spec, dueAt } = buildSpec(input, deps.now, deps.config, "", current.target.headers);
+  const { spec, dueAt } = buildSpec(input, deps, "", isWorkerTarget(current.target) ? {} : current.target.headers);
   // a schedule stored before time zones were normalized ("europe/berlin") is the same schedule
   const currentZone = current.schedule ? canonicalTimeZone(current.schedule.timezone) : null;
   if (

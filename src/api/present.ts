@@ -2,11 +2,11 @@
 import { type AttemptRecord, type LiveExecution, parseAttemptLog } from "../bucket/protocol";
 import { occurrencesAfter } from "../core/cron";
 import { oneOffExecutionId } from "../core/id";
-import { parseSpec } from "../core/job";
+import { isWorkerTarget, parseSpec, type Target } from "../core/job";
 import { type ExecutionState, isTerminal } from "../core/lifecycle";
 import { toRfc3339 } from "../core/when";
 import type { DeadLetterRow, JobRow, OccurrenceRow } from "../db/schema";
-import type { AttemptView, ExecutionView as ExecutionResponse, ExecutionWithAttemptsView, JobView } from "./responses";
+import type { AttemptView, ExecutionView as ExecutionResponse, ExecutionWithAttemptsView, JobView, TargetView } from "./responses";
 
 /** A job as the API shows it; `upcoming` > 0 lists that many next occurrences of a recurring job. */
 export function presentJob(row: JobRow, now: number, upcoming = 0): JobView {
@@ -34,13 +34,18 @@ export function presentJob(row: JobRow, now: number, upcoming = 0): JobView {
       : {}),
     createdAt: toRfc3339(row.createdAt),
     updatedAt: toRfc3339(row.updatedAt),
-    target: spec.target,
+    target: presentTarget(spec.target),
     timeoutMs: spec.timeoutMs,
     retry: spec.retry,
     metadata: spec.metadata,
     flowControl: spec.flowControl ?? null,
     idempotencyKey: row.idempotencyKey,
   };
+}
+
+/** A worker target's payload as the JSON value it was given; an HTTP target as it is sent. */
+function presentTarget(target: Target): TargetView {
+  return isWorkerTarget(target) ? { worker: target.worker, payload: target.payload === null ? null : JSON.parse(target.payload) } : target;
 }
 
 export function presentAttempt(a: AttemptRecord): AttemptView {

@@ -19,14 +19,23 @@ export const ErrorEnvelope = z
   })
   .meta({ id: "Error" });
 
-export const TargetView = z
+export const HttpTargetView = z
   .strictObject({
     url: z.string(),
     method: z.enum(["GET", "POST", "PUT", "PATCH", "DELETE"]),
     headers: z.record(z.string(), z.string()),
     body: z.string().nullable().meta({ description: "the body as it is sent (JSON bodies serialized)" }),
   })
-  .meta({ id: "Target" });
+  .meta({ id: "HttpTarget" });
+
+export const WorkerTargetView = z
+  .strictObject({
+    worker: z.string().meta({ description: "the handler Worker, called over a service binding" }),
+    payload: z.unknown().meta({ description: "the JSON value its deliver() method gets (null: none)" }),
+  })
+  .meta({ id: "WorkerTarget" });
+
+export const TargetView = z.union([HttpTargetView, WorkerTargetView]).meta({ id: "Target" });
 
 export const RetryView = z
   .strictObject({
@@ -177,6 +186,7 @@ export const Metrics = z
 export const Health = z.strictObject({ ok: z.literal(true) }).meta({ id: "Health" });
 
 export type JobView = z.output<typeof JobView>;
+export type TargetView = z.output<typeof TargetView>;
 export type AttemptView = z.output<typeof AttemptView>;
 export type ExecutionView = z.output<typeof ExecutionView>;
 export type ExecutionWithAttemptsView = z.output<typeof ExecutionWithAttemptsView>;

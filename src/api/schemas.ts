@@ -1,5 +1,6 @@
 /** Request schemas: strict (an unknown field is a 400 naming it), limits from core/job.ts. */
 import { z } from "zod";
+import { WorkerName } from "../config";
 import { ORIGIN_KEY_PREFIX } from "../core/flow";
 import { LIMITS } from "../core/job";
 
@@ -22,10 +23,7 @@ function jsonDepth(value: unknown): number {
 }
 
 /** Any JSON value (it came from JSON.parse), nested at most MAX_JSON_DEPTH levels. */
-const JsonValue = z
-  .unknown()
-  .refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`)
-  .meta({ description: "a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json)" });
+const JsonValue = z.unknown().refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`);
 
 /** Header values travel as bytes: printable ASCII or Latin-1, no control characters (CR LF would inject headers). */
 const HeaderValue = z
@@ -33,21 +31,41 @@ const HeaderValue = z
   .max(LIMITS.headerValueBytes)
   .regex(/^[\t\x20-\x7e\x80-\xff]*$/, "must not contain control characters or characters outside Latin-1");
 
+const HeadersInput = z
+  .record(
+    z
+      .string()
+      .min(1)
+      .max(256)
+      .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "is not a valid header name"),
+    HeaderValue,
+  )
+  .refine((h) => Object.keys(h).length <= LIMITS.headerCount, `at most ${LIMITS.headerCount} headers`);
+
+/**
+ * Either an HTTP target (url, method, headers, body) or a handler Worker (worker, payload):
+ * one object, so an error names the field at fault; create.ts's buildSpec refuses a mix.
+ */
+const targetFields = {
+  url: z.string().max(2048).meta({ description: "an HTTP target: the URL called (give url or worker)" }),
+  method: z.enum(HTTP_METHODS).meta({ description: "HTTP targets; default POST" }),
+  headers: HeadersInput.meta({ description: "HTTP targets" }),
+  body: JsonValue.meta({
+    description: "HTTP targets: a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json)",
+  }),
+  worker: WorkerName.meta({
+    description: "a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give url or worker)",
+  }),
+  payload: JsonValue.meta({ description: "handler Worker targets: any JSON value, passed to its deliver() method" }),
+};
+
 export const TargetInput = z.strictObject({
-  url: z.string().max(2048),
-  method: z.enum(HTTP_METHODS).default("POST"),
-  headers: z
-    .record(
-      z
-        .string()
-        .min(1)
-        .max(256)
-        .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, "is not a valid header name"),
-      HeaderValue,
-    )
-    .refine((h) => Object.keys(h).length <= LIMITS.headerCount, `at most ${LIMITS.headerCount} headers`)
-    .default({}),
-  body: JsonValue.optional(),
+  url: targetFields.url.optional(),
+  method: targetFields.method.optional(),
+  headers: targetFields.headers.optional(),
+  body: targetFields.body.optional(),
+  worker: targetFields.worker.optional(),
+  payload: targetFields.payload.optional(),
 });
 
 export const RetryInput = z.strictObject({
@@ -146,14 +164,8 @@ export type CreateJobInput = z.infer<typeof CreateJobInput>;
 /** PATCH: any subset; target fields and retry fields merge into the job's current ones. */
 export const PatchJobInput = z.strictObject({
   name: WellFormed(LIMITS.nameLength).nullable().optional(),
-  target: z
-    .strictObject({
-      url: z.string().max(2048).optional(),
-      method: z.enum(HTTP_METHODS).optional(),
-      headers: TargetInput.shape.headers.optional(),
-      body: JsonValue.optional(),
-    })
-    .optional(),
+  /** merged into the current target; url or worker switches its kind, dropping the other kind's fields */
+  target: TargetInput.optional(),
   runAt: Instant.optional(),
   delay: Delay.optional(),
   ...ScheduleFields,

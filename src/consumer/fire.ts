@@ -13,8 +13,10 @@ import type { ClaimResult, CompletionReport, FireMessage, LeaseRef } from "../bu
 import { type Config, configOf } from "../config";
 import { bucketName } from "../core/bucketing";
 import { type FlowAnswer, type FlowAsk, type GoverningKey, governingKey } from "../core/flow";
+import { isWorkerTarget } from "../core/job";
 import type { DeliveryOutcome } from "../core/response";
 import { type FlowKey, type FlowRelease, flowKeyName, flowKeyOf } from "../flow/flow-key";
+import { deliverToWorker } from "./handler";
 import { acceptFireMessages, groupByBucket } from "./message";
 import { SigningKeys } from "./signing";
 import { deliver } from "./webhook";
@@ -59,8 +61,11 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
       getOrMake(reporters, stub, () => completionsTo(stub, (id) => unreported.delete(id))).add(r);
     const releaserOf = (tenant: string, key: string) =>
       getOrMake(releasers, flowKeyName(tenant, key), () => releasesTo(flowKeyOf(env, tenant, key)));
-    // each lease's key: its job's own, else its target origin's
-    const governed = claimed.map((c) => ({ ...c, flow: governingKey(c.lease.flowControl, c.lease.target.url, config.ORIGIN_PARALLELISM) }));
+    // each lease's key: its job's own, else its HTTP target's origin's (a handler Worker has none)
+    const governed = claimed.map((c) => {
+      const url = isWorkerTarget(c.lease.target) ? null : c.lease.target.url;
+      return { ...c, flow: governingKey(c.lease.flowControl, url, config.ORIGIN_PARALLELISM) };
+    });
     const answers = askFlowKeys(governed, env, config);
     // one limit for the whole batch: a request queued behind the connection limit would already
     // be spending its timeout
@@ -81,27 +86,7 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
         report(stub, { executionId: lease.executionId, token: lease.token, outcome: { kind: "wait", retryAt: Date.now() } });
         return;
       }
-      const outcome = await keys.forTenant(lease.tenant).then(
-        (tenantKeys) =>
-          deliver(
-            {
-              executionId: lease.executionId,
-              jobId: lease.jobId,
-              attempt: lease.attempt,
-              target: lease.target,
-              timeoutMs: lease.timeoutMs,
-            },
-            tenantKeys,
-            Date.now(),
-          ),
-        // a misconfigured secret fails this attempt (retried, then dead), never the whole batch
-        (error: unknown): DeliveryOutcome => ({
-          kind: "failed",
-          failure: "retryable",
-          httpStatus: null,
-          error: `no usable signing secret: ${error instanceof Error ? error.message : String(error)}`,
-        }),
-      );
+      const outcome = await deliverLease(lease, env, config, keys);
       if (flow) releaserOf(lease.tenant, flow.key).add(flowReleaseOf(lease, outcome));
       report(stub, { executionId: lease.executionId, token: lease.token, outcome, ...(flowWaitMs > 0 ? { flowWaitMs } : {}) });
     });
@@ -109,6 +94,22 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
   } finally {
     stopHeartbeat();
   }
+}
+
+/** One attempt of a lease: an RPC to its handler Worker, or a signed request to its HTTP target. */
+function deliverLease(lease: Lease, env: Env, config: Config, keys: SigningKeys): Promise<DeliveryOutcome> {
+  const { executionId, jobId, tenant, attempt, dueAt, target, timeoutMs } = lease;
+  if (isWorkerTarget(target)) return deliverToWorker({ executionId, jobId, tenant, attempt, dueAt, target, timeoutMs }, env, config);
+  return keys.forTenant(tenant).then(
+    (tenantKeys) => deliver({ executionId, jobId, attempt, target, timeoutMs }, tenantKeys, Date.now()),
+    // a misconfigured secret fails this attempt (retried, then dead), never the whole batch
+    (error: unknown): DeliveryOutcome => ({
+      kind: "failed",
+      failure: "retryable",
+      httpStatus: null,
+      error: `no usable signing secret: ${error instanceof Error ? error.message : String(error)}`,
+    }),
+  );
 }
 
 /**

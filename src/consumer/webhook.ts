@@ -3,14 +3,14 @@
  * stable across attempts and duplicate deliveries (invariant 5), so receivers can dedupe on it.
  */
 
-import type { Target } from "../core/job";
+import type { HttpTarget } from "../core/job";
 import { classifyStatus, type DeliveryOutcome, EXCERPT_LENGTH, excerpt, parseRetryAfterMs } from "../core/response";
 
 export interface Delivery {
   executionId: string;
   jobId: string;
   attempt: number;
-  target: Target;
+  target: HttpTarget;
   timeoutMs: number;
 }
 

@@ -60,9 +60,9 @@ export interface GoverningKey {
  * The key that governs a delivery: its job's own key, else the implicit key of its target's
  * origin with at most `originParallelism` in flight (0: none, the delivery asks no key).
  */
-export function governingKey(flowControl: FlowControl | null, targetUrl: string, originParallelism: number): GoverningKey | null {
+export function governingKey(flowControl: FlowControl | null, targetUrl: string | null, originParallelism: number): GoverningKey | null {
   if (flowControl) return { key: flowControl.key, limits: limitsOf(flowControl) };
-  if (originParallelism <= 0) return null;
+  if (originParallelism <= 0 || targetUrl === null) return null;
   const key = originKeyOf(targetUrl);
   return key === null ? null : { key, limits: { rate: null, periodMs: 1_000, parallelism: originParallelism } };
 }

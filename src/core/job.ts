@@ -2,12 +2,26 @@
 import type { RetryPolicy } from "./backoff";
 import type { Schedule } from "./cron";
 
-export interface Target {
+/** A job's target: an HTTP endpoint, or a handler Worker called over a service binding. */
+export type Target = HttpTarget | WorkerTarget;
+
+export interface HttpTarget {
   url: string;
   method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   headers: Record<string, string>;
   /** the body as sent; JSON bodies are serialized at the edge */
   body: string | null;
+}
+
+export interface WorkerTarget {
+  /** a name in HANDLER_WORKERS, granted to the job's tenant */
+  worker: string;
+  /** the payload as JSON text (parsed again for each attempt's RPC), or null */
+  payload: string | null;
+}
+
+export function isWorkerTarget(target: Target): target is WorkerTarget {
+  return "worker" in target;
 }
 
 export interface JobSpec {

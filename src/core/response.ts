@@ -1,8 +1,11 @@
 /** Classification of a target's answer (DESIGN.md, "HTTP targets"). */
+
+import type { HandlerResult } from "../../packages/handler/src/protocol";
 import type { FailureKind } from "./backoff";
 
+/** httpStatus is null for a handler Worker (no HTTP) and for a request that never got an answer. */
 export type DeliveryOutcome =
-  | { kind: "succeeded"; httpStatus: number; excerpt: string }
+  | { kind: "succeeded"; httpStatus: number | null; excerpt: string }
   | { kind: "failed"; failure: FailureKind; httpStatus: number | null; error: string; retryAfterMs?: number };
 
 /** 2xx succeed; 408, 429, 5xx retry; every other status is permanent (redirects are not followed). */
@@ -33,4 +36,42 @@ export function excerpt(text: string, limit = EXCERPT_LENGTH): string {
   const last = text.charCodeAt(limit - 1);
   const end = last >= 0xd800 && last <= 0xdbff ? limit - 1 : limit;
   return `${text.slice(0, end)}…`;
+}
+
+/**
+ * A handler Worker's answer (packages/handler/src/protocol.ts), classified like an HTTP answer:
+ * returning nothing or `succeeded` is success, `retry` is retryable (no sooner than its
+ * retryAfterMs), `permanent` fails the execution. Anything else it returns is a contract error:
+ * permanent, since retrying the same code returns the same thing.
+ */
+export function classifyHandlerResult(result: unknown): DeliveryOutcome {
+  if (result === undefined || result === null) return { kind: "succeeded", httpStatus: null, excerpt: "" };
+  const r = result as Partial<HandlerResult> & { detail?: unknown; error?: unknown; retryAfterMs?: unknown };
+  const error = typeof r.error === "string" ? excerpt(r.error) : "";
+  switch (r.outcome) {
+    case "succeeded":
+      return { kind: "succeeded", httpStatus: null, excerpt: typeof r.detail === "string" ? excerpt(r.detail) : "" };
+    case "retry": {
+      const after =
+        typeof r.retryAfterMs === "number" && Number.isFinite(r.retryAfterMs) && r.retryAfterMs >= 0 ? r.retryAfterMs : undefined;
+      return {
+        kind: "failed",
+        failure: "retryable",
+        httpStatus: null,
+        error: error || "the handler asked for a retry",
+        ...(after === undefined ? {} : { retryAfterMs: after }),
+      };
+    }
+    case "permanent":
+      return { kind: "failed", failure: "permanent", httpStatus: null, error: error || "the handler failed it permanently" };
+    default:
+      return {
+        kind: "failed",
+        failure: "permanent",
+        httpStatus: null,
+        error: excerpt(
+          `the handler returned ${JSON.stringify(result)?.slice(0, 200)}, not a HandlerResult (outcome succeeded, retry or permanent)`,
+        ),
+      };
+  }
 }

@@ -216,7 +216,7 @@ describe("the README's examples", () => {
     expect(hookOut).toMatch(/attempt 1 doing the work for exe_\w+ \{"hello":"world"\}/);
     const job = await client.jobs.get(jobId!);
     await eventually("the job succeeds", async () => (await client.jobs.get(jobId!)).latestExecution?.status === "succeeded", 10_000, 200);
-    expect(job.target.url).toBe(`http://127.0.0.1:${receiverPort}/hook`);
+    expect(job.target).toMatchObject({ url: `http://127.0.0.1:${receiverPort}/hook` });
   });
 
   it("the command-line example creates a job and tails it to its delivery", async () => {

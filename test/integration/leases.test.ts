@@ -115,7 +115,7 @@ describe("leases", () => {
     expect(Math.floor(lease.seq / EPOCH_UNIT)).toBeGreaterThanOrEqual(1); // the bucket's epoch
     expect(lease.seq % EPOCH_UNIT).toBeGreaterThanOrEqual(1);
     expect(lease).toMatchObject({ executionId: e.exe.id, jobId: e.job.id, attempt: 1, dueAt, leaseDeadlineAt: clock.at + LEASE_MS });
-    expect(lease.target.url).toBe(url);
+    expect(lease.target).toMatchObject({ url });
     expect((await e.view())?.status).toBe("running");
 
     // at most one live lease: a second claim while the first is live is refused, the lease stands

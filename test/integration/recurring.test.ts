@@ -33,7 +33,7 @@ import { Webhook } from "standardwebhooks";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import type { ClaimResult, FireMessage, LiveExecution } from "../../src/bucket/protocol";
 import { occurrenceId, oneOffExecutionId } from "../../src/core/id";
-import type { JobSpec } from "../../src/core/job";
+import type { HttpTarget, JobSpec } from "../../src/core/job";
 import type { DeliveryOutcome } from "../../src/core/response";
 import { dbOf, definitionOf, getJob } from "../../src/db/queries";
 import {
@@ -812,7 +812,7 @@ describe("PATCH", () => {
     expect((await received(newPath)).map((r) => r.headers["webhook-id"])).toEqual([id1]);
     expect(await received(c.path)).toEqual([]);
     const spec = JSON.parse((await jobRow(c.job.id))!.spec as string) as JobSpec;
-    expect(spec.target.url).toBe(`${receiverUrl()}${newPath}`);
+    expect(spec.target).toMatchObject({ url: `${receiverUrl()}${newPath}` });
   });
 
   it("PATCH of a one-off job's runAt moves its execution (same id): nothing at the old time, one delivery at the new one", async () => {
@@ -848,7 +848,7 @@ describe("PATCH of a job stored under older rules", () => {
     const spec = JSON.parse(
       (await env.DB.prepare("SELECT spec FROM jobs WHERE id = ?").bind(c.job.id).first<{ spec: string }>())!.spec,
     ) as JobSpec;
-    spec.target.headers["x-scheduler-trace"] = "legacy";
+    (spec.target as HttpTarget).headers["x-scheduler-trace"] = "legacy";
     spec.schedule!.timezone = "europe/berlin";
     await env.DB.prepare("UPDATE jobs SET spec = ?, timezone = ?, version = version + 1, synced = 0 WHERE id = ?")
       .bind(JSON.stringify(spec), "europe/berlin", c.job.id)

@@ -3,7 +3,14 @@
  * retry honouring Retry-After (invariant 6); every other status is permanent.
  */
 import { describe, expect, it } from "vitest";
-import { classifyStatus, EXCERPT_LENGTH, excerpt, parseRetryAfterMs } from "../../src/core/response";
+import {
+  classifyHandlerResult,
+  classifyStatus,
+  type DeliveryOutcome,
+  EXCERPT_LENGTH,
+  excerpt,
+  parseRetryAfterMs,
+} from "../../src/core/response";
 
 describe("classifyStatus", () => {
   it.each([200, 201, 202, 204, 299])("%i succeeds", (status) => {
@@ -93,5 +100,46 @@ describe("excerpt", () => {
       const cut = excerpt(emoji, limit);
       expect(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(cut)).toBe(false);
     }
+  });
+});
+
+describe("classifyHandlerResult (a handler Worker's answer, classified like an HTTP one)", () => {
+  it.each<[string, unknown, DeliveryOutcome]>([
+    ["nothing", undefined, { kind: "succeeded", httpStatus: null, excerpt: "" }],
+    ["null", null, { kind: "succeeded", httpStatus: null, excerpt: "" }],
+    [
+      "succeeded with detail",
+      { outcome: "succeeded", detail: "sent 3 mails" },
+      { kind: "succeeded", httpStatus: null, excerpt: "sent 3 mails" },
+    ],
+    ["retry", { outcome: "retry", error: "busy" }, { kind: "failed", failure: "retryable", httpStatus: null, error: "busy" }],
+    [
+      "retry after",
+      { outcome: "retry", error: "busy", retryAfterMs: 5_000 },
+      { kind: "failed", failure: "retryable", httpStatus: null, error: "busy", retryAfterMs: 5_000 },
+    ],
+    [
+      "permanent",
+      { outcome: "permanent", error: "no such user" },
+      { kind: "failed", failure: "permanent", httpStatus: null, error: "no such user" },
+    ],
+  ])("%s", (_case, result, expected) => {
+    expect(classifyHandlerResult(result)).toEqual(expected);
+  });
+
+  it.each([Number.NaN, -1, Number.POSITIVE_INFINITY, "5000"])("ignores a retryAfterMs of %s", (retryAfterMs) => {
+    expect(classifyHandlerResult({ outcome: "retry", error: "x", retryAfterMs })).not.toHaveProperty("retryAfterMs");
+  });
+
+  it("names what it got when it is not a HandlerResult, and fails it permanently (the same code would answer the same)", () => {
+    const outcome = classifyHandlerResult({ ok: true });
+    expect(outcome).toMatchObject({ kind: "failed", failure: "permanent", httpStatus: null });
+    expect(outcome.kind === "failed" && outcome.error).toContain('{"ok":true}');
+  });
+
+  it("keeps an excerpt of a long error or detail, as for HTTP bodies", () => {
+    const long = "e".repeat(EXCERPT_LENGTH + 10);
+    const outcome = classifyHandlerResult({ outcome: "permanent", error: long });
+    expect(outcome.kind === "failed" && outcome.error.length).toBe(EXCERPT_LENGTH + 1);
   });
 });

@@ -11,6 +11,7 @@ import { configOf } from "../../src/config";
 import { DEFAULT_RETRY_POLICY } from "../../src/core/backoff";
 import { bucketOfJob } from "../../src/core/bucketing";
 import { oneOffExecutionId } from "../../src/core/id";
+import { type HttpTarget, isWorkerTarget, type JobSpec } from "../../src/core/job";
 
 // configOf parses a plain env object; no FIRE_QUEUE_n bindings are needed to validate a job
 const config = configOf({ BUCKETS: "32", SCAN_WINDOW_MS: "60000" } as unknown as Env);
@@ -20,6 +21,12 @@ const ctx = { tenant: "acme", now, config, fieldPrefix: "" };
 
 const ok = { target: { url: "https://example.com/hook" } };
 const withTarget = (target: Record<string, unknown>) => ({ target: { url: "https://example.com/hook", ...target } });
+
+/** The spec's HTTP target (a test that expects one fails if it is a handler Worker). */
+function http(spec: JobSpec): HttpTarget {
+  if (isWorkerTarget(spec.target)) throw new Error("expected an HTTP target");
+  return spec.target;
+}
 
 async function refusal(raw: unknown, fieldPrefix = ""): Promise<ApiError> {
   const error = await prepareJob(raw, { ...ctx, fieldPrefix }).then(
@@ -195,8 +202,8 @@ describe("prepareJob normalizes a good request", () => {
 
   it("serializes a JSON body and adds content-type application/json", async () => {
     const { spec } = await prepareJob(withTarget({ body: { order: 42, items: ["a", "b"] } }), ctx);
-    expect(spec.target.body).toBe('{"order":42,"items":["a","b"]}');
-    expect(spec.target.headers).toEqual({ "content-type": "application/json" });
+    expect(http(spec).body).toBe('{"order":42,"items":["a","b"]}');
+    expect(http(spec).headers).toEqual({ "content-type": "application/json" });
   });
 
   it.each<[unknown, string]>([
@@ -205,24 +212,24 @@ describe("prepareJob normalizes a good request", () => {
     [true, "true"],
   ])("serializes the JSON body %j", async (body, expected) => {
     const { spec } = await prepareJob(withTarget({ body }), ctx);
-    expect(spec.target.body).toBe(expected);
-    expect(spec.target.headers["content-type"]).toBe("application/json");
+    expect(http(spec).body).toBe(expected);
+    expect(http(spec).headers["content-type"]).toBe("application/json");
   });
 
   it("keeps a caller's content-type for a JSON body, whatever its case", async () => {
     const { spec } = await prepareJob(withTarget({ body: { a: 1 }, headers: { "Content-Type": "application/vnd.api+json" } }), ctx);
-    expect(spec.target.headers).toEqual({ "Content-Type": "application/vnd.api+json" });
+    expect(http(spec).headers).toEqual({ "Content-Type": "application/vnd.api+json" });
   });
 
   it("keeps a string body as is, without adding a content-type", async () => {
     const { spec } = await prepareJob(withTarget({ body: "plain text", headers: { "x-trace": "t1" } }), ctx);
-    expect(spec.target.body).toBe("plain text");
-    expect(spec.target.headers).toEqual({ "x-trace": "t1" });
+    expect(http(spec).body).toBe("plain text");
+    expect(http(spec).headers).toEqual({ "x-trace": "t1" });
   });
 
   it("accepts a body of exactly 64 KiB", async () => {
     const { spec } = await prepareJob(withTarget({ body: "b".repeat(64 * 1024) }), ctx);
-    expect(spec.target.body).toHaveLength(64 * 1024);
+    expect(http(spec).body).toHaveLength(64 * 1024);
   });
 
   it("a GET without a body is fine", async () => {
@@ -264,12 +271,12 @@ describe("prepareJob normalizes a good request", () => {
 
   it("normalizes the URL", async () => {
     const { spec } = await prepareJob({ target: { url: "https://EXAMPLE.com" } }, ctx);
-    expect(spec.target.url).toBe("https://example.com/");
+    expect(http(spec).url).toBe("https://example.com/");
   });
 
   it("allows http loopback targets when ALLOW_LOOPBACK_TARGETS is true", async () => {
     const { spec } = await prepareJob({ target: { url: "http://127.0.0.1:8787/hook" } }, { ...ctx, config: loopbackConfig });
-    expect(spec.target.url).toBe("http://127.0.0.1:8787/hook");
+    expect(http(spec).url).toBe("http://127.0.0.1:8787/hook");
   });
 });
 

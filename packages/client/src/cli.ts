@@ -76,6 +76,8 @@ const CREATE_FLAGS: Record<string, Flag> = {
   method: { type: "string", value: "<method>", help: "GET, POST (default), PUT, PATCH or DELETE" },
   header: { type: "string", multiple: true, value: "<name:value>", help: "a header to send; repeatable" },
   body: { type: "string", value: "<json|text>", help: "the body: sent as JSON if it parses as JSON, else as this text" },
+  worker: { type: "string", value: "<name>", help: "instead of --target: a handler Worker granted to you (target.worker)" },
+  payload: { type: "string", value: "<json|text>", help: "the handler Worker's payload: JSON if it parses as JSON, else this text" },
   "run-at": { type: "string", value: "<time>", help: "when: RFC 3339 with an offset, or epoch milliseconds" },
   delay: { type: "string", value: "<delay>", help: 'when: from now, "500ms", "30s", "5m", "2h", "1d" or milliseconds' },
   cron: { type: "string", value: "<expr>", help: "recurring: 5 fields, or 6 with seconds first" },
@@ -341,10 +343,17 @@ async function jobOf(values: Values): Promise<CreateJob> {
   const target: Record<string, unknown> = isObject(job.target) ? { ...job.target } : {};
   const header = values.header as string[] | undefined;
   const body = text(values, "body");
-  Object.assign(target, defined({ url: text(values, "target"), method: text(values, "method")?.toUpperCase() }));
+  const payload = text(values, "payload");
+  Object.assign(
+    target,
+    defined({ url: text(values, "target"), method: text(values, "method")?.toUpperCase(), worker: text(values, "worker") }),
+  );
   if (header) target.headers = { ...(isObject(target.headers) ? target.headers : {}), ...headersOf(header) };
   if (body !== undefined) target.body = jsonOrText(body);
-  if (target.url === undefined) throw new UsageError("no target: give --target <url> (or target.url in --file)", usage);
+  if (payload !== undefined) target.payload = jsonOrText(payload);
+  if (target.url === undefined && target.worker === undefined) {
+    throw new UsageError("no target: give --target <url> or --worker <name> (or target.url or target.worker in --file)", usage);
+  }
   const when = defined({ runAt: msOrText(text(values, "run-at")), delay: msOrText(text(values, "delay")), cron: text(values, "cron") });
   if (Object.keys(when).length > 0) for (const field of ["runAt", "delay", "cron"]) delete job[field];
   const maxAttempts = numberFlag(values, "max-attempts", usage);
@@ -378,8 +387,13 @@ async function listJobs({ client, values, json }: Context): Promise<number> {
   return EXIT.ok;
 }
 
+/** "POST https://…" for an HTTP target, "worker billing" for a handler Worker. */
+function targetText(target: Job["target"]): string {
+  return "worker" in target ? `worker ${target.worker}` : `${target.method} ${target.url}`;
+}
+
 function jobRow(job: Job): string[] {
-  return [job.id, job.status, dash(job.nextRunAt), dash(job.name), `${job.target.method} ${job.target.url}`];
+  return [job.id, job.status, dash(job.nextRunAt), dash(job.name), targetText(job.target)];
 }
 
 async function showJob({ client, args, json }: Context): Promise<number> {
@@ -396,7 +410,7 @@ function jobFields(job: JobWithLatestExecution): [string, string][] {
     ["id", job.id],
     ["name", dash(job.name)],
     ["status", job.status],
-    ["target", `${job.target.method} ${job.target.url}`],
+    ["target", targetText(job.target)],
     ["next run", dash(job.nextRunAt)],
     ["schedule", schedule ? scheduleText(schedule) : "one-off"],
     ...(schedule ? [["next runs", dash(job.nextRuns?.join(", "))] as [string, string]] : []),

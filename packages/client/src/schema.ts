@@ -330,7 +330,8 @@ export interface components {
             flowControl: components["schemas"]["FlowControl"] | null;
             idempotencyKey: string | null;
         };
-        Target: {
+        Target: components["schemas"]["HttpTarget"] | components["schemas"]["WorkerTarget"];
+        HttpTarget: {
             url: string;
             /** @enum {string} */
             method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -339,6 +340,12 @@ export interface components {
             };
             /** @description the body as it is sent (JSON bodies serialized) */
             body: string | null;
+        };
+        WorkerTarget: {
+            /** @description the handler Worker, called over a service binding */
+            worker: string;
+            /** @description the JSON value its deliver() method gets (null: none) */
+            payload?: unknown;
         };
         RetryPolicy: {
             maxAttempts: number;
@@ -365,18 +372,23 @@ export interface components {
         CreateJob: {
             name?: string;
             target: {
-                url: string;
+                /** @description an HTTP target: the URL called (give url or worker) */
+                url?: string;
                 /**
-                 * @default POST
+                 * @description HTTP targets; default POST
                  * @enum {string}
                  */
                 method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
-                /** @default {} */
+                /** @description HTTP targets */
                 headers?: {
                     [key: string]: string;
                 };
-                /** @description a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json) */
+                /** @description HTTP targets: a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json) */
                 body?: unknown;
+                /** @description a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give url or worker) */
+                worker?: string;
+                /** @description handler Worker targets: any JSON value, passed to its deliver() method */
+                payload?: unknown;
             };
             /** @description RFC 3339 with an offset, or epoch milliseconds */
             runAt?: string | number;
@@ -522,15 +534,23 @@ export interface components {
         UpdateJob: {
             name?: string | null;
             target?: {
+                /** @description an HTTP target: the URL called (give url or worker) */
                 url?: string;
-                /** @enum {string} */
+                /**
+                 * @description HTTP targets; default POST
+                 * @enum {string}
+                 */
                 method?: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
-                /** @default {} */
+                /** @description HTTP targets */
                 headers?: {
                     [key: string]: string;
                 };
-                /** @description a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json) */
+                /** @description HTTP targets: a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json) */
                 body?: unknown;
+                /** @description a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give url or worker) */
+                worker?: string;
+                /** @description handler Worker targets: any JSON value, passed to its deliver() method */
+                payload?: unknown;
             };
             /** @description RFC 3339 with an offset, or epoch milliseconds */
             runAt?: string | number;
