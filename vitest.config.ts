@@ -42,6 +42,7 @@ export default defineConfig(async () => {
         { test: { name: "unit", include: ["test/unit/**/*.test.ts"], environment: "node" } },
         // the client package's own tests (receiver helpers); its tests against the stack are e2e
         "packages/client/vitest.config.ts",
+        "packages/handler/vitest.config.ts",
         {
           plugins: [
             cloudflareTest({
@@ -53,7 +54,21 @@ export default defineConfig(async () => {
                   WEBHOOK_SECRET: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
                   ALLOW_LOOPBACK_TARGETS: "true",
                   BUCKETS: "4",
+                  // handler Workers: "test" granted to acme only; "unbound" names a binding this deployment lacks
+                  HANDLER_WORKERS: JSON.stringify({
+                    test: { binding: "TEST_HANDLER", tenants: ["acme"] },
+                    unbound: { binding: "NO_SUCH_BINDING", tenants: ["*"] },
+                  }),
                 },
+                serviceBindings: { TEST_HANDLER: { name: "test-handler", entrypoint: "Handler" } },
+                workers: [
+                  {
+                    name: "test-handler",
+                    modules: true,
+                    scriptPath: "./test/support/handler-worker.mjs",
+                    compatibilityDate: "2026-11-01",
+                  },
+                ],
               },
             }),
           ],

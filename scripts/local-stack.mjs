@@ -1,5 +1,6 @@
-// The real local stack (wrangler dev: workerd with local D1, Durable Objects, alarms, Queues),
-// started for end-to-end tests and benchmarks. The child gets its own process group, and stop()
+// The real local stack (wrangler dev: workerd with local D1, Durable Objects, alarms, Queues, and
+// the example handler Worker bound as EXAMPLE_HANDLER, as `npm start` runs it), started for
+// end-to-end tests and benchmarks. The child gets its own process group, and stop()
 // / kill9() signal exactly that group (wrangler and the workerd it started), by the child's id.
 // Everything wrangler prints (the migration tables, the dev server's output) goes to `log` only,
 // so the tests and the bench show their own output; a failure to start quotes the last of it.
@@ -7,7 +8,7 @@ import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { LOCAL_RUNTIME_ENV, localProfile, ROOT, WRANGLER } from "./local-env.mjs";
+import { LOCAL_RUNTIME_ENV, localProfile, ROOT, WRANGLER, writeLocalConfig } from "./local-env.mjs";
 
 /** how much of wrangler's last output a start failure quotes */
 const TAIL_CHARS = 2000;
@@ -26,6 +27,7 @@ export async function startStack(options) {
   const args = [
     WRANGLER,
     "dev",
+    ...writeLocalConfig(),
     "--ip",
     "127.0.0.1",
     "--port",

@@ -1,13 +1,15 @@
 // `npm start`: the scheduler on http://127.0.0.1:$PORT (default 8787) with local D1, Durable
-// Objects, Queues and cron, state persisted under .wrangler/state.
+// Objects, Queues and cron, state persisted under .wrangler/state, and beside it the example
+// handler Worker (examples/handler), bound as EXAMPLE_HANDLER: jobs may target {"worker": "example"}.
 import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { applyMigrations, ensureDevVars, LOCAL_RUNTIME_ENV, ROOT, WRANGLER } from "./local-env.mjs";
+import { applyMigrations, ensureDevVars, LOCAL_RUNTIME_ENV, ROOT, WRANGLER, writeLocalConfig } from "./local-env.mjs";
 
 const port = process.env.PORT ?? "8787";
 const persistTo = join(ROOT, ".wrangler", "state");
 const vars = ensureDevVars();
 applyMigrations(persistTo);
+const configs = writeLocalConfig();
 
 const key = (vars.API_KEYS ?? "").split(",")[0]?.split(":")[1] ?? "";
 console.log(`\nScheduler: http://127.0.0.1:${port}`);
@@ -18,6 +20,7 @@ const child = spawn(
   [
     WRANGLER,
     "dev",
+    ...configs,
     "--ip",
     "127.0.0.1",
     "--port",
