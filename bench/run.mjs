@@ -14,6 +14,7 @@ import { credentials, killAllStacks, useCodeRoot } from "./lib/stack.mjs";
 import { burst } from "./scenarios/burst.mjs";
 import { crash } from "./scenarios/crash.mjs";
 import { delayed } from "./scenarios/delayed.mjs";
+import { handler } from "./scenarios/handler.mjs";
 import { MIXED_VARIANTS, mixed } from "./scenarios/mixed.mjs";
 import { noisyNeighbour } from "./scenarios/noisy-neighbour.mjs";
 import { steady } from "./scenarios/steady.mjs";
@@ -47,7 +48,7 @@ async function main() {
         return s;
       },
     });
-  const SCENARIOS = ["delayed", "burst", "crash", "steady", "mixed", "noisy-neighbour"];
+  const SCENARIOS = ["delayed", "burst", "crash", "steady", "mixed", "noisy-neighbour", "handler"];
   const scenarios = namesOf("BENCH_SCENARIOS", SCENARIOS, "scenario");
   const count = (name, fallback) => envNumber(name, fallback, { integer: true });
   const n = count("BENCH_N", 20_000);
@@ -78,6 +79,7 @@ async function main() {
       slowTimeoutMs: envNumber("BENCH_MIXED_TIMEOUT_MS", 15_000, { integer: true, min: 1000, max: 900_000 }),
       drainTimeoutMs,
     },
+    handler: { n: count("BENCH_HANDLER_N", 2000), drainTimeoutMs },
     "noisy-neighbour": {
       backlog: count("BENCH_NOISY_BACKLOG", 100_000),
       smallRate: envNumber("BENCH_NOISY_SMALL_RATE", 20, { min: 1 }),
@@ -147,6 +149,7 @@ async function main() {
     else if (name === "steady") emit(await steady(params.steady, ctx, emit));
     else if (name === "mixed") emit(await mixed(params.mixed, ctx, emit));
     else if (name === "noisy-neighbour") emit(await noisyNeighbour(params["noisy-neighbour"], ctx));
+    else if (name === "handler") emit(await handler(params.handler, ctx));
   }
 
   let failed = false;

@@ -81,18 +81,17 @@ export const ConfigSchema = z.object({
    * handler Workers jobs may target over a service binding (core/handler-workers.ts): JSON, or a
    * [vars] table; none by default
    */
-  HANDLER_WORKERS: z.preprocess((value) => (typeof value === "string" ? parseJsonSetting(value) : (value ?? {})), HandlerWorkersSchema),
+  HANDLER_WORKERS: z.preprocess((value, ctx) => {
+    if (typeof value !== "string") return value ?? {};
+    if (value.trim() === "") return {};
+    try {
+      return JSON.parse(value);
+    } catch {
+      ctx.addIssue({ code: "custom", message: "is not JSON", input: value });
+      return z.NEVER;
+    }
+  }, HandlerWorkersSchema),
 });
-
-/** A JSON setting's value; text that is not JSON is kept, so validation names the setting. */
-function parseJsonSetting(text: string): unknown {
-  if (text.trim() === "") return {};
-  try {
-    return JSON.parse(text);
-  } catch {
-    return text;
-  }
-}
 
 /** Settings that are secrets (`wrangler secret put`): printed only as set or unset. */
 export const SECRET_SETTINGS = ["API_KEYS", "WEBHOOK_SECRET", "WEBHOOK_SECRETS"] as const;

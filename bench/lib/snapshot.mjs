@@ -10,7 +10,19 @@ import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, sta
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 
-const COPIED = ["src", "scripts", "migrations", "wrangler.toml", ".dev.vars.example", "package.json", "tsconfig.json"];
+// the handler kit's source and the example handler Worker run in every local stack too
+const COPIED = [
+  "src",
+  "scripts",
+  "migrations",
+  "wrangler.toml",
+  ".dev.vars.example",
+  "package.json",
+  "tsconfig.json",
+  "packages/handler/src",
+  "examples/handler/src",
+  "examples/handler/wrangler.toml",
+];
 
 function files(dir) {
   const out = [];
@@ -43,7 +55,7 @@ export function codeIdentity(root) {
     }
   };
   // .dev.vars.example too: its local profile is part of every stack's settings
-  const dirty = git("status", "--porcelain", "--", "src", "migrations", "wrangler.toml", ".dev.vars.example", "scripts");
+  const dirty = git("status", "--porcelain", "--", ...COPIED.filter((entry) => entry !== "package.json" && entry !== "tsconfig.json"));
   return {
     commit: git("rev-parse", "--short", "HEAD"),
     uncommittedFiles: dirty === null ? null : dirty.split("\n").filter(Boolean).length,
@@ -56,7 +68,7 @@ export function snapshot(root) {
   const dir = mkdtempSync(join(tmpdir(), "bench-code-"));
   for (const entry of COPIED) {
     const from = join(root, entry);
-    if (existsSync(from)) cpSync(from, join(dir, entry), { recursive: true });
+    if (existsSync(from)) cpSync(from, join(dir, entry), { recursive: true }); // creates the parent folders
   }
   symlinkSync(join(root, "node_modules"), join(dir, "node_modules"), "dir");
   return {

@@ -57,7 +57,7 @@ export async function prepareJob(
       timezone: spec.schedule?.timezone ?? null,
       nextRunAt: dueAt,
       idempotencyKey,
-      requestHash: idempotencyKey === null ? null : await requestHash(withHttpDefaults(input)),
+      requestHash: idempotencyKey === null ? null : await requestHash(withTargetDefaults(input)),
     },
   };
 }
@@ -272,12 +272,17 @@ function dueAtOf(input: JobInput, now: number, field: (name: string) => string):
   return dueAt;
 }
 
-/** SHA-256 of the request with sorted keys, so the same request with another key order matches. */
-/** The request with an HTTP target's defaults spelled out: the same request hashes the same either way. */
-function withHttpDefaults(input: CreateJobInput): CreateJobInput {
-  return input.target.worker === undefined ? { ...input, target: { method: "POST", headers: {}, ...input.target } } : input;
+/**
+ * The request with its target's defaults spelled out (an HTTP target's method and headers; a null
+ * payload is none): the same request hashes the same however it is spelled.
+ */
+function withTargetDefaults(input: CreateJobInput): CreateJobInput {
+  if (input.target.worker === undefined) return { ...input, target: { method: "POST", headers: {}, ...input.target } };
+  const { payload, ...target } = input.target;
+  return { ...input, target: payload === null ? target : input.target };
 }
 
+/** SHA-256 of the request with sorted keys, so the same request with another key order matches. */
 async function requestHash(input: CreateJobInput): Promise<string> {
   const { idempotencyKey: _ignored, ...rest } = input;
   const digest = await crypto.subtle.digest("SHA-256", encoder.encode(canonicalJson(rest)));

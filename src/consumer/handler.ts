@@ -26,14 +26,31 @@ type HandlerStub = { [HANDLER_METHOD]: (delivery: HandlerDelivery) => Promise<un
 export async function deliverToWorker(delivery: WorkerDelivery, env: Env, config: Config): Promise<DeliveryOutcome> {
   const { target } = delivery;
   const binding = grantedBinding(config.HANDLER_WORKERS, delivery.tenant, target.worker);
-  const stub = binding === null ? undefined : (env as unknown as Record<string, HandlerStub | undefined>)[binding];
+  if (binding === null) {
+    return {
+      kind: "failed",
+      failure: "permanent",
+      httpStatus: null,
+      error: `handler Worker "${target.worker}" is not granted to this tenant`,
+    };
+  }
+  // own properties only: a binding named "constructor" or "toString" must not reach Object's
+  const bindings = env as unknown as Record<string, HandlerStub | undefined>;
+  const stub = Object.hasOwn(bindings, binding) ? bindings[binding] : undefined;
   if (!stub) {
-    const why = binding === null ? "is not granted to this tenant (HANDLER_WORKERS)" : `has no binding ${binding} in this deployment`;
-    return { kind: "failed", failure: "permanent", httpStatus: null, error: `handler Worker "${target.worker}" ${why}` };
+    // the binding's name is the operator's business: the tenant's attempt says only that it is missing
+    console.error(`handler Worker "${target.worker}" names binding ${binding}, which this deployment does not have`);
+    return {
+      kind: "failed",
+      failure: "permanent",
+      httpStatus: null,
+      error: `handler Worker "${target.worker}" is not bound in this deployment`,
+    };
   }
   const call: HandlerDelivery = {
     executionId: delivery.executionId,
     jobId: delivery.jobId,
+    tenant: delivery.tenant,
     attempt: delivery.attempt,
     dueAt: toRfc3339(delivery.dueAt),
     payload: target.payload === null ? null : JSON.parse(target.payload),

@@ -40,12 +40,13 @@ export function excerpt(text: string, limit = EXCERPT_LENGTH): string {
 
 /**
  * A handler Worker's answer (packages/handler/src/protocol.ts), classified like an HTTP answer:
- * returning nothing or `succeeded` is success, `retry` is retryable (no sooner than its
- * retryAfterMs), `permanent` fails the execution. Anything else it returns is a contract error:
- * permanent, since retrying the same code returns the same thing.
+ * returning nothing, a string (kept as the detail) or `succeeded` is success; `retry` is retryable
+ * (no sooner than its retryAfterMs); `permanent` fails the execution. Anything else it returns is
+ * a contract error: permanent, since retrying the same code returns the same thing.
  */
 export function classifyHandlerResult(result: unknown): DeliveryOutcome {
   if (result === undefined || result === null) return { kind: "succeeded", httpStatus: null, excerpt: "" };
+  if (typeof result === "string") return { kind: "succeeded", httpStatus: null, excerpt: excerpt(result) };
   const r = result as Partial<HandlerResult> & { detail?: unknown; error?: unknown; retryAfterMs?: unknown };
   const error = typeof r.error === "string" ? excerpt(r.error) : "";
   switch (r.outcome) {
@@ -53,7 +54,9 @@ export function classifyHandlerResult(result: unknown): DeliveryOutcome {
       return { kind: "succeeded", httpStatus: null, excerpt: typeof r.detail === "string" ? excerpt(r.detail) : "" };
     case "retry": {
       const after =
-        typeof r.retryAfterMs === "number" && Number.isFinite(r.retryAfterMs) && r.retryAfterMs >= 0 ? r.retryAfterMs : undefined;
+        typeof r.retryAfterMs === "number" && Number.isFinite(r.retryAfterMs) && r.retryAfterMs >= 0
+          ? Math.ceil(r.retryAfterMs)
+          : undefined;
       return {
         kind: "failed",
         failure: "retryable",
@@ -69,9 +72,16 @@ export function classifyHandlerResult(result: unknown): DeliveryOutcome {
         kind: "failed",
         failure: "permanent",
         httpStatus: null,
-        error: excerpt(
-          `the handler returned ${JSON.stringify(result)?.slice(0, 200)}, not a HandlerResult (outcome succeeded, retry or permanent)`,
-        ),
+        error: excerpt(`the handler returned ${describeValue(result)}, not a HandlerResult (outcome succeeded, retry or permanent)`),
       };
+  }
+}
+
+/** A short description of any value, even one JSON cannot write (a BigInt, a cycle). */
+function describeValue(value: unknown): string {
+  try {
+    return String(JSON.stringify(value)).slice(0, 200);
+  } catch {
+    return typeof value;
   }
 }

@@ -64,6 +64,18 @@ describe("a handler Worker target at the door", () => {
     expect(await refusal({ target })).toMatchObject({ field });
   });
 
+  it("is refused in a batch item and in a PATCH of the tenant's own job when the Worker is not granted to it", async () => {
+    const batch = await api("/v1/jobs/batch", { method: "POST", body: { jobs: [{ target: { worker: "test" } }] } }, KEYS.globex);
+    const [item] = ((await batch.json()) as { results: { status: number; error?: { field: string } }[] }).results;
+    expect(item).toMatchObject({ status: 400, error: { field: "jobs[0].target.worker" } });
+
+    const own = await api("/v1/jobs", { method: "POST", body: { target: { url: `${receiverUrl()}/ok` }, delay: "1h" } }, KEYS.globex);
+    const id = ((await own.json()) as { id: string }).id;
+    const patched = await api(`/v1/jobs/${id}`, { method: "PATCH", body: { target: { worker: "test" } } }, KEYS.globex);
+    expect(patched.status).toBe(400);
+    expect(((await patched.json()) as { error: { field: string } }).error.field).toBe("target.worker");
+  });
+
   it("PATCH switches a job between an HTTP target and a handler Worker, and merges within one", async () => {
     const job = (await (
       await api("/v1/jobs", { method: "POST", body: { target: { url: `${receiverUrl()}/ok` }, delay: "1h" } })
@@ -99,6 +111,7 @@ describe("delivery over the binding", () => {
     expect(call).toEqual({
       executionId: e.exe.id,
       jobId: e.job.id,
+      tenant: "acme",
       attempt: 1,
       dueAt: new Date(e.exe.due_at).toISOString(),
       payload: { order: 42 },
@@ -107,6 +120,7 @@ describe("delivery over the binding", () => {
 
   it.each<[string, unknown, { status: string; deadReason?: string | null; lastError?: string | null }]>([
     ["succeeded", { outcome: "succeeded", detail: "done" }, { status: "succeeded" }],
+    ["string", "sent", { status: "succeeded" }],
     [
       "permanent",
       { outcome: "permanent", error: "no such account" },
@@ -139,6 +153,17 @@ describe("delivery over the binding", () => {
     expect(view.dueAt - view.attemptLog[0]!.finishedAt!).toBe(120_000);
   });
 
+  it("redrives a dead execution: the handler is called again with a fresh attempt budget", async () => {
+    const e = await newExecution({ target: { worker: "test", payload: { answer: { outcome: "permanent", error: "not yet" } } } });
+    await attemptOnce(e);
+    expect(await e.view()).toMatchObject({ status: "dead" });
+    await clock.flush(e.stub);
+    expect((await api(`/v1/executions/${e.exe.id}/redrive`, { method: "POST" })).status).toBe(202);
+    await attemptOnce(e);
+    expect(await e.view()).toMatchObject({ status: "dead", attempts: 2 });
+    expect((await testHandler.calls()).filter((c) => c.executionId === e.exe.id).map((c) => c.attempt)).toEqual([1, 2]);
+  });
+
   it("fails an attempt whose handler outlasts the job's timeout (retried like any timeout)", async () => {
     const e = await newExecution({ target: { worker: "test", payload: { sleepMs: 3_000 } }, timeoutMs: 1_000 });
     await attemptOnce(e);
@@ -151,7 +176,8 @@ describe("delivery over the binding", () => {
     expect(await e.view()).toMatchObject({
       status: "dead",
       deadReason: "permanent",
-      lastError: expect.stringContaining("NO_SUCH_BINDING"),
+      // the binding's name is the operator's: the tenant's attempt does not show it
+      lastError: 'handler Worker "unbound" is not bound in this deployment',
     });
 
     // granted at create, withdrawn before delivery (a deploy changed HANDLER_WORKERS)

@@ -143,3 +143,15 @@ describe("classifyHandlerResult (a handler Worker's answer, classified like an H
     expect(outcome.kind === "failed" && outcome.error.length).toBe(EXCERPT_LENGTH + 1);
   });
 });
+
+describe("classifyHandlerResult, edge answers", () => {
+  it("rounds a fractional retryAfterMs up, and describes an answer JSON cannot write", () => {
+    expect(classifyHandlerResult({ outcome: "retry", error: "x", retryAfterMs: 1000.2 })).toMatchObject({ retryAfterMs: 1001 });
+    expect(classifyHandlerResult({ n: 1n })).toMatchObject({
+      kind: "failed",
+      failure: "permanent",
+      error: expect.stringContaining("object"),
+    });
+    expect(classifyHandlerResult(["a"])).toMatchObject({ kind: "failed", failure: "permanent" });
+  });
+});

@@ -13,6 +13,11 @@ export interface HandlerDelivery<Payload = unknown> {
   /** the execution's id: the same on every attempt and duplicate delivery, so use it as your idempotency key */
   executionId: string;
   jobId: string;
+  /**
+   * the tenant whose job this is: a Worker granted to several tenants must check that what the
+   * payload names belongs to this tenant
+   */
+  tenant: string;
   /** 1, 2, … */
   attempt: number;
   /** when the execution was due, RFC 3339 */
@@ -22,8 +27,9 @@ export interface HandlerDelivery<Payload = unknown> {
 }
 
 /**
- * What `deliver` returns. Returning nothing (undefined) is success too, so a plain
- * WorkerEntrypoint works; a throw is a retryable failure (like a 5xx), its message kept.
+ * What `deliver` returns. Returning nothing (undefined) or a string (kept as the detail) is success
+ * too, so a plain WorkerEntrypoint works; a throw is a retryable failure (like a 5xx), its
+ * message kept.
  */
 export type HandlerResult =
   | { outcome: "succeeded"; detail?: string }

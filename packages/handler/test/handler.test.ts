@@ -5,6 +5,7 @@ import { PermanentError, RetryLater, runHandler } from "../src/run.ts";
 const delivery: HandlerDelivery<{ n: number }> = {
   executionId: "exe_1",
   jobId: "job_1",
+  tenant: "acme",
   attempt: 2,
   dueAt: "2026-11-01T00:00:00.000Z",
   payload: { n: 7 },
