@@ -58,6 +58,7 @@ export async function prepareJob(
       nextRunAt: dueAt,
       idempotencyKey,
       requestHash: idempotencyKey === null ? null : await requestHash(withTargetDefaults(input)),
+      labels: input.labels && Object.keys(input.labels).length > 0 ? input.labels : null,
     },
   };
 }
@@ -350,6 +351,7 @@ export async function createJobs(
           deadReason: null,
           finishedAt: null,
           attemptLog: null,
+          labels: p.job.labels === null ? null : JSON.stringify(p.job.labels),
         },
       ]),
   );

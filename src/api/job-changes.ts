@@ -137,6 +137,7 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
       cron: spec.schedule?.cron ?? null,
       timezone: spec.schedule?.timezone ?? null,
       nextRunAt: rescheduled ? dueAt : job.nextRunAt,
+      ...(patch.labels === undefined ? {} : { labels: patch.labels && Object.keys(patch.labels).length > 0 ? patch.labels : null }),
     },
     "not_changeable",
   );

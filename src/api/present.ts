@@ -39,6 +39,7 @@ export function presentJob(row: JobRow, now: number, upcoming = 0): JobView {
     retry: spec.retry,
     metadata: spec.metadata,
     flowControl: spec.flowControl ?? null,
+    labels: row.labels === null ? {} : (JSON.parse(row.labels) as Record<string, string>),
     idempotencyKey: row.idempotencyKey,
   };
 }

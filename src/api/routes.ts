@@ -172,7 +172,8 @@ app.get("/v1/jobs", async (c) => {
   if (!query.success) throw fromZodError(query.error);
   const cursor = query.data.cursor === undefined ? undefined : decodeCursor(query.data.cursor);
   if (cursor === null) throw new ApiError(400, "invalid_field", "cursor is not one this API returned", "cursor");
-  const rows = await listJobs(dbOf(c.env.DB), c.get("tenant"), query.data.status, cursor?.id, query.data.limit + 1);
+  const { status, label } = query.data;
+  const rows = await listJobs(dbOf(c.env.DB), c.get("tenant"), { status, label }, cursor?.id, query.data.limit + 1);
   const page = rows.slice(0, query.data.limit);
   const last = page[page.length - 1];
   const now = Date.now();

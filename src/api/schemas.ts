@@ -144,6 +144,31 @@ export const FlowLimitsInput = z.strictObject({
   parallelism: FlowLimitFields.parallelism.unwrap().nullable().optional(),
 });
 
+/** A label's key: lower case letters, digits and . _ / -, starting and ending with a letter or digit. */
+export const LabelKey = z
+  .string()
+  .min(1)
+  .max(LIMITS.labels.keyLength)
+  .regex(
+    /^[a-z0-9]([a-z0-9._/-]*[a-z0-9])?$/,
+    "must be lower case letters, digits and . _ / -, starting and ending with a letter or digit",
+  );
+
+const LabelValue = z
+  .string()
+  .max(LIMITS.labels.valueLength)
+  .refine((s) => !/\p{Cc}/u.test(s), "must not contain control characters")
+  .refine((s) => s.isWellFormed(), "must be well-formed Unicode (no lone surrogates)");
+
+/** A job's labels: what operators filter and act on (GET /v1/jobs?label=k:v). */
+export const LabelsInput = z
+  .record(LabelKey, LabelValue)
+  .refine((l) => Object.keys(l).length <= LIMITS.labels.count, `at most ${LIMITS.labels.count} labels`)
+  .meta({
+    description: `at most ${LIMITS.labels.count} labels; keys ${LIMITS.labels.keyLength} characters, values ${LIMITS.labels.valueLength}`,
+    examples: [{ team: "billing", env: "prod" }],
+  });
+
 export const CreateJobInput = z.strictObject({
   name: WellFormed(LIMITS.nameLength).optional(),
   target: TargetInput,
@@ -158,6 +183,7 @@ export const CreateJobInput = z.strictObject({
     .optional(),
   idempotencyKey: WellFormed(LIMITS.idempotencyKeyLength).optional(),
   flowControl: FlowControlInput.optional(),
+  labels: LabelsInput.optional(),
 });
 export type CreateJobInput = z.infer<typeof CreateJobInput>;
 
@@ -177,6 +203,8 @@ export const PatchJobInput = z.strictObject({
     .nullable()
     .optional(),
   flowControl: FlowControlInput.nullable().optional(),
+  /** replaces the job's labels; null removes them */
+  labels: LabelsInput.nullable().optional(),
 });
 export type PatchJobInput = z.infer<typeof PatchJobInput>;
 
@@ -186,6 +214,20 @@ export const CreateJobBatchInput = z.strictObject({
 
 export const ListJobsQuery = z.strictObject({
   status: z.enum(["active", "paused", "canceled", "completed"]).optional(),
+  label: z
+    .string()
+    .max(LIMITS.labels.keyLength + 1 + LIMITS.labels.valueLength)
+    .transform((text, ctx) => {
+      const colon = text.indexOf(":");
+      const key = LabelKey.safeParse(colon < 0 ? text : text.slice(0, colon));
+      if (colon < 0 || !key.success) {
+        ctx.addIssue({ code: "custom", message: "must be key:value, with a label key before the first colon" });
+        return z.NEVER;
+      }
+      return { key: key.data, value: text.slice(colon + 1) };
+    })
+    .optional()
+    .meta({ description: "key:value: only jobs with this label (the value is everything after the first colon)" }),
   limit: z.coerce.number().int().min(1).max(200).default(50),
   cursor: z.string().max(200).optional(),
 });

@@ -73,6 +73,7 @@ export const LIMITS = {
   horizonMs: 366 * 86_400_000,
   idempotencyKeyLength: 200,
   flowControl: { keyLength: 128, rate: 10_000, periodSeconds: 86_400, parallelism: 1_000 },
+  labels: { count: 16, keyLength: 63, valueLength: 128 },
 } as const;
 
 /**

@@ -17,7 +17,17 @@ import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import type { AnySQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { JobDefinition, RedriveOrder } from "../bucket/protocol";
 import { JOB_TRANSITIONS, type JobState, TRANSITIONS } from "../core/lifecycle";
-import { type DeadLetterRow, deadLetters, flowKeys, idempotencyKeys, type JobRow, jobs, type OccurrenceRow, occurrences } from "./schema";
+import {
+  type DeadLetterRow,
+  deadLetters,
+  flowKeys,
+  idempotencyKeys,
+  type JobRow,
+  jobLabels,
+  jobs,
+  type OccurrenceRow,
+  occurrences,
+} from "./schema";
 
 export type Db = DrizzleD1Database<Record<string, never>> & { $client: D1Database };
 
@@ -132,6 +142,8 @@ export interface NewJob {
   nextRunAt: number;
   idempotencyKey: string | null;
   requestHash: string | null;
+  /** null: none */
+  labels: Record<string, string> | null;
 }
 
 export interface IdempotencyWinner {
@@ -162,6 +174,7 @@ export async function insertJobs(
     z: j.timezone,
     d: j.nextRunAt,
     k: j.idempotencyKey,
+    l: j.labels === null ? null : JSON.stringify(j.labels),
   }));
   const keyItems = items.filter((j) => j.idempotencyKey !== null).map((j) => ({ k: j.idempotencyKey!, id: j.id, h: j.requestHash! }));
   const rowChunks = jsonChunks(jobItems);
@@ -218,16 +231,34 @@ export async function insertJobs(
             deadReason: bound(null),
             finishedAt: bound(null),
             attemptLog: bound(null),
+            labels: job("l"),
           }),
         )
         .from(each(rows))
         .where(ownsKey),
     );
+  // after the jobs: only a job this batch inserted has its labels written (an idempotent repeat's does not)
+  const labelItems = items.flatMap((j) => Object.entries(j.labels ?? {}).map(([k, v]) => ({ id: j.id, k, v })));
+  const label = element<(typeof labelItems)[number]>();
+  const insertLabelRows = (rows: string) =>
+    db.insert(jobLabels).select(
+      db
+        .select(insertRow({ tenant: bound(tenant), key: label("k"), value: label("v"), jobId: label("id") }))
+        .from(each(rows))
+        .where(
+          exists(
+            db
+              .select({ one: sql`1` })
+              .from(jobs)
+              .where(and(eq(jobs.tenant, tenant), eq(jobs.id, label("id")))),
+          ),
+        ),
+    );
   const readKeys = db
     .select({ key: idempotencyKeys.key, jobId: idempotencyKeys.jobId, requestHash: idempotencyKeys.requestHash })
     .from(idempotencyKeys)
     .where(and(eq(idempotencyKeys.tenant, tenant), inArray(idempotencyKeys.key, db.select({ k: key("k") }).from(each(keyRows)))));
-  const inserts = rowChunks.map(insertJobRows);
+  const inserts = [...rowChunks.map(insertJobRows), ...jsonChunks(labelItems).map(insertLabelRows)];
   if (keyItems.length === 0) return { winners: [], rowsWritten: rowsWritten(await batchRun(db, inserts)) };
   const results = await db.batch([claimKeys, ...inserts, readKeys]);
   const winners = results[results.length - 1] as IdempotencyWinner[];
@@ -238,7 +269,10 @@ export async function insertJobs(
 // job changes (the API): each raises the version and leaves the job unsynced until its bucket
 // acknowledges it
 
-export type JobChange = Partial<Pick<JobRow, "name" | "status" | "spec" | "cron" | "timezone" | "nextRunAt" | "runStatus">>;
+export type JobChange = Partial<Pick<JobRow, "name" | "status" | "spec" | "cron" | "timezone" | "nextRunAt" | "runStatus">> & {
+  /** replaces the job's labels (null: none); absent: unchanged */
+  labels?: Record<string, string> | null;
+};
 
 /**
  * changeJob: writes a change if the job is still at `version` (optimistic: a concurrent change
@@ -253,11 +287,40 @@ export async function changeJob(
   change: JobChange,
   now: number,
 ): Promise<JobRow | undefined> {
-  const rows = await db
+  const { labels, ...columns } = change;
+  const update = db
     .update(jobs)
-    .set({ ...change, version: version + 1, synced: 0, updatedAt: now })
+    .set({
+      ...columns,
+      ...(labels === undefined ? {} : { labels: labels === null ? null : JSON.stringify(labels) }),
+      version: version + 1,
+      synced: 0,
+      updatedAt: now,
+    })
     .where(and(eq(jobs.tenant, tenant), eq(jobs.id, id), eq(jobs.version, version)))
     .returning();
+  if (labels === undefined) return (await update)[0];
+  // the labels' rows change with the row, only if it did (the same batch, after it: version + 1 is this change's)
+  const changed = exists(
+    db
+      .select({ one: sql`1` })
+      .from(jobs)
+      .where(and(eq(jobs.tenant, tenant), eq(jobs.id, id), eq(jobs.version, version + 1), eq(jobs.updatedAt, now))),
+  );
+  const items = Object.entries(labels ?? {}).map(([k, v]) => ({ k, v }));
+  const label = element<(typeof items)[number]>();
+  const [rows] = await db.batch([
+    update,
+    db.delete(jobLabels).where(and(eq(jobLabels.tenant, tenant), eq(jobLabels.jobId, id), changed)),
+    ...jsonChunks(items).map((chunk) =>
+      db.insert(jobLabels).select(
+        db
+          .select(insertRow({ tenant: bound(tenant), key: label("k"), value: label("v"), jobId: bound(id) }))
+          .from(each(chunk))
+          .where(changed),
+      ),
+    ),
+  ]);
   return rows[0];
 }
 
@@ -578,10 +641,29 @@ export async function getJobsByIds(db: Db, tenant: string, ids: string[]): Promi
 export async function listJobs(
   db: Db,
   tenant: string,
-  status: JobState | undefined,
+  filter: { status?: JobState | undefined; label?: { key: string; value: string } | undefined },
   cursorId: string | undefined,
   limit: number,
 ): Promise<JobRow[]> {
+  const { status, label } = filter;
+  if (label) {
+    // a range of job_labels' key, newest job first; each row's job by its key
+    return db
+      .select(getTableColumns(jobs))
+      .from(jobLabels)
+      .innerJoin(jobs, and(eq(jobs.tenant, jobLabels.tenant), eq(jobs.id, jobLabels.jobId)))
+      .where(
+        and(
+          eq(jobLabels.tenant, tenant),
+          eq(jobLabels.key, label.key),
+          eq(jobLabels.value, label.value),
+          cursorId ? lt(jobLabels.jobId, cursorId) : undefined,
+          status ? eq(jobs.status, status) : undefined,
+        ),
+      )
+      .orderBy(desc(jobLabels.jobId))
+      .limit(limit);
+  }
   const conditions = [eq(jobs.tenant, tenant)];
   if (status) conditions.push(eq(jobs.status, status));
   if (cursorId) conditions.push(lt(jobs.id, cursorId));
@@ -684,9 +766,11 @@ export async function purgeHistory(
         and(eq(jobs.bucket, b), lt(jobs.nextRunAt, historyCutoffAt), inArray(jobs.status, FINISHED), lt(jobs.updatedAt, historyCutoffAt)),
       )
       .limit(perBucket);
-  const statements: BatchItem<"sqlite">[] = Array.from({ length: buckets }, (_, b) =>
+  // a purged job's labels first: the same page of finished jobs (the same query on the same rows)
+  const statements: BatchItem<"sqlite">[] = Array.from({ length: buckets }, (_, b) => [
+    db.delete(jobLabels).where(inArray(sql`(${jobLabels.tenant}, ${jobLabels.jobId})`, finishedJobs(b))),
     db.delete(jobs).where(inArray(sql`(${jobs.tenant}, ${jobs.id})`, finishedJobs(b))),
-  );
+  ]).flat();
   const oldOccurrences = db
     .select({ id: occurrences.id })
     .from(occurrences)
@@ -705,10 +789,12 @@ export async function purgeHistory(
     db.delete(idempotencyKeys).where(inArray(rowid, oldKeys)),
   );
   const results = await batchRun(db, statements);
+  // label rows do not count as deleted items (a job's labels go with it); "more" looks at the jobs
+  const counted = [...results.filter((_, i) => i < buckets * 2 && i % 2 === 1), ...results.slice(buckets * 2)];
   const limits = [...Array.from({ length: buckets }, () => perBucket), limit, limit, limit];
   return {
-    deleted: results.reduce((n, r) => n + (r.meta.changes ?? 0), 0),
-    more: results.some((r, i) => (r.meta.changes ?? 0) >= limits[i]!),
+    deleted: counted.reduce((n, r) => n + (r.meta.changes ?? 0), 0),
+    more: counted.some((r, i) => (r.meta.changes ?? 0) >= limits[i]!),
     rowsWritten: rowsWritten(results),
   };
 }

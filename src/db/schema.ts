@@ -48,6 +48,8 @@ export const jobs = sqliteTable(
     finishedAt: integer("finished_at"),
     /** JSON: the execution's attempts */
     attemptLog: text("attempt_log"),
+    /** JSON: the job's labels as the API shows them (job_labels indexes them); null: none */
+    labels: text("labels"),
   },
   (t) => [
     primaryKey({ columns: [t.tenant, t.id] }),
@@ -136,12 +138,24 @@ export const flowKeys = sqliteTable(
   (t) => [primaryKey({ columns: [t.tenant, t.key] })],
 );
 
+/** One row per label of a job: GET /v1/jobs?label=k:v reads a range of this key, newest job first. */
+export const jobLabels = sqliteTable(
+  "job_labels",
+  {
+    tenant: text("tenant").notNull(),
+    key: text("key").notNull(),
+    value: text("value").notNull(),
+    jobId: text("job_id").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.tenant, t.key, t.value, t.jobId] })],
+);
+
 /**
  * Tables created WITHOUT ROWID (the key is the table: one b-tree entry a row, docs/data-path.md).
  * Drizzle cannot declare it (drizzle-orm#408): scripts/check-schema.mjs adds it to drizzle-kit's
  * DDL for these tables and fails when migrations/ disagrees.
  */
-export const withoutRowid = [jobs, occurrences, deadLetters, flowKeys] as const;
+export const withoutRowid = [jobs, occurrences, deadLetters, flowKeys, jobLabels] as const;
 
 export type JobRow = typeof jobs.$inferSelect;
 export type OccurrenceRow = typeof occurrences.$inferSelect;

@@ -76,6 +76,7 @@ const CREATE_FLAGS: Record<string, Flag> = {
   method: { type: "string", value: "<method>", help: "GET, POST (default), PUT, PATCH or DELETE" },
   header: { type: "string", multiple: true, value: "<name:value>", help: "a header to send; repeatable" },
   body: { type: "string", value: "<json|text>", help: "the body: sent as JSON if it parses as JSON, else as this text" },
+  label: { type: "string", multiple: true, value: "<key=value>", help: "a label (labels.key); repeatable" },
   worker: { type: "string", value: "<name>", help: "instead of --target: a handler Worker granted to you (target.worker)" },
   payload: { type: "string", value: "<json|text>", help: "the handler Worker's payload: JSON if it parses as JSON, else this text" },
   "run-at": { type: "string", value: "<time>", help: "when: RFC 3339 with an offset, or epoch milliseconds" },
@@ -94,7 +95,11 @@ const COMMANDS: Record<string, Command> = {
   "jobs list": {
     summary: "your jobs, newest first",
     args: [],
-    flags: { status: { type: "string", value: "<status>", help: "active, paused, canceled or completed" }, limit: LIMIT },
+    flags: {
+      status: { type: "string", value: "<status>", help: "active, paused, canceled or completed" },
+      label: { type: "string", value: "<key:value>", help: "only jobs with this label" },
+      limit: LIMIT,
+    },
     run: listJobs,
   },
   "jobs get": { summary: "a job, its schedule and next runs, its latest execution", args: ["id"], flags: {}, run: showJob },
@@ -325,6 +330,16 @@ function msOrText(raw: string | undefined): string | number | undefined {
   return raw !== undefined && /^\d+$/.test(raw) ? Number(raw) : raw;
 }
 
+function labelsOf(raw: string[]): Record<string, string> {
+  return Object.fromEntries(
+    raw.map((label) => {
+      const equals = label.indexOf("=");
+      if (equals <= 0) throw new UsageError(`--label wants key=value, got "${label}"`, usageOf("jobs create"));
+      return [label.slice(0, equals), label.slice(equals + 1)];
+    }),
+  );
+}
+
 function headersOf(raw: string[]): Record<string, string> {
   return Object.fromEntries(
     raw.map((header) => {
@@ -356,6 +371,8 @@ async function jobOf(values: Values): Promise<CreateJob> {
   }
   const when = defined({ runAt: msOrText(text(values, "run-at")), delay: msOrText(text(values, "delay")), cron: text(values, "cron") });
   if (Object.keys(when).length > 0) for (const field of ["runAt", "delay", "cron"]) delete job[field];
+  const labels = values.label as string[] | undefined;
+  if (labels) job.labels = { ...(isObject(job.labels) ? job.labels : {}), ...labelsOf(labels) };
   const maxAttempts = numberFlag(values, "max-attempts", usage);
   if (maxAttempts !== undefined) job.retry = { ...(isObject(job.retry) ? job.retry : {}), maxAttempts };
   const rest = defined({
@@ -381,7 +398,10 @@ async function createJob({ client, values, json }: Context): Promise<number> {
 async function listJobs({ client, values, json }: Context): Promise<number> {
   const limit = numberFlag(values, "limit", usageOf("jobs list")) ?? DEFAULT_LIMIT;
   const status = text(values, "status") as JobStatus | undefined;
-  const jobs = await client.jobs.list({ ...(status ? { status } : {}), limit: Math.min(limit, MAX_PAGE) }).toArray(limit);
+  const label = text(values, "label");
+  const jobs = await client.jobs
+    .list({ ...(status ? { status } : {}), ...(label ? { label } : {}), limit: Math.min(limit, MAX_PAGE) })
+    .toArray(limit);
   if (json) printJson(jobs);
   else table(["ID", "STATUS", "NEXT RUN", "NAME", "TARGET"], jobs.map(jobRow));
   return EXIT.ok;

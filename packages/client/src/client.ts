@@ -58,7 +58,8 @@ export interface JobsApi {
   createMany(jobs: CreateJob[]): Promise<BatchResult[]>;
   get(id: string): Promise<JobWithLatestExecution>;
   /** newest first; limit = page size */
-  list(query?: { status?: JobStatus; limit?: number }): Paginated<Job>;
+  /** `label`: "key:value", only jobs with that label */
+  list(query?: { status?: JobStatus; label?: string; limit?: number }): Paginated<Job>;
   update(id: string, change: UpdateJob): Promise<Job>;
   cancel(id: string): Promise<Job>;
   pause(id: string): Promise<Job>;

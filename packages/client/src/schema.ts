@@ -328,6 +328,10 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             flowControl: components["schemas"]["FlowControl"] | null;
+            /** @description the job's labels ({} when none) */
+            labels: {
+                [key: string]: string;
+            };
             idempotencyKey: string | null;
         };
         Target: components["schemas"]["HttpTarget"] | components["schemas"]["WorkerTarget"];
@@ -433,6 +437,16 @@ export interface components {
                 periodSeconds?: number;
                 parallelism?: number;
             };
+            /**
+             * @description at most 16 labels; keys 63 characters, values 128
+             * @example {
+             *       "team": "billing",
+             *       "env": "prod"
+             *     }
+             */
+            labels?: {
+                [key: string]: string;
+            };
         };
         BatchResults: {
             results: ({
@@ -505,6 +519,10 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             flowControl: components["schemas"]["FlowControl"] | null;
+            /** @description the job's labels ({} when none) */
+            labels: {
+                [key: string]: string;
+            };
             idempotencyKey: string | null;
             latestExecution: components["schemas"]["Execution"] | null;
         };
@@ -593,6 +611,16 @@ export interface components {
                 rate?: number;
                 periodSeconds?: number;
                 parallelism?: number;
+            } | null;
+            /**
+             * @description at most 16 labels; keys 63 characters, values 128
+             * @example {
+             *       "team": "billing",
+             *       "env": "prod"
+             *     }
+             */
+            labels?: {
+                [key: string]: string;
             } | null;
         };
         JobExecutions: {
@@ -759,6 +787,8 @@ export interface operations {
         parameters: {
             query?: {
                 status?: "active" | "paused" | "canceled" | "completed";
+                /** @description key:value: only jobs with this label (the value is everything after the first colon) */
+                label?: string;
                 limit?: number;
                 cursor?: string;
             };
