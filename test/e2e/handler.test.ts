@@ -7,39 +7,12 @@
  * true} fails for good. An attempt of a handler Worker has no HTTP status.
  */
 import { describe, expect, it, onTestFailed } from "vitest";
-import { type AttemptView, type ExecutionView, eventually, percentile, report, stackForFile } from "./harness.js";
+import { percentile, report, settledExecution, stackForFile } from "./harness.js";
 
 const PORT = 18900;
 
 const local = stackForFile({ port: PORT });
 const { receiver, sink } = local;
-
-/**
- * The job's only execution once it is terminal with `attempts` attempts and D1 has caught up (the
- * API shows the bucket's status at once, the other fields after the mirror): as retries.test.ts.
- */
-async function settledExecution(
-  jobId: string,
-  status: "succeeded" | "dead",
-  attempts: number,
-  deadlineMs: number,
-): Promise<ExecutionView<AttemptView[]>> {
-  return eventually(
-    `execution of ${jobId} is ${status} after ${attempts} attempts`,
-    async () => {
-      const [e] = (await local.api.executions(jobId)).body.executions;
-      const settled =
-        e &&
-        e.status === status &&
-        e.finishedAt !== null &&
-        e.attempts.length === attempts &&
-        e.attempts.every((a: AttemptView) => a.outcome !== null);
-      return settled ? e : undefined;
-    },
-    deadlineMs,
-    200,
-  );
-}
 
 describe("handler Workers over a service binding", () => {
   it("retries a handler that throws, then succeeds on attempt 2; no HTTP status on either attempt", async () => {
@@ -49,7 +22,7 @@ describe("handler Workers over a service binding", () => {
     expect(res.status).toBe(201);
     expect((res.body as unknown as { target: unknown }).target).toEqual(target);
 
-    const e = await settledExecution(res.body.id, "succeeded", 2, 20_000);
+    const e = await settledExecution(local.api, res.body.id, "succeeded", 2, 20_000);
     const [first, second] = e.attempts;
     expect(first).toMatchObject({ attempt: 1, outcome: "retryable", httpStatus: null });
     // a plain Error thrown in the handler: its message crosses the binding (packages/handler runHandler)
@@ -70,7 +43,7 @@ describe("handler Workers over a service binding", () => {
       retry: { maxAttempts: 3, initialDelayMs: 200 },
     });
     expect(res.status).toBe(201);
-    const e = await settledExecution(res.body.id, "dead", 1, 20_000);
+    const e = await settledExecution(local.api, res.body.id, "dead", 1, 20_000);
     expect(e.deadReason).toBe("permanent");
     expect(e.lastHttpStatus).toBeNull();
     expect(e.attempts).toHaveLength(1);
@@ -94,7 +67,7 @@ describe("handler Workers over a service binding", () => {
       ...Array.from({ length: COUNT }, () => ({ target: { worker: "example", payload: null }, delay: "1s" })),
       ...Array.from({ length: COUNT }, () => ({ target: { url: `${receiver.url}/ok` }, delay: "1s" })),
     ]);
-    const executions = await Promise.all(jobs.map((job) => settledExecution(job.id, "succeeded", 1, 20_000)));
+    const executions = await Promise.all(jobs.map((job) => settledExecution(local.api, job.id, "succeeded", 1, 20_000)));
     const lag = (from: number) => executions.slice(from, from + COUNT).map((e) => e.attempts[0]!.lagMs);
     const worker = lag(0);
     const http = lag(COUNT);

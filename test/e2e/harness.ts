@@ -341,6 +341,35 @@ export type LocalStack = Awaited<ReturnType<typeof startStack>>;
 export const CLOCK_TOLERANCE_MS = 5;
 
 /**
+ * The job's only execution once it is terminal with `attempts` attempts and D1 has caught up:
+ * the API shows the bucket's live status at once but the other fields (attempts, deadReason,
+ * finishedAt) only after the mirror, so this waits for those too.
+ */
+export async function settledExecution(
+  api: Api,
+  jobId: string,
+  status: "succeeded" | "dead",
+  attempts: number,
+  deadlineMs: number,
+): Promise<ExecutionView<AttemptView[]>> {
+  return eventually(
+    `execution of ${jobId} is ${status} after ${attempts} attempts`,
+    async () => {
+      const [e] = (await api.executions(jobId)).body.executions;
+      const settled =
+        e &&
+        e.status === status &&
+        e.finishedAt !== null &&
+        e.attempts.length === attempts &&
+        e.attempts.every((a: AttemptView) => a.outcome !== null);
+      return settled ? e : undefined;
+    },
+    deadlineMs,
+    200,
+  );
+}
+
+/**
  * One local stack and one signing receiver for a test file, with fresh credentials and a log
  * sink: the receiver listens and the stack starts before the file's tests, and both stop after
  * them. `routes` says how the receiver answers paths (others: byPath(), so mostly 200); `hooks`

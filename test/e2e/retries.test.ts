@@ -5,7 +5,16 @@
  * failure row "target keeps failing" (dead, visible in GET /v1/dlq, redrivable).
  */
 import { describe, expect, it, onTestFailed } from "vitest";
-import { type AttemptView, CLOCK_TOLERANCE_MS, type ExecutionView, eventually, type Received, report, stackForFile } from "./harness.js";
+import {
+  type AttemptView,
+  CLOCK_TOLERANCE_MS,
+  type ExecutionView,
+  eventually,
+  type Received,
+  report,
+  settledExecution,
+  stackForFile,
+} from "./harness.js";
 
 const PORT = 18820;
 /**
@@ -26,34 +35,6 @@ const local = stackForFile({
 });
 const { receiver, sink } = local;
 
-/**
- * The job's only execution once it is terminal with `attempts` attempts and D1 has caught up:
- * the API shows the bucket's live status at once but the other fields (attempts, deadReason,
- * finishedAt) only after the mirror (MIRROR_DELAY_MS), so wait for those too.
- */
-async function settledExecution(
-  jobId: string,
-  status: "succeeded" | "dead",
-  attempts: number,
-  deadlineMs: number,
-): Promise<ExecutionView<AttemptView[]>> {
-  return eventually(
-    `execution of ${jobId} is ${status} after ${attempts} attempts`,
-    async () => {
-      const [e] = (await local.api.executions(jobId)).body.executions;
-      const settled =
-        e &&
-        e.status === status &&
-        e.finishedAt !== null &&
-        e.attempts.length === attempts &&
-        e.attempts.every((a: AttemptView) => a.outcome !== null);
-      return settled ? e : undefined;
-    },
-    deadlineMs,
-    200,
-  );
-}
-
 function expectSameExecution(requests: Received[]): void {
   const id = requests[0]!.webhookId;
   expect(id).toMatch(/^exe_/);
@@ -73,7 +54,7 @@ describe("retries over the real local stack", () => {
       retry: { initialDelayMs: 1_000, factor: 2, jitter: 0 },
     });
     expect(res.status).toBe(201);
-    const e = await settledExecution(res.body.id, "succeeded", 3, 20_000);
+    const e = await settledExecution(local.api, res.body.id, "succeeded", 3, 20_000);
 
     const requests = receiver.to("/flaky");
     expect(requests.map((r) => r.attempt)).toEqual([1, 2, 3]);
@@ -111,7 +92,7 @@ describe("retries over the real local stack", () => {
       retry: { maxAttempts: 2, initialDelayMs: 500, factor: 2, jitter: 0 },
     });
     expect(res.status).toBe(201);
-    const e = await settledExecution(res.body.id, "dead", 2, 20_000);
+    const e = await settledExecution(local.api, res.body.id, "dead", 2, 20_000);
 
     const requests = receiver.to("/hang");
     expect(requests.length).toBeGreaterThanOrEqual(2);
@@ -143,7 +124,7 @@ describe("retries over the real local stack", () => {
       retry: { maxAttempts: 3, initialDelayMs: 300, factor: 2, jitter: 0 },
     });
     expect(res.status).toBe(201);
-    const e = await settledExecution(res.body.id, "dead", 3, 20_000);
+    const e = await settledExecution(local.api, res.body.id, "dead", 3, 20_000);
     expect(e.deadReason).toBe("attempts_exhausted");
     expect(e.lastHttpStatus).toBe(500);
     expect(e.attempts.map((a: AttemptView) => a.outcome)).toEqual(["retryable", "retryable", "retryable"]);
@@ -169,7 +150,7 @@ describe("retries over the real local stack", () => {
     expect(fourth.attempt).toBe(4);
 
     // a fresh budget of maxAttempts: attempts 4, 5, 6, then dead again and back in the DLQ
-    const again = await settledExecution(res.body.id, "dead", 6, 20_000);
+    const again = await settledExecution(local.api, res.body.id, "dead", 6, 20_000);
     const requests = receiver.to("/down");
     expect(requests.map((r) => r.attempt)).toEqual([1, 2, 3, 4, 5, 6]);
     expectSameExecution(requests);
