@@ -57,7 +57,7 @@ export async function prepareJob(
       timezone: spec.schedule?.timezone ?? null,
       nextRunAt: dueAt,
       idempotencyKey,
-      requestHash: idempotencyKey === null ? null : await requestHash(withTargetDefaults(input)),
+      requestHash: idempotencyKey === null ? null : await requestHash(withDefaults(input)),
       labels: input.labels && Object.keys(input.labels).length > 0 ? input.labels : null,
     },
   };
@@ -274,13 +274,15 @@ function dueAtOf(input: JobInput, now: number, field: (name: string) => string):
 }
 
 /**
- * The request with its target's defaults spelled out (an HTTP target's method and headers; a null
- * payload is none): the same request hashes the same however it is spelled.
+ * The request with its defaults spelled out (an HTTP target's method and headers; a null payload
+ * and empty labels are none): the same request hashes the same however it is spelled.
  */
-function withTargetDefaults(input: CreateJobInput): CreateJobInput {
-  if (input.target.worker === undefined) return { ...input, target: { method: "POST", headers: {}, ...input.target } };
+function withDefaults(input: CreateJobInput): CreateJobInput {
+  const { labels, ...rest } = input;
+  const spelled = labels && Object.keys(labels).length > 0 ? { ...rest, labels } : rest;
+  if (input.target.worker === undefined) return { ...spelled, target: { method: "POST", headers: {}, ...input.target } };
   const { payload, ...target } = input.target;
-  return { ...input, target: payload === null ? target : input.target };
+  return { ...spelled, target: payload === null ? target : input.target };
 }
 
 /** SHA-256 of the request with sorted keys, so the same request with another key order matches. */

@@ -153,7 +153,8 @@ export interface IdempotencyWinner {
 }
 
 /**
- * insertJobs: jobs in one atomic batch, one row each (2 rows written with its index entry).
+ * insertJobs: jobs in one atomic batch, one row each (2 rows written with its index entry), and
+ * one job_labels row per label.
  * An item with an idempotency key is written only if it owns the key afterwards: a key row
  * younger than the dedupe window keeps its original job (invariant 8).
  * Returns the owner of every key the batch named.
@@ -277,7 +278,8 @@ export type JobChange = Partial<Pick<JobRow, "name" | "status" | "spec" | "cron"
 /**
  * changeJob: writes a change if the job is still at `version` (optimistic: a concurrent change
  * makes this one retry on the newer row). Writes 1 row, plus index entries when next_run_at
- * changes and 1 for the unsynced index. Returns the new row, or undefined on a version conflict.
+ * changes and 1 for the unsynced index; a change of labels also deletes the old label rows and
+ * writes the new ones (1 row each). Returns the new row, or undefined on a version conflict.
  */
 export async function changeJob(
   db: Db,
@@ -300,29 +302,48 @@ export async function changeJob(
     .where(and(eq(jobs.tenant, tenant), eq(jobs.id, id), eq(jobs.version, version)))
     .returning();
   if (labels === undefined) return (await update)[0];
-  // the labels' rows change with the row, only if it did (the same batch, after it: version + 1 is this change's)
-  const changed = exists(
-    db
-      .select({ one: sql`1` })
-      .from(jobs)
-      .where(and(eq(jobs.tenant, tenant), eq(jobs.id, id), eq(jobs.version, version + 1), eq(jobs.updatedAt, now))),
-  );
-  const items = Object.entries(labels ?? {}).map(([k, v]) => ({ k, v }));
-  const label = element<(typeof items)[number]>();
-  const [rows] = await db.batch([
+  // job_labels follows the row's own labels JSON, so the two can never disagree: before the
+  // update, the rows of the labels it holds at `version` go (only if it is still there, so only
+  // when this update applies); after it, the rows of the labels it holds now are inserted (a
+  // concurrent change that won the version leaves its labels, whose rows already exist)
+  const [, rows] = await db.batch([
+    db.delete(jobLabels).where(inArray(LABEL_KEY, labelRowsOf(db, tenant, id, version))),
     update,
-    db.delete(jobLabels).where(and(eq(jobLabels.tenant, tenant), eq(jobLabels.jobId, id), changed)),
-    ...jsonChunks(items).map((chunk) =>
-      db.insert(jobLabels).select(
-        db
-          .select(insertRow({ tenant: bound(tenant), key: label("k"), value: label("v"), jobId: bound(id) }))
-          .from(each(chunk))
-          .where(changed),
-      ),
-    ),
+    db
+      .insert(jobLabels)
+      .select(labelRowsOf(db, tenant, id, version + 1))
+      .onConflictDoNothing(),
   ]);
   return rows[0];
 }
+
+/** The job_labels rows of a job's labels JSON, as the row holds them at `version` (none when it is elsewhere). */
+function labelRowsOf(db: Db, tenant: string, id: string, version: number) {
+  return labelRowsWhere(db, sql`${JOB.tenant} = ${tenant} AND ${JOB.id} = ${id} AND ${JOB.version} = ${version}`);
+}
+
+/** Columns of jobs spelled with the table's name: json_each beside it has an id, key and value of its own. */
+const JOB = {
+  tenant: sql.raw(`"jobs"."tenant"`),
+  id: sql.raw(`"jobs"."id"`),
+  version: sql.raw(`"jobs"."version"`),
+  labels: sql.raw(`"jobs"."labels"`),
+};
+
+/** The job_labels rows of the labels JSON of the jobs `where` picks (in JOB's spelling): each row's full key. */
+function labelRowsWhere(db: Db, where: SQL) {
+  return db
+    .select({
+      tenant: sql<string>`${JOB.tenant}`.as("tenant"),
+      key: sql<string>`labels_entry.key`.as("key"),
+      value: sql<string>`labels_entry.value`.as("value"),
+      jobId: sql<string>`${JOB.id}`.as("job_id"),
+    })
+    .from(sql`${jobs}, json_each(${JOB.labels}) AS labels_entry`)
+    .where(where);
+}
+
+const LABEL_KEY = sql`(${jobLabels.tenant}, ${jobLabels.key}, ${jobLabels.value}, ${jobLabels.jobId})`;
 
 /**
  * markSynced: the bucket holds these versions. Guard: the same version (a newer change stays
@@ -768,7 +789,8 @@ export async function purgeHistory(
       .limit(perBucket);
   // a purged job's labels first: the same page of finished jobs (the same query on the same rows)
   const statements: BatchItem<"sqlite">[] = Array.from({ length: buckets }, (_, b) => [
-    db.delete(jobLabels).where(inArray(sql`(${jobLabels.tenant}, ${jobLabels.jobId})`, finishedJobs(b))),
+    // by each label row's full key (its labels JSON): the table's key has no (tenant, job) prefix
+    db.delete(jobLabels).where(inArray(LABEL_KEY, labelRowsWhere(db, sql`(${JOB.tenant}, ${JOB.id}) IN ${finishedJobs(b)}`))),
     db.delete(jobs).where(inArray(sql`(${jobs.tenant}, ${jobs.id})`, finishedJobs(b))),
   ]).flat();
   const oldOccurrences = db

@@ -6,7 +6,7 @@
  */
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { dbOf, purgeHistory } from "../../src/db/queries";
+import { changeJob, dbOf, purgeHistory } from "../../src/db/queries";
 import { api, createJob, type JobJson, KEYS, receiverUrl } from "./helpers";
 
 const target = () => ({ url: `${receiverUrl()}/ok` });
@@ -49,6 +49,12 @@ describe("labels", () => {
     await api(`/v1/jobs/${ids[1]}`, { method: "DELETE" });
     expect((await listed("label=batch:filter-1&status=active")).jobs.map((j) => j.id)).toEqual([ids[2], ids[0]]);
     expect((await listed("label=batch:filter-1&status=canceled")).jobs.map((j) => j.id)).toEqual([ids[1]]);
+    // the page's limit counts the jobs that pass the status too: the newest, canceled, does not fill it
+    const newest = await createJob({ target: target(), delay: "1h", labels: { batch: "filter-1" } });
+    await api(`/v1/jobs/${newest.id}`, { method: "DELETE" });
+    const one = await listed("label=batch:filter-1&status=active&limit=1");
+    expect(one.jobs.map((j) => j.id)).toEqual([ids[2]]);
+    expect((await listed(`label=batch:filter-1&status=active&limit=1&cursor=${one.nextCursor}`)).jobs.map((j) => j.id)).toEqual([ids[0]]);
     // a value holding a colon, and a label nobody has
     const colon = await createJob({ target: target(), delay: "1h", labels: { url: "https://example.com:8443" } });
     expect((await listed("label=url:https://example.com:8443")).jobs.map((j) => j.id)).toEqual([colon.id]);
@@ -71,6 +77,19 @@ describe("labels", () => {
     const cleared = await api(`/v1/jobs/${job.id}`, { method: "PATCH", body: { labels: null } });
     expect(((await cleared.json()) as JobJson).labels).toEqual({});
     expect(await labelRows(job.id)).toEqual([]);
+  });
+
+  it("stay what the job row holds when a labels change loses the version race to another change made in the same millisecond", async () => {
+    const job = await createJob({ target: target(), delay: "1h", labels: { race: "old" } });
+    const row = (await env.DB.prepare("SELECT version FROM jobs WHERE id = ?").bind(job.id).first<{ version: number }>())!;
+    const now = Date.now() + 1_000;
+    const db = dbOf(env.DB);
+    // the cancel wins version + 1 at `now`; the labels change read the same version and has the same `now`
+    expect(await changeJob(db, "acme", job.id, row.version, { status: "canceled" }, now)).toBeDefined();
+    expect(await changeJob(db, "acme", job.id, row.version, { labels: { race: "new" } }, now)).toBeUndefined();
+    const stored = await env.DB.prepare("SELECT labels FROM jobs WHERE id = ?").bind(job.id).first<{ labels: string }>();
+    expect(JSON.parse(stored!.labels)).toEqual({ race: "old" });
+    expect(await labelRows(job.id)).toEqual([{ key: "race", value: "old" }]);
   });
 
   it("are written once for an idempotent repeat (the original job's)", async () => {
@@ -98,11 +117,14 @@ describe("labels", () => {
     expect(((await res.json()) as { error: { field: string } }).error.field).toBe(field);
   });
 
-  it.each(["label=nocolon", "label=Bad Key:x", "label=:x"])("refuses the filter %s, naming it", async (query) => {
-    const res = await api(`/v1/jobs?${query}`);
-    expect(res.status).toBe(400);
-    expect(((await res.json()) as { error: { field: string } }).error.field).toBe("label");
-  });
+  it.each(["label=nocolon", "label=Bad Key:x", "label=:x", `label=team:${"v".repeat(129)}`, "label=team:a%0Ab"])(
+    "refuses the filter %s, naming it",
+    async (query) => {
+      const res = await api(`/v1/jobs?${query}`);
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { field: string } }).error.field).toBe("label");
+    },
+  );
 
   it("go with their job when the history is purged", async () => {
     const job = await createJob({ target: target(), delay: "1h", labels: { purge: "me" } });
