@@ -4,6 +4,7 @@ import { handleDeadLetterBatch } from "./consumer/dead-letter";
 import { handleFireBatch } from "./consumer/fire";
 import { scan } from "./scanner/scan";
 
+export { BulkAction } from "./actions/bulk-action";
 export { Bucket } from "./bucket/bucket";
 export { FlowKey } from "./flow/flow-key";
 

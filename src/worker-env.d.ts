@@ -3,6 +3,8 @@
  * `wrangler types` declares them, so that no module imports them: the Bucket class and the Env that
  * names it would otherwise import each other.
  */
+
+import type { BulkAction } from "./actions/bulk-action";
 import type { Bucket } from "./bucket/bucket";
 import type { FireMessage } from "./bucket/protocol";
 import type { FlowKey } from "./flow/flow-key";
@@ -14,6 +16,8 @@ declare global {
       BUCKET: DurableObjectNamespace<Bucket>;
       /** one flow-control key of one tenant, named "<tenant>\n<key>" */
       FLOW_KEY: DurableObjectNamespace<FlowKey>;
+      /** one bulk action of one tenant, named "<tenant>\n<action id>" */
+      BULK_ACTION: DurableObjectNamespace<BulkAction>;
       /** fire queues FIRE_QUEUE_0..N-1, chosen by bucket */
       [fireQueue: `FIRE_QUEUE_${number}`]: Queue<FireMessage>;
       API_KEYS?: string;
@@ -41,7 +45,7 @@ declare global {
     // types `exports` from "cloudflare:workers" (used by the integration tests)
     interface GlobalProps {
       mainModule: typeof import("./index");
-      durableNamespaces: "Bucket" | "FlowKey";
+      durableNamespaces: "Bucket" | "FlowKey" | "BulkAction";
     }
   }
 

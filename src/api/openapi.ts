@@ -9,6 +9,7 @@
 import { OpenAPIRegistry, OpenApiGeneratorV31, type ResponseConfig, type RouteConfig } from "@asteasolutions/zod-to-openapi";
 import { z } from "zod";
 import {
+  ActionView,
   BatchResults,
   ErrorEnvelope,
   ExecutionList,
@@ -22,7 +23,7 @@ import {
   Metrics,
   RedrivenView,
 } from "./responses";
-import { CreateJobInput, FlowLimitsInput, ListDeadQuery, ListJobsQuery, PatchJobInput } from "./schemas";
+import { BulkJobsInput, CreateJobInput, FlowLimitsInput, ListDeadQuery, ListJobsQuery, PatchJobInput } from "./schemas";
 
 const json = (schema: z.ZodType, description: string): ResponseConfig => ({
   description,
@@ -152,6 +153,35 @@ export const ROUTES: ApiRoute[] = [
     summary: "Resume a paused recurring job",
     request: { params: jobId },
     responses: changed("resumed", "not_recurring (a one-off job), or the job is not paused"),
+  },
+  ...(["cancel", "pause", "resume"] as const).map(
+    (kind): ApiRoute => ({
+      method: "post",
+      path: `/v1/jobs/${kind}`,
+      operationId: `${kind}Jobs`,
+      summary: `${kind[0]!.toUpperCase()}${kind.slice(1)} many jobs, by ids or by a filter, in the background`,
+      request: {
+        headers: z.object({
+          "Idempotency-Key": z.string().min(1).max(200).optional().meta({ description: "the same key again answers the same action" }),
+        }),
+        ...jsonBody(BulkJobsInput.meta({ id: "BulkJobs" })),
+      },
+      responses: {
+        202: {
+          ...json(ActionView, "started (or, with a key seen before, the action it started)"),
+          headers: { Location: { schema: { type: "string" } } },
+        },
+        ...BODY_ERRORS,
+      },
+    }),
+  ),
+  {
+    method: "get",
+    path: "/v1/actions/{id}",
+    operationId: "getAction",
+    summary: "A bulk action's progress",
+    request: { params: z.object({ id: z.string().meta({ description: "act_…" }) }) },
+    responses: { 200: json(ActionView, "the action"), 404: error("no such action") },
   },
   {
     method: "get",

@@ -184,6 +184,22 @@ export const Metrics = z
   })
   .meta({ id: "Metrics" });
 
+export const ActionView = z
+  .strictObject({
+    id: z.string().meta({ description: "act_…; GET /v1/actions/{id} follows it" }),
+    kind: z.enum(["cancel", "pause", "resume"]),
+    status: z.enum(["running", "done"]),
+    ids: z.number().int().optional().meta({ description: "given by ids: how many" }),
+    filter: z.strictObject({ status: z.string().optional(), label: z.string().optional() }).optional(),
+    matched: z.number().int().meta({ description: "jobs found so far" }),
+    done: z.number().int(),
+    failed: z.number().int().meta({ description: "jobs the change was refused for (or not found): failures lists the first 20" }),
+    failures: z.array(z.strictObject({ jobId: z.string(), code: z.string() })),
+    createdAt: Instant,
+    finishedAt: Instant.nullable(),
+  })
+  .meta({ id: "BulkAction" });
+
 export const Health = z.strictObject({ ok: z.literal(true) }).meta({ id: "Health" });
 
 export type JobView = z.output<typeof JobView>;
@@ -192,3 +208,4 @@ export type AttemptView = z.output<typeof AttemptView>;
 export type ExecutionView = z.output<typeof ExecutionView>;
 export type ExecutionWithAttemptsView = z.output<typeof ExecutionWithAttemptsView>;
 export type FlowKeyView = z.output<typeof FlowKeyView>;
+export type ActionView = z.output<typeof ActionView>;

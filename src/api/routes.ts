@@ -1,13 +1,15 @@
 /** The HTTP API (Hono). Every /v1 route and /metrics need a bearer key; /healthz does not. */
 import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { type ActionState, BULK_KINDS, bulkActionName, type Selector } from "../actions/bulk-action";
 import { RESULT_MESSAGES } from "../bucket/protocol";
 import { configOf } from "../config";
 import { bucketName, bucketOfExecution } from "../core/bucketing";
 import { isOriginKey, ORIGIN_KEY_PREFIX } from "../core/flow";
-import { jobIdOfOneOff } from "../core/id";
+import { jobIdOfOneOff, newId } from "../core/id";
 import { parseJsonBytes } from "../core/json-text";
 import { type BucketMetrics, summarize, toPrometheus } from "../core/metrics";
+import { toRfc3339 } from "../core/when";
 import {
   clearRedrives,
   dbOf,
@@ -41,8 +43,8 @@ import {
   viewOfOccurrence,
   viewOfOneOff,
 } from "./present";
-import type { FlowKeyView as FlowKeyResponse } from "./responses";
-import { CreateJobBatchInput, FlowKeyName, FlowLimitsInput, ListDeadQuery, ListJobsQuery, MAX_JSON_DEPTH } from "./schemas";
+import type { ActionView, FlowKeyView as FlowKeyResponse } from "./responses";
+import { BulkJobsInput, CreateJobBatchInput, FlowKeyName, FlowLimitsInput, ListDeadQuery, ListJobsQuery, MAX_JSON_DEPTH } from "./schemas";
 
 const SINGLE_BODY_BYTES = 128 * 1024;
 const BATCH_BODY_BYTES = 16 * 1024 * 1024;
@@ -215,6 +217,65 @@ app.get("/v1/jobs/:id/executions", async (c) => {
   const views = await executionsOfJob(c, job, 100);
   return c.json({ executions: views.map(presentExecutionWithAttempts) });
 });
+
+// --- bulk actions: many jobs by ids or by a filter, in the background -----------------------
+
+for (const kind of BULK_KINDS) {
+  app.post(`/v1/jobs/${kind}`, limit(SINGLE_BODY_BYTES), async (c) => {
+    const parsed = BulkJobsInput.safeParse(await readJson(c));
+    if (!parsed.success) throw fromZodError(parsed.error);
+    const tenant = c.get("tenant");
+    const headerKey = c.req.header("idempotency-key");
+    if (headerKey !== undefined && (headerKey.length === 0 || headerKey.length > 200 || !headerKey.isWellFormed())) {
+      throw new ApiError(400, "invalid_field", "Idempotency-Key must be 1 to 200 characters", "Idempotency-Key");
+    }
+    // a key names the action: the same key again finds it (whatever it was asked to do then)
+    const id =
+      headerKey === undefined ? newId("act", Date.now(), crypto.getRandomValues(new Uint8Array(16))) : await actionIdOf(kind, headerKey);
+    const { ids, filter } = parsed.data;
+    const selector: Selector = ids ? { ids: [...new Set(ids)] } : { filter: { ...filter } };
+    const state = await c.env.BULK_ACTION.getByName(bulkActionName(tenant, id)).start({ id, tenant, kind, selector, now: Date.now() });
+    c.header("location", `/v1/actions/${id}`);
+    return c.json(presentAction(state), 202);
+  });
+}
+
+app.get("/v1/actions/:id", async (c) => {
+  const id = c.req.param("id");
+  if (!/^act_[0-9a-z]{26}$/.test(id)) throw notFound("action");
+  const state = await c.env.BULK_ACTION.getByName(bulkActionName(c.get("tenant"), id)).view();
+  if (!state) throw notFound("action");
+  return c.json(presentAction(state));
+});
+
+/** An action id from an Idempotency-Key: per tenant (the object's name holds the tenant) and kind. */
+async function actionIdOf(kind: string, key: string): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`${kind}\n${key}`)));
+  return newId("act", 0, digest.slice(0, 16));
+}
+
+function presentAction(state: ActionState): ActionView {
+  const { selector } = state;
+  return {
+    id: state.id,
+    kind: state.kind,
+    status: state.status,
+    ...("ids" in selector
+      ? { ids: selector.ids.length }
+      : {
+          filter: {
+            ...(selector.filter.status ? { status: selector.filter.status } : {}),
+            ...(selector.filter.label ? { label: `${selector.filter.label.key}:${selector.filter.label.value}` } : {}),
+          },
+        }),
+    matched: state.matched,
+    done: state.done,
+    failed: state.failed,
+    failures: state.failures,
+    createdAt: toRfc3339(state.createdAt),
+    finishedAt: toRfc3339(state.finishedAt),
+  };
+}
 
 // --- flow control: one key of the caller's tenant ------------------------------------------
 

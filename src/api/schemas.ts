@@ -220,11 +220,12 @@ export const ListJobsQuery = z.strictObject({
     .transform((text, ctx) => {
       const colon = text.indexOf(":");
       const key = LabelKey.safeParse(colon < 0 ? text : text.slice(0, colon));
-      if (colon < 0 || !key.success) {
-        ctx.addIssue({ code: "custom", message: "must be key:value, with a label key before the first colon" });
+      const value = LabelValue.safeParse(text.slice(colon + 1));
+      if (colon < 0 || !key.success || !value.success) {
+        ctx.addIssue({ code: "custom", message: "must be key:value, a label key before the first colon and a label value after it" });
         return z.NEVER;
       }
-      return { key: key.data, value: text.slice(colon + 1) };
+      return { key: key.data, value: value.data };
     })
     .optional()
     .meta({ description: "key:value: only jobs with this label (the value is everything after the first colon)" }),
@@ -236,3 +237,26 @@ export const ListDeadQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(200).default(50),
   cursor: z.string().max(200).optional(),
 });
+
+/** The filter of a list or a bulk action: GET /v1/jobs' status and label. */
+const JobFilterFields = {
+  status: ListJobsQuery.shape.status,
+  label: ListJobsQuery.shape.label,
+};
+
+/**
+ * POST /v1/jobs/cancel, /pause, /resume: the jobs by id (1 to 1000), or by a filter, which must
+ * name something (an empty filter would act on every job).
+ */
+export const BulkJobsInput = z
+  .strictObject({
+    ids: z.array(z.string().min(1).max(64)).min(1).max(LIMITS.batchJobs).optional(),
+    filter: z
+      .strictObject(JobFilterFields)
+      .refine(
+        (f) => f.status !== undefined || f.label !== undefined,
+        "must name a status or a label (an empty filter would act on every job)",
+      )
+      .optional(),
+  })
+  .refine((b) => (b.ids === undefined) !== (b.filter === undefined), "give ids or a filter (one of them)");

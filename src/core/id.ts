@@ -1,7 +1,7 @@
 /** Type-prefixed, time-sortable ids (job_..., exe_...): 10 chars of time, 16 of randomness. */
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 
-export function newId(prefix: "job" | "exe", now: number, random: Uint8Array): string {
+export function newId(prefix: "job" | "exe" | "act", now: number, random: Uint8Array): string {
   let time = "";
   let t = now;
   for (let i = 0; i < 10; i++) {

@@ -1,0 +1,115 @@
+/**
+ * Bulk actions (issue 16): POST /v1/jobs/cancel, /pause, /resume by ids or by a filter answer 202
+ * with an action that runs in pages in the background (the BulkAction object's alarm);
+ * GET /v1/actions/:id shows its progress. Proves: the filter acts on exactly the jobs it lists,
+ * across pages; a refusal is counted per job with the code a single request gets; an empty filter
+ * is refused; the same Idempotency-Key answers the same action and changes nothing twice; another
+ * tenant sees neither the action nor its jobs. Jobs here are due an hour ahead: nothing fires.
+ */
+import { runDurableObjectAlarm } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { bulkActionName, PAGE } from "../../src/actions/bulk-action";
+import { api, createJob, type JobJson, KEYS, receiverUrl } from "./helpers";
+
+interface Action {
+  id: string;
+  kind: string;
+  status: "running" | "done";
+  matched: number;
+  done: number;
+  failed: number;
+  failures: { jobId: string; code: string }[];
+}
+
+const target = () => ({ url: `${receiverUrl()}/ok` });
+
+async function start(kind: string, body: unknown, headers: Record<string, string> = {}, key: string = KEYS.acme) {
+  return api(`/v1/jobs/${kind}`, { method: "POST", body, headers }, key);
+}
+
+/** Runs the action's alarm page after page until it is done (bounded), and answers it as the API shows it. */
+async function finished(id: string, tenant = "acme", key: string = KEYS.acme): Promise<Action> {
+  const stub = env.BULK_ACTION.getByName(bulkActionName(tenant, id));
+  for (let page = 0; page < 50 && (await stub.view())?.status !== "done"; page++) await runDurableObjectAlarm(stub);
+  const res = await api(`/v1/actions/${id}`, {}, key);
+  expect(res.status).toBe(200);
+  return (await res.json()) as Action;
+}
+
+async function statusOf(id: string): Promise<string> {
+  return ((await (await api(`/v1/jobs/${id}`)).json()) as JobJson).status;
+}
+
+describe("bulk actions", () => {
+  it("cancel by a label filter acts on exactly the jobs listed, across pages, and answers 202 with its progress", async () => {
+    const n = PAGE + 5;
+    const labelled = await Promise.all(
+      Array.from({ length: n }, () => createJob({ target: target(), delay: "1h", labels: { sweep: "cancel-1" } })),
+    );
+    const other = await createJob({ target: target(), delay: "1h", labels: { sweep: "keep" } });
+
+    const res = await start("cancel", { filter: { label: "sweep:cancel-1" } });
+    expect(res.status).toBe(202);
+    const started = (await res.json()) as Action;
+    expect(res.headers.get("location")).toBe(`/v1/actions/${started.id}`);
+    expect(started).toMatchObject({ kind: "cancel", status: "running" });
+
+    const action = await finished(started.id);
+    expect(action).toMatchObject({ status: "done", matched: n, done: n, failed: 0, failures: [] });
+    expect(new Set(await Promise.all(labelled.map((j) => statusOf(j.id))))).toEqual(new Set(["canceled"]));
+    expect(await statusOf(other.id)).toBe("active");
+  });
+
+  it("counts each refusal with the code a single request gets: pause of a one-off job, an unknown id", async () => {
+    const recurring = await createJob({ target: target(), cron: "0 0 1 1 *" });
+    const oneOff = await createJob({ target: target(), delay: "1h" });
+    const res = await start("pause", { ids: [recurring.id, oneOff.id, "job_nope"] });
+    const action = await finished(((await res.json()) as Action).id);
+    expect(action).toMatchObject({ status: "done", matched: 2, done: 1, failed: 2 });
+    expect(action.failures).toEqual(
+      expect.arrayContaining([
+        { jobId: oneOff.id, code: "not_recurring" },
+        { jobId: "job_nope", code: "not_found" },
+      ]),
+    );
+    expect(await statusOf(recurring.id)).toBe("paused");
+
+    const resumed = await finished(((await (await start("resume", { ids: [recurring.id] })).json()) as Action).id);
+    expect(resumed).toMatchObject({ done: 1, failed: 0 });
+    expect(await statusOf(recurring.id)).toBe("active");
+  });
+
+  it("answers the same action for the same Idempotency-Key, and runs it once", async () => {
+    const job = await createJob({ target: target(), delay: "1h", labels: { sweep: "idempotent" } });
+    const headers = { "idempotency-key": "sweep-idempotent" };
+    const first = (await (await start("cancel", { filter: { label: "sweep:idempotent" } }, headers)).json()) as Action;
+    const done = await finished(first.id);
+    const again = await start("cancel", { filter: { label: "sweep:idempotent" } }, headers);
+    expect(again.status).toBe(202);
+    expect((await again.json()) as Action).toEqual(done);
+    expect(await statusOf(job.id)).toBe("canceled");
+  });
+
+  it.each<[string, unknown, string]>([
+    ["an empty filter", { filter: {} }, "filter"],
+    ["neither ids nor filter", {}, "body"],
+    ["both ids and filter", { ids: ["job_1"], filter: { status: "active" } }, "body"],
+    ["no ids", { ids: [] }, "ids"],
+    ["a malformed label", { filter: { label: "nocolon" } }, "filter.label"],
+    ["an unknown field", { filter: { status: "active" }, all: true }, "all"],
+  ])("refuses %s, naming the field", async (_case, body, field) => {
+    const res = await start("cancel", body);
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { field: string } }).error.field).toBe(field);
+  });
+
+  it("keeps actions and jobs to their tenant: another tenant's ids are not found, its action id answers 404", async () => {
+    const mine = await createJob({ target: target(), delay: "1h" });
+    const theirs = (await (await start("cancel", { ids: [mine.id] }, {}, KEYS.globex)).json()) as Action;
+    const action = await finished(theirs.id, "globex", KEYS.globex);
+    expect(action).toMatchObject({ matched: 0, failed: 1, failures: [{ jobId: mine.id, code: "not_found" }] });
+    expect(await statusOf(mine.id)).toBe("active");
+    expect((await api(`/v1/actions/${theirs.id}`)).status).toBe(404);
+  });
+});
