@@ -1,25 +1,37 @@
 /**
- * A bulk action: cancel, pause or resume many jobs of one tenant, by ids or by a filter, in pages,
- * in the background. One Durable Object per tenant and action id (an Idempotency-Key names the
+ * A bulk action: cancel, pause or resume many jobs of one tenant, or redrive many of its dead
+ * executions, by ids or by a filter, in pages, in the background. One Durable Object per tenant and action id (an Idempotency-Key names the
  * same object, so a repeated request finds the action already running instead of starting a
  * second). Each page runs the same change a single request would (api/job-changes.ts), which is
- * safe to run twice: a job already canceled, paused or resumed answers success again. Progress
+ * safe to run twice: a job already canceled, paused or resumed answers success again, and an
+ * execution already redriven is no longer dead (counted as refused, not_found: nothing runs twice). Progress
  * (matched, done, failed, the first failures) is stored after every page; the alarm takes the next.
  */
 import { DurableObject } from "cloudflare:workers";
 import { ApiError } from "../api/errors";
 import type { ChangeResult, Deps } from "../api/job-changes";
-import { cancelJob, pauseJob, resumeJob } from "../api/job-changes";
+import { cancelJob, pauseJob, redriveExecution, resumeJob } from "../api/job-changes";
 import { configOf } from "../config";
 import type { JobState } from "../core/lifecycle";
-import { dbOf, getJob, listJobs } from "../db/queries";
+import { dbOf, getJob, listDead, listJobs } from "../db/queries";
 import type { JobRow } from "../db/schema";
 
-export const BULK_KINDS = ["cancel", "pause", "resume"] as const;
-export type BulkKind = (typeof BULK_KINDS)[number];
+/** Changes of jobs (POST /v1/jobs/<kind>). */
+export const BULK_JOB_KINDS = ["cancel", "pause", "resume"] as const;
+export type BulkKind = (typeof BULK_JOB_KINDS)[number] | "redrive";
 
-/** Which jobs: these ids, or every job the filter lists (GET /v1/jobs' filters). */
-export type Selector = { ids: string[] } | { filter: { status?: JobState; label?: { key: string; value: string } } };
+export interface JobFilter {
+  status?: JobState;
+  label?: { key: string; value: string };
+}
+
+export interface DeadFilter {
+  jobId?: string;
+  deadReason?: string;
+}
+
+/** Which jobs or dead executions: these ids, every job GET /v1/jobs lists with `filter`, or every dead execution of `dead`. */
+export type Selector = { ids: string[] } | { filter: JobFilter } | { dead: DeadFilter };
 
 export interface ActionState {
   id: string;
@@ -32,17 +44,17 @@ export interface ActionState {
   done: number;
   failed: number;
   /** the first failures, each with the error code a single request would have got */
-  failures: { jobId: string; code: string }[];
+  failures: { id: string; code: string }[];
   createdAt: number;
   finishedAt: number | null;
-  /** where the next page starts: an index into ids, or the list's cursor (a job id) */
+  /** where the next page starts: an index into ids, or the list's cursor (a job id; "deadAt:id" in the dead letters) */
   next: number | string | null;
 }
 
 /** Jobs changed per page (one alarm): each is a D1 write and a request to its bucket. */
 export const PAGE = 50;
 const KEPT_FAILURES = 20;
-const CHANGES: Record<BulkKind, (deps: Deps, job: JobRow) => Promise<ChangeResult>> = {
+const JOB_CHANGES: Record<(typeof BULK_JOB_KINDS)[number], (deps: Deps, job: JobRow) => Promise<ChangeResult>> = {
   cancel: cancelJob,
   pause: pauseJob,
   resume: resumeJob,
@@ -84,18 +96,16 @@ export class BulkAction extends DurableObject<Env> {
     const db = dbOf(this.env.DB);
     const page = await this.nextPage(state, db);
     const deps = { env: this.env, db, config: configOf(this.env), tenant: state.tenant };
-    for (const { id, job } of page.jobs) {
-      if (!job) {
-        record(state, id, "not_found");
-        continue;
-      }
-      state.matched += 1;
+    for (const id of page.ids) {
       try {
-        await CHANGES[state.kind]({ ...deps, now: Date.now() }, job);
+        await this.change(state, { ...deps, now: Date.now() }, id);
+        state.matched += 1;
         state.done += 1;
       } catch (error) {
         if (!(error instanceof ApiError)) console.error(`bulk ${state.kind} of ${id} failed`, error);
-        record(state, id, error instanceof ApiError ? error.code : "internal");
+        const code = error instanceof ApiError ? error.code : "internal";
+        if (code !== "not_found") state.matched += 1;
+        record(state, id, code);
       }
     }
     state.next = page.next;
@@ -107,24 +117,40 @@ export class BulkAction extends DurableObject<Env> {
     if (state.status === "running") await this.ctx.storage.setAlarm(Date.now());
   }
 
-  private async nextPage(
-    state: ActionState,
-    db: ReturnType<typeof dbOf>,
-  ): Promise<{ jobs: { id: string; job?: JobRow }[]; next: number | string | null }> {
-    if ("ids" in state.selector) {
+  /** One job's change, or one dead execution's redrive, as its single request would run it; throws its refusal. */
+  private async change(state: ActionState, deps: Deps, id: string): Promise<void> {
+    // a redrive of no dead execution by this id (or of one redriven already): not_found
+    if (state.kind === "redrive") await redriveExecution(deps, id, async () => false);
+    else {
+      const job = await getJob(deps.db, state.tenant, id);
+      if (!job) throw new ApiError(404, "not_found", "job not found", "id");
+      await JOB_CHANGES[state.kind](deps, job);
+    }
+  }
+
+  /** The ids of the next page, and where the one after starts (null: this is the last). */
+  private async nextPage(state: ActionState, db: ReturnType<typeof dbOf>): Promise<{ ids: string[]; next: number | string | null }> {
+    const { selector } = state;
+    if ("ids" in selector) {
       const from = state.next as number;
-      const ids = state.selector.ids.slice(from, from + PAGE);
-      const jobs = await Promise.all(ids.map(async (id) => ({ id, job: await getJob(db, state.tenant, id) })));
-      return { jobs, next: from + PAGE < state.selector.ids.length ? from + PAGE : null };
+      return { ids: selector.ids.slice(from, from + PAGE), next: from + PAGE < selector.ids.length ? from + PAGE : null };
+    }
+    if ("dead" in selector) {
+      const [at, id] = typeof state.next === "string" ? state.next.split(":") : [];
+      const cursor = at !== undefined && id !== undefined ? { deadAt: Number(at), id } : undefined;
+      const rows = await listDead(db, state.tenant, cursor, PAGE + 1, selector.dead);
+      const page = rows.slice(0, PAGE);
+      const last = page[page.length - 1];
+      return { ids: page.map((d) => d.executionId), next: rows.length > PAGE && last ? `${last.deadAt}:${last.executionId}` : null };
     }
     const cursor = typeof state.next === "string" ? state.next : undefined;
-    const rows = await listJobs(db, state.tenant, state.selector.filter, cursor, PAGE + 1);
-    const jobs = rows.slice(0, PAGE).map((job) => ({ id: job.id, job }));
-    return { jobs, next: rows.length > PAGE ? jobs[jobs.length - 1]!.id : null };
+    const rows = await listJobs(db, state.tenant, selector.filter, cursor, PAGE + 1);
+    const page = rows.slice(0, PAGE);
+    return { ids: page.map((job) => job.id), next: rows.length > PAGE ? page[page.length - 1]!.id : null };
   }
 }
 
-function record(state: ActionState, jobId: string, code: string): void {
+function record(state: ActionState, id: string, code: string): void {
   state.failed += 1;
-  if (state.failures.length < KEPT_FAILURES) state.failures.push({ jobId, code });
+  if (state.failures.length < KEPT_FAILURES) state.failures.push({ id, code });
 }

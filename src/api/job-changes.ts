@@ -5,13 +5,27 @@
  * version. Answered 200 once the bucket holds it, 202 when it is durable and converging
  * (a retried request re-sends an unsynced change instead of answering "done" without it).
  */
+
+import { RESULT_MESSAGES } from "../bucket/protocol";
 import type { Config } from "../config";
 import { bucketName } from "../core/bucketing";
 import { canonicalTimeZone, occurrenceAfter } from "../core/cron";
 import { type FlowControl, isWorkerTarget, parseSpec, type Target } from "../core/job";
 import { type JobTransition, jobTransition } from "../core/lifecycle";
-import { changeJob, type Db, definitionOf, type JobChange, markSynced, redriveOneOff } from "../db/queries";
-import type { JobRow } from "../db/schema";
+import {
+  changeJob,
+  clearRedrives,
+  type Db,
+  definitionOf,
+  getDeadLetter,
+  getJob,
+  getOccurrence,
+  type JobChange,
+  markRedrive,
+  markSynced,
+  redriveOneOff,
+} from "../db/queries";
+import type { DeadLetterRow, JobRow } from "../db/schema";
 import { buildSpec, type JobInput } from "./create";
 import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
 import { PatchJobInput } from "./schemas";
@@ -143,8 +157,51 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
   );
 }
 
+/**
+ * Redrive of a dead execution, given a fresh attempt budget: a one-off job's becomes active again
+ * (a new job version); a recurring job's dead occurrence is handed to its bucket. Both converge
+ * through the sync pass. `exists`: whether the id names an execution of the tenant at all (a 409
+ * not_dead then, else a 404). Returns the dead letter it redrove.
+ */
+export async function redriveExecution(deps: Deps, id: string, exists: () => Promise<boolean>): Promise<DeadLetterRow> {
+  const { db, tenant } = deps;
+  const dead = await getDeadLetter(db, tenant, id);
+  if (!dead || dead.redriveAt !== null) {
+    if (await exists()) throw new ApiError(409, "not_dead", "only dead executions can be redriven", "id");
+    throw new ApiError(404, "not_found", "execution not found", "id");
+  }
+  const job = await getJob(db, tenant, dead.jobId);
+  if (!job) throw new ApiError(404, "not_found", "execution not found", "id");
+  if (job.status === "canceled") throw new ApiError(409, "job_canceled", "the job was canceled", "id");
+  if (job.cron === null) {
+    await redriveOneOffJob(deps, job, id);
+    return dead;
+  }
+  if (job.status !== "active") throw new ApiError(409, "job_inactive", RESULT_MESSAGES.job_inactive!, "id");
+  await markRedrive(db, tenant, id, deps.now);
+  try {
+    const [result] = await deps.env.BUCKET.getByName(bucketName(job.bucket)).redrive(job.bucket, [
+      {
+        executionId: id,
+        jobId: job.id,
+        tenant,
+        occurrenceAt: dead.dueAt,
+        occurrence: dead.occurrence,
+        attempts: dead.attempts,
+        attemptLog: (await getOccurrence(db, tenant, id))?.attemptLog ?? null,
+      },
+    ]);
+    if (result && !result.ok) throw new ApiError(409, result.code, RESULT_MESSAGES[result.code]!, "id");
+    await clearRedrives(db, [{ tenant, executionId: id }]);
+  } catch (error) {
+    if (error instanceof ApiError) throw error;
+    console.error(`redrive of ${id} in its bucket failed; the sync pass converges it`, error);
+  }
+  return dead;
+}
+
 /** Redrive of a dead one-off job: active again, due now, with a fresh attempt budget. */
-export async function redriveOneOffJob(deps: Deps, job: JobRow, executionId: string): Promise<ChangeResult> {
+async function redriveOneOffJob(deps: Deps, job: JobRow, executionId: string): Promise<ChangeResult> {
   if (jobTransition(job.status, "redrive") === null) throw new ApiError(409, "job_canceled", `the job is ${job.status}`, "id");
   const updated = await redriveOneOff(deps.db, deps.tenant, job, executionId, deps.now);
   if (!updated) throw conflict();

@@ -23,7 +23,7 @@ import {
   Metrics,
   RedrivenView,
 } from "./responses";
-import { BulkJobsInput, CreateJobInput, FlowLimitsInput, ListDeadQuery, ListJobsQuery, PatchJobInput } from "./schemas";
+import { BulkJobsInput, BulkRedriveInput, CreateJobInput, FlowLimitsInput, ListDeadQuery, ListJobsQuery, PatchJobInput } from "./schemas";
 
 const json = (schema: z.ZodType, description: string): ResponseConfig => ({
   description,
@@ -175,6 +175,25 @@ export const ROUTES: ApiRoute[] = [
       },
     }),
   ),
+  {
+    method: "post",
+    path: "/v1/dlq/redrive",
+    operationId: "redriveDeadExecutions",
+    summary: "Redrive many dead executions, by ids or by a filter, in the background",
+    request: {
+      headers: z.object({
+        "Idempotency-Key": z.string().min(1).max(200).optional().meta({ description: "the same key again answers the same action" }),
+      }),
+      ...jsonBody(BulkRedriveInput.meta({ id: "BulkRedrive" })),
+    },
+    responses: {
+      202: {
+        ...json(ActionView, "started (or, with a key seen before, the action it started)"),
+        headers: { Location: { schema: { type: "string" } } },
+      },
+      ...BODY_ERRORS,
+    },
+  },
   {
     method: "get",
     path: "/v1/actions/{id}",

@@ -187,14 +187,23 @@ export const Metrics = z
 export const ActionView = z
   .strictObject({
     id: z.string().meta({ description: "act_…; GET /v1/actions/{id} follows it" }),
-    kind: z.enum(["cancel", "pause", "resume"]),
+    kind: z.enum(["cancel", "pause", "resume", "redrive"]),
     status: z.enum(["running", "done"]),
     ids: z.number().int().optional().meta({ description: "given by ids: how many" }),
-    filter: z.strictObject({ status: z.string().optional(), label: z.string().optional() }).optional(),
-    matched: z.number().int().meta({ description: "jobs found so far" }),
+    filter: z
+      .strictObject({
+        status: z.string().optional(),
+        label: z.string().optional(),
+        jobId: z.string().optional(),
+        deadReason: z.string().optional(),
+      })
+      .optional(),
+    matched: z.number().int().meta({ description: "jobs (or dead executions) found so far" }),
     done: z.number().int(),
-    failed: z.number().int().meta({ description: "jobs the change was refused for (or not found): failures lists the first 20" }),
-    failures: z.array(z.strictObject({ jobId: z.string(), code: z.string() })),
+    failed: z.number().int().meta({ description: "the change was refused (or nothing was found by that id): failures lists the first 20" }),
+    failures: z.array(
+      z.strictObject({ id: z.string().meta({ description: "the job's id, or the execution's for a redrive" }), code: z.string() }),
+    ),
     createdAt: Instant,
     finishedAt: Instant.nullable(),
   })

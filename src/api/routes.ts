@@ -1,8 +1,7 @@
 /** The HTTP API (Hono). Every /v1 route and /metrics need a bearer key; /healthz does not. */
 import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { type ActionState, BULK_KINDS, bulkActionName, type Selector } from "../actions/bulk-action";
-import { RESULT_MESSAGES } from "../bucket/protocol";
+import { type ActionState, BULK_JOB_KINDS, type BulkKind, bulkActionName, type Selector } from "../actions/bulk-action";
 import { configOf } from "../config";
 import { bucketName, bucketOfExecution } from "../core/bucketing";
 import { isOriginKey, ORIGIN_KEY_PREFIX } from "../core/flow";
@@ -11,7 +10,6 @@ import { parseJsonBytes } from "../core/json-text";
 import { type BucketMetrics, summarize, toPrometheus } from "../core/metrics";
 import { toRfc3339 } from "../core/when";
 import {
-  clearRedrives,
   dbOf,
   getDeadLetter,
   getJob,
@@ -21,7 +19,6 @@ import {
   listFlowKeys,
   listJobs,
   listOccurrences,
-  markRedrive,
 } from "../db/queries";
 import type { JobRow } from "../db/schema";
 import { type FlowKeyView, flowKeyOf } from "../flow/flow-key";
@@ -29,7 +26,7 @@ import { requireApiKey } from "./auth";
 import type { ApiEnv } from "./context";
 import { createJobs, type PreparedJob, prepareJob } from "./create";
 import { ApiError, errorBody, fieldPath, fromZodError, respondError } from "./errors";
-import { type ChangeResult, cancelJob, type Deps, patchJob, pauseJob, redriveOneOffJob, resumeJob } from "./job-changes";
+import { type ChangeResult, cancelJob, type Deps, patchJob, pauseJob, redriveExecution, resumeJob } from "./job-changes";
 import { openApiDocument } from "./openapi";
 import {
   decodeCursor,
@@ -44,7 +41,16 @@ import {
   viewOfOneOff,
 } from "./present";
 import type { ActionView, FlowKeyView as FlowKeyResponse } from "./responses";
-import { BulkJobsInput, CreateJobBatchInput, FlowKeyName, FlowLimitsInput, ListDeadQuery, ListJobsQuery, MAX_JSON_DEPTH } from "./schemas";
+import {
+  BulkJobsInput,
+  BulkRedriveInput,
+  CreateJobBatchInput,
+  FlowKeyName,
+  FlowLimitsInput,
+  ListDeadQuery,
+  ListJobsQuery,
+  MAX_JSON_DEPTH,
+} from "./schemas";
 
 const SINGLE_BODY_BYTES = 128 * 1024;
 const BATCH_BODY_BYTES = 16 * 1024 * 1024;
@@ -220,24 +226,35 @@ app.get("/v1/jobs/:id/executions", async (c) => {
 
 // --- bulk actions: many jobs by ids or by a filter, in the background -----------------------
 
-for (const kind of BULK_KINDS) {
+for (const kind of BULK_JOB_KINDS) {
   app.post(`/v1/jobs/${kind}`, limit(SINGLE_BODY_BYTES), async (c) => {
     const parsed = BulkJobsInput.safeParse(await readJson(c));
     if (!parsed.success) throw fromZodError(parsed.error);
-    const tenant = c.get("tenant");
-    const headerKey = c.req.header("idempotency-key");
-    if (headerKey !== undefined && (headerKey.length === 0 || headerKey.length > 200 || !headerKey.isWellFormed())) {
-      throw new ApiError(400, "invalid_field", "Idempotency-Key must be 1 to 200 characters", "Idempotency-Key");
-    }
-    // a key names the action: the same key again finds it (whatever it was asked to do then)
-    const id =
-      headerKey === undefined ? newId("act", Date.now(), crypto.getRandomValues(new Uint8Array(16))) : await actionIdOf(kind, headerKey);
     const { ids, filter } = parsed.data;
-    const selector: Selector = ids ? { ids: [...new Set(ids)] } : { filter: { ...filter } };
-    const state = await c.env.BULK_ACTION.getByName(bulkActionName(tenant, id)).start({ id, tenant, kind, selector, now: Date.now() });
-    c.header("location", `/v1/actions/${id}`);
-    return c.json(presentAction(state), 202);
+    return startAction(c, kind, ids ? { ids: [...new Set(ids)] } : { filter: { ...filter } });
   });
+}
+
+app.post("/v1/dlq/redrive", limit(SINGLE_BODY_BYTES), async (c) => {
+  const parsed = BulkRedriveInput.safeParse(await readJson(c));
+  if (!parsed.success) throw fromZodError(parsed.error);
+  const { ids, filter } = parsed.data;
+  return startAction(c, "redrive", ids ? { ids: [...new Set(ids)] } : { dead: { ...filter } });
+});
+
+/** Starts a bulk action (or finds the one its Idempotency-Key started): 202 with its progress. */
+async function startAction(c: Context<ApiEnv>, kind: BulkKind, selector: Selector): Promise<Response> {
+  const tenant = c.get("tenant");
+  const headerKey = c.req.header("idempotency-key");
+  if (headerKey !== undefined && (headerKey.length === 0 || headerKey.length > 200 || !headerKey.isWellFormed())) {
+    throw new ApiError(400, "invalid_field", "Idempotency-Key must be 1 to 200 characters", "Idempotency-Key");
+  }
+  // a key names the action: the same key again finds it (whatever it was asked to do then)
+  const id =
+    headerKey === undefined ? newId("act", Date.now(), crypto.getRandomValues(new Uint8Array(16))) : await actionIdOf(kind, headerKey);
+  const state = await c.env.BULK_ACTION.getByName(bulkActionName(tenant, id)).start({ id, tenant, kind, selector, now: Date.now() });
+  c.header("location", `/v1/actions/${id}`);
+  return c.json(presentAction(state), 202);
 }
 
 app.get("/v1/actions/:id", async (c) => {
@@ -247,6 +264,13 @@ app.get("/v1/actions/:id", async (c) => {
   if (!state) throw notFound("action");
   return c.json(presentAction(state));
 });
+
+/** A selector's filter as the request spelled it. */
+function filterOf(selector: Exclude<Selector, { ids: string[] }>): Record<string, string> {
+  if ("dead" in selector) return { ...selector.dead };
+  const { status, label } = selector.filter;
+  return { ...(status ? { status } : {}), ...(label ? { label: `${label.key}:${label.value}` } : {}) };
+}
 
 /** An action id from an Idempotency-Key: per tenant (the object's name holds the tenant) and kind. */
 async function actionIdOf(kind: string, key: string): Promise<string> {
@@ -260,14 +284,7 @@ function presentAction(state: ActionState): ActionView {
     id: state.id,
     kind: state.kind,
     status: state.status,
-    ...("ids" in selector
-      ? { ids: selector.ids.length }
-      : {
-          filter: {
-            ...(selector.filter.status ? { status: selector.filter.status } : {}),
-            ...(selector.filter.label ? { label: `${selector.filter.label.key}:${selector.filter.label.value}` } : {}),
-          },
-        }),
+    ...("ids" in selector ? { ids: selector.ids.length } : { filter: filterOf(selector) }),
     matched: state.matched,
     done: state.done,
     failed: state.failed,
@@ -363,41 +380,9 @@ app.get("/v1/dlq", async (c) => {
  */
 app.post("/v1/executions/:id/redrive", async (c) => {
   const db = dbOf(c.env.DB);
-  const tenant = c.get("tenant");
   const id = c.req.param("id");
-  const dead = await getDeadLetter(db, tenant, id);
-  if (!dead || dead.redriveAt !== null) {
-    if (await findExecution(c, id)) throw new ApiError(409, "not_dead", "only dead executions can be redriven", "id");
-    throw notFound("execution");
-  }
-  const job = await getJob(db, tenant, dead.jobId);
-  if (!job) throw notFound("execution");
-  if (job.status === "canceled") throw new ApiError(409, "job_canceled", "the job was canceled", "id");
-  const deps: Deps = { env: c.env, db, config: configOf(c.env), tenant, now: Date.now() };
-  if (job.cron === null) {
-    await redriveOneOffJob(deps, job, id);
-  } else {
-    if (job.status !== "active") throw new ApiError(409, "job_inactive", RESULT_MESSAGES.job_inactive!, "id");
-    await markRedrive(db, tenant, id, deps.now);
-    try {
-      const [result] = await c.env.BUCKET.getByName(bucketName(job.bucket)).redrive(job.bucket, [
-        {
-          executionId: id,
-          jobId: job.id,
-          tenant,
-          occurrenceAt: dead.dueAt,
-          occurrence: dead.occurrence,
-          attempts: dead.attempts,
-          attemptLog: (await getOccurrence(db, tenant, id))?.attemptLog ?? null,
-        },
-      ]);
-      if (result && !result.ok) throw new ApiError(409, result.code, RESULT_MESSAGES[result.code]!, "id");
-      await clearRedrives(db, [{ tenant, executionId: id }]);
-    } catch (error) {
-      if (error instanceof ApiError) throw error;
-      console.error(`redrive of ${id} in its bucket failed; the sync pass converges it`, error);
-    }
-  }
+  const deps: Deps = { env: c.env, db, config: configOf(c.env), tenant: c.get("tenant"), now: Date.now() };
+  const dead = await redriveExecution(deps, id, async () => (await findExecution(c, id)) !== undefined);
   return c.json(
     { ...presentExecution({ ...viewOfDeadLetter(dead), status: "scheduled", deadReason: null, finishedAt: null }), redriven: true },
     202,

@@ -260,3 +260,20 @@ export const BulkJobsInput = z
       .optional(),
   })
   .refine((b) => (b.ids === undefined) !== (b.filter === undefined), "give ids or a filter (one of them)");
+
+/** POST /v1/dlq/redrive: dead executions by id (1 to 1000), or by a filter that names something. */
+export const BulkRedriveInput = z
+  .strictObject({
+    ids: z.array(z.string().min(1).max(64)).min(1).max(LIMITS.batchJobs).optional(),
+    filter: z
+      .strictObject({
+        jobId: z.string().min(1).max(64).optional(),
+        deadReason: z.enum(["permanent", "attempts_exhausted", "poison"]).optional(),
+      })
+      .refine(
+        (f) => f.jobId !== undefined || f.deadReason !== undefined,
+        "must name a jobId or a deadReason (an empty filter would redrive every dead execution)",
+      )
+      .optional(),
+  })
+  .refine((b) => (b.ids === undefined) !== (b.filter === undefined), "give ids or a filter (one of them)");

@@ -730,8 +730,12 @@ export async function listDead(
   tenant: string,
   cursor: { deadAt: number; id: string } | undefined,
   limit: number,
+  /** checked on the tenant's range, newest first: the rows it skips are read too */
+  filter: { jobId?: string; deadReason?: string } = {},
 ): Promise<DeadLetterRow[]> {
   const conditions = [eq(deadLetters.tenant, tenant)];
+  if (filter.jobId !== undefined) conditions.push(eq(deadLetters.jobId, filter.jobId));
+  if (filter.deadReason !== undefined) conditions.push(eq(deadLetters.deadReason, filter.deadReason));
   if (cursor) {
     conditions.push(
       or(lt(deadLetters.deadAt, cursor.deadAt), and(eq(deadLetters.deadAt, cursor.deadAt), lt(deadLetters.executionId, cursor.id)))!,

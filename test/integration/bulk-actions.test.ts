@@ -10,7 +10,11 @@ import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { bulkActionName, PAGE } from "../../src/actions/bulk-action";
-import { api, createJob, type JobJson, KEYS, receiverUrl } from "./helpers";
+import { api, captureFiresForFile, createJob, dispatchOf, fileClock, fire, type JobJson, KEYS, newExecution, receiverUrl } from "./helpers";
+
+const clock = fileClock(10 * 60_000);
+const sent = captureFiresForFile();
+const dispatch = dispatchOf(clock, sent);
 
 interface Action {
   id: string;
@@ -19,7 +23,15 @@ interface Action {
   matched: number;
   done: number;
   failed: number;
-  failures: { jobId: string; code: string }[];
+  failures: { id: string; code: string }[];
+}
+
+/** A one-off job whose only attempt is answered 400: dead (permanent), its dead letter in D1. */
+async function deadExecution() {
+  const e = await newExecution({ target: { url: `${receiverUrl()}/fail/400` }, retry: { maxAttempts: 1 } });
+  await fire([await dispatch(e)]);
+  await clock.flush(e.stub);
+  return e;
 }
 
 const target = () => ({ url: `${receiverUrl()}/ok` });
@@ -27,6 +39,8 @@ const target = () => ({ url: `${receiverUrl()}/ok` });
 async function start(kind: string, body: unknown, headers: Record<string, string> = {}, key: string = KEYS.acme) {
   return api(`/v1/jobs/${kind}`, { method: "POST", body, headers }, key);
 }
+
+const redrive = (body: unknown) => api("/v1/dlq/redrive", { method: "POST", body });
 
 /** Runs the action's alarm page after page until it is done (bounded), and answers it as the API shows it. */
 async function finished(id: string, tenant = "acme", key: string = KEYS.acme): Promise<Action> {
@@ -69,8 +83,8 @@ describe("bulk actions", () => {
     expect(action).toMatchObject({ status: "done", matched: 2, done: 1, failed: 2 });
     expect(action.failures).toEqual(
       expect.arrayContaining([
-        { jobId: oneOff.id, code: "not_recurring" },
-        { jobId: "job_nope", code: "not_found" },
+        { id: oneOff.id, code: "not_recurring" },
+        { id: "job_nope", code: "not_found" },
       ]),
     );
     expect(await statusOf(recurring.id)).toBe("paused");
@@ -108,8 +122,24 @@ describe("bulk actions", () => {
     const mine = await createJob({ target: target(), delay: "1h" });
     const theirs = (await (await start("cancel", { ids: [mine.id] }, {}, KEYS.globex)).json()) as Action;
     const action = await finished(theirs.id, "globex", KEYS.globex);
-    expect(action).toMatchObject({ matched: 0, failed: 1, failures: [{ jobId: mine.id, code: "not_found" }] });
+    expect(action).toMatchObject({ matched: 0, failed: 1, failures: [{ id: mine.id, code: "not_found" }] });
     expect(await statusOf(mine.id)).toBe("active");
     expect((await api(`/v1/actions/${theirs.id}`)).status).toBe(404);
+  });
+
+  it("redrives dead executions by a filter, each as its single redrive would, and refuses an empty filter", async () => {
+    const dead = [await deadExecution(), await deadExecution()];
+    const res = await redrive({ filter: { deadReason: "permanent" } });
+    expect(res.status).toBe(202);
+    const action = await finished(((await res.json()) as Action).id);
+    expect(action).toMatchObject({ kind: "redrive", status: "done", matched: 2, done: 2, failed: 0 });
+    for (const e of dead) {
+      expect(await statusOf(e.job.id)).toBe("active");
+      expect((await e.view())?.status).toBe("scheduled");
+    }
+    // by ids: one redriven already (no longer dead) and an unknown one are refused, not run again
+    const again = await finished(((await (await redrive({ ids: [dead[0]!.exe.id, "exe_nope"] })).json()) as Action).id);
+    expect(again).toMatchObject({ matched: 0, done: 0, failed: 2 });
+    expect(((await (await redrive({ filter: {} })).json()) as { error: { field: string } }).error.field).toBe("filter");
   });
 });

@@ -140,6 +140,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/dlq/redrive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Redrive many dead executions, by ids or by a filter, in the background */
+        post: operations["redriveDeadExecutions"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/actions/{id}": {
         parameters: {
             query?: never;
@@ -695,7 +712,7 @@ export interface components {
             /** @description act_…; GET /v1/actions/{id} follows it */
             id: string;
             /** @enum {string} */
-            kind: "cancel" | "pause" | "resume";
+            kind: "cancel" | "pause" | "resume" | "redrive";
             /** @enum {string} */
             status: "running" | "done";
             /** @description given by ids: how many */
@@ -703,14 +720,17 @@ export interface components {
             filter?: {
                 status?: string;
                 label?: string;
+                jobId?: string;
+                deadReason?: string;
             };
-            /** @description jobs found so far */
+            /** @description jobs (or dead executions) found so far */
             matched: number;
             done: number;
-            /** @description jobs the change was refused for (or not found): failures lists the first 20 */
+            /** @description the change was refused (or nothing was found by that id): failures lists the first 20 */
             failed: number;
             failures: {
-                jobId: string;
+                /** @description the job's id, or the execution's for a redrive */
+                id: string;
                 code: string;
             }[];
             /**
@@ -731,6 +751,14 @@ export interface components {
                 status?: "active" | "paused" | "canceled" | "completed";
                 /** @description key:value: only jobs with this label (the value is everything after the first colon) */
                 label?: string;
+            };
+        };
+        BulkRedrive: {
+            ids?: string[];
+            filter?: {
+                jobId?: string;
+                /** @enum {string} */
+                deadReason?: "permanent" | "attempts_exhausted" | "poison";
             };
         };
         JobExecutions: {
@@ -1727,6 +1755,90 @@ export interface operations {
         requestBody: {
             content: {
                 "application/json": components["schemas"]["BulkJobs"];
+            };
+        };
+        responses: {
+            /** @description started (or, with a key seen before, the action it started) */
+            202: {
+                headers: {
+                    Location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BulkAction"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is larger than the route allows */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    redriveDeadExecutions: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description the same key again answers the same action */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["BulkRedrive"];
             };
         };
         responses: {
