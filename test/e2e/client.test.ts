@@ -80,6 +80,24 @@ describe("the client against the local stack", () => {
     expect((await client.jobs.pause(recurring.id)).status).toBe("paused");
     expect((await client.jobs.resume(recurring.id)).status).toBe("active");
     expect((await client.jobs.get(recurring.id)).nextRuns).toHaveLength(5);
+
+    // a bulk cancel by label runs in the background; the action's progress says when it is done
+    const labelled = await client.jobs.createMany([
+      { ...far, labels: { sweep: "client-e2e" } },
+      { ...far, labels: { sweep: "client-e2e" } },
+    ]);
+    const started = await client.jobs.bulk("cancel", { filter: { label: "sweep:client-e2e" } });
+    const action = await eventually(
+      "the bulk cancel is done",
+      async () => {
+        const a = await client.actions.get(started.id);
+        return a.status === "done" ? a : undefined;
+      },
+      15_000,
+      200,
+    );
+    expect(action).toMatchObject({ kind: "cancel", matched: 2, done: 2, failed: 0 });
+    for (const r of labelled) expect((await client.jobs.get("job" in r ? r.job.id : "")).status).toBe("canceled");
   });
 
   it("shows a dead execution in the DLQ and redrives it; errors carry the envelope's code and field", async () => {

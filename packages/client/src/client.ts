@@ -24,6 +24,11 @@ export type BatchResults = Schemas["BatchResults"];
 export type BatchResult = BatchResults["results"][number];
 export type JobStatus = Job["status"];
 export type FlowLimits = JsonBody<"updateFlowKey">;
+export type BulkAction = Schemas["BulkAction"];
+/** `{ids}` or `{filter: {status, label}}` (not empty) */
+export type BulkJobs = JsonBody<"cancelJobs">;
+/** `{ids}` or `{filter: {jobId, deadReason}}` (not empty) */
+export type BulkRedrive = JsonBody<"redriveDeadExecutions">;
 
 export type CreateJob = JsonBody<"createJob">;
 export type UpdateJob = JsonBody<"updateJob">;
@@ -66,6 +71,12 @@ export interface JobsApi {
   resume(id: string): Promise<Job>;
   /** latest first, at most 100 */
   executions(id: string): Promise<ExecutionWithAttempts[]>;
+  /**
+   * Cancels, pauses or resumes many jobs in the background: answers the started action (follow it
+   * with actions.get). Sends an Idempotency-Key (yours, or a new one, ASCII) kept across retries,
+   * so a retry finds the same action instead of starting another.
+   */
+  bulk(kind: "cancel" | "pause" | "resume", jobs: BulkJobs, options?: { idempotencyKey?: string }): Promise<BulkAction>;
 }
 
 export interface ExecutionsApi {
@@ -77,6 +88,13 @@ export interface ExecutionsApi {
 export interface DlqApi {
   list(query?: { limit?: number }): Paginated<Execution>;
   redrive(executionId: string): Promise<RedrivenExecution>;
+  /** Redrives many dead executions in the background (an Idempotency-Key as for jobs.bulk). */
+  redriveMany(executions: BulkRedrive, options?: { idempotencyKey?: string }): Promise<BulkAction>;
+}
+
+export interface ActionsApi {
+  /** a bulk action's progress */
+  get(id: string): Promise<BulkAction>;
 }
 
 export interface FlowControlApi {
@@ -108,6 +126,7 @@ export class SchedulerClient {
   readonly executions: ExecutionsApi;
   readonly dlq: DlqApi;
   readonly flowControl: FlowControlApi;
+  readonly actions: ActionsApi;
 
   readonly #baseUrl: string;
   readonly #headers: Record<string, string>;
@@ -174,6 +193,7 @@ export class SchedulerClient {
       cancel: (id) => this.#request({ method: "DELETE", path: job(id), repeatable: true }),
       pause: (id) => this.#request({ method: "POST", path: job(id, "/pause"), repeatable: true }),
       resume: (id) => this.#request({ method: "POST", path: job(id, "/resume"), repeatable: true }),
+      bulk: (kind, jobs, options) => this.#startAction(`/v1/jobs/${kind}`, jobs, options?.idempotencyKey),
       executions: async (id) =>
         (await this.#request<Schemas["JobExecutions"]>({ method: "GET", path: job(id, "/executions"), repeatable: true })).executions,
     };
@@ -195,6 +215,11 @@ export class SchedulerClient {
           return { items: page.executions, nextCursor: page.nextCursor };
         }),
       redrive,
+      redriveMany: (executions, options) => this.#startAction("/v1/dlq/redrive", executions, options?.idempotencyKey),
+    };
+
+    this.actions = {
+      get: (id) => this.#request({ method: "GET", path: `/v1/actions/${enc(id)}`, repeatable: true }),
     };
 
     this.flowControl = {
@@ -208,6 +233,11 @@ export class SchedulerClient {
   /** Counters, dead by reason, fire lag and flow-control keys of your tenant. */
   metrics(): Promise<Metrics> {
     return this.#request({ method: "GET", path: "/v1/metrics", repeatable: true });
+  }
+
+  /** A bulk action, with one Idempotency-Key per call: a retry after a lost answer finds the same action. */
+  #startAction(path: string, body: unknown, idempotencyKey: string = crypto.randomUUID()): Promise<BulkAction> {
+    return this.#request({ method: "POST", path, body, headers: { "idempotency-key": idempotencyKey }, repeatable: true });
   }
 
   /** Liveness (needs no key; the key is sent anyway). */

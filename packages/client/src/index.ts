@@ -1,9 +1,13 @@
 // The main entry: the client, its errors and the API's types. The webhook receiver stays on the
 // "./receiver" subpath, so importing this one pulls in no dependency.
 export type {
+  ActionsApi,
   Attempt,
   BatchResult,
   BatchResults,
+  BulkAction,
+  BulkJobs,
+  BulkRedrive,
   ClientOptions,
   CreateJob,
   DlqApi,

@@ -442,3 +442,36 @@ describe("VERSION", () => {
     expect(VERSION).toBe(pkg.version);
   });
 });
+
+describe("bulk actions", () => {
+  const action = {
+    id: "act_1",
+    kind: "cancel",
+    status: "running",
+    matched: 0,
+    done: 0,
+    failed: 0,
+    failures: [],
+    createdAt: "2026-01-01T00:00:00.000Z",
+    finishedAt: null,
+  };
+
+  it("starts one with an Idempotency-Key kept across a retry, so a lost answer finds the same action", async () => {
+    const { fetch, seen } = fakeFetch(envelope(503, "unavailable"), json(202, action));
+    await expect(client(fetch).jobs.bulk("cancel", { filter: { label: "team:x" } })).resolves.toMatchObject({ id: "act_1" });
+    expect(seen.map((r) => r.path)).toEqual(["/v1/jobs/cancel", "/v1/jobs/cancel"]);
+    const keys = seen.map((r) => r.headers.get("idempotency-key"));
+    expect(keys[0]).toMatch(UUID);
+    expect(keys[1]).toBe(keys[0]);
+    expect(seen[0]?.body).toEqual({ filter: { label: "team:x" } });
+  });
+
+  it("redrives many dead executions and reads an action's progress", async () => {
+    const { fetch, seen } = fakeFetch(json(202, { ...action, kind: "redrive" }), json(200, { ...action, status: "done" }));
+    const c = client(fetch);
+    await c.dlq.redriveMany({ ids: ["exe_1"] }, { idempotencyKey: "mine" });
+    await expect(c.actions.get("act_1")).resolves.toMatchObject({ status: "done" });
+    expect(seen.map((r) => `${r.method} ${r.path}`)).toEqual(["POST /v1/dlq/redrive", "GET /v1/actions/act_1"]);
+    expect(seen[0]?.headers.get("idempotency-key")).toBe("mine");
+  });
+});
