@@ -64,11 +64,26 @@ export function bulkActionName(tenant: string, id: string): string {
   return `${tenant}\n${id}`;
 }
 
+/** How long a finished action stays readable (GET /v1/actions/:id), then its object deletes itself. */
+export const ACTION_RETENTION_MS = 7 * 86_400_000;
+
 export class BulkAction extends DurableObject<Env> {
-  /** Starts the action, or answers the one already started under this name (idempotent). */
-  async start(init: { id: string; tenant: string; kind: BulkKind; selector: Selector; now: number }): Promise<ActionState> {
-    const existing = await this.ctx.storage.get<ActionState>("state");
-    if (existing) return existing;
+  /**
+   * Starts the action, or answers the one already started under this name (idempotent): the same
+   * Idempotency-Key with another kind or selection is `reused` (the route answers 409).
+   */
+  async start(init: {
+    id: string;
+    tenant: string;
+    kind: BulkKind;
+    selector: Selector;
+    now: number;
+  }): Promise<{ state: ActionState; reused: boolean }> {
+    const existing = await this.view();
+    if (existing) {
+      const same = existing.kind === init.kind && JSON.stringify(existing.selector) === JSON.stringify(init.selector);
+      return { state: existing, reused: !same };
+    }
     const state: ActionState = {
       ...init,
       status: "running",
@@ -82,30 +97,45 @@ export class BulkAction extends DurableObject<Env> {
     };
     await this.ctx.storage.put("state", state);
     await this.ctx.storage.setAlarm(init.now);
+    return { state, reused: false };
+  }
+
+  /** The action; a running one whose alarm the runtime gave up on (after its retries) is armed again. */
+  async view(): Promise<ActionState | null> {
+    const state = (await this.ctx.storage.get<ActionState>("state")) ?? null;
+    if (state?.status === "running" && (await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now());
     return state;
   }
 
-  async view(): Promise<ActionState | null> {
-    return (await this.ctx.storage.get<ActionState>("state")) ?? null;
-  }
-
-  /** One page; the next is another alarm, so no invocation runs long. */
+  /**
+   * One page; the next is another alarm, so no invocation runs long. A refusal (an ApiError) is
+   * counted for its job and the page goes on; any other failure (D1 down) stores the progress up
+   * to the job before it and throws, so the runtime retries the alarm from that job on.
+   */
   override async alarm(): Promise<void> {
     const state = await this.ctx.storage.get<ActionState>("state");
-    if (!state || state.status === "done") return;
+    if (!state) return;
+    if (state.status === "done") {
+      if (Date.now() >= (state.finishedAt ?? 0) + ACTION_RETENTION_MS) await this.ctx.storage.deleteAll();
+      else await this.ctx.storage.setAlarm((state.finishedAt ?? Date.now()) + ACTION_RETENTION_MS);
+      return;
+    }
     const db = dbOf(this.env.DB);
     const page = await this.nextPage(state, db);
     const deps = { env: this.env, db, config: configOf(this.env), tenant: state.tenant };
-    for (const id of page.ids) {
+    for (const [i, id] of page.ids.entries()) {
       try {
         await this.change(state, { ...deps, now: Date.now() }, id);
         state.matched += 1;
         state.done += 1;
       } catch (error) {
-        if (!(error instanceof ApiError)) console.error(`bulk ${state.kind} of ${id} failed`, error);
-        const code = error instanceof ApiError ? error.code : "internal";
-        if (code !== "not_found") state.matched += 1;
-        record(state, id, code);
+        if (!(error instanceof ApiError)) {
+          state.next = page.resumeAt(i);
+          await this.ctx.storage.put("state", state);
+          throw error;
+        }
+        if (error.code !== "not_found") state.matched += 1;
+        record(state, id, error.code);
       }
     }
     state.next = page.next;
@@ -114,7 +144,7 @@ export class BulkAction extends DurableObject<Env> {
       state.finishedAt = Date.now();
     }
     await this.ctx.storage.put("state", state);
-    if (state.status === "running") await this.ctx.storage.setAlarm(Date.now());
+    await this.ctx.storage.setAlarm(state.status === "running" ? Date.now() : state.finishedAt! + ACTION_RETENTION_MS);
   }
 
   /** One job's change, or one dead execution's redrive, as its single request would run it; throws its refusal. */
@@ -128,25 +158,41 @@ export class BulkAction extends DurableObject<Env> {
     }
   }
 
-  /** The ids of the next page, and where the one after starts (null: this is the last). */
-  private async nextPage(state: ActionState, db: ReturnType<typeof dbOf>): Promise<{ ids: string[]; next: number | string | null }> {
+  /**
+   * The ids of the next page, where the one after starts (null: this is the last), and where to
+   * start again from its i-th id (a failure there).
+   */
+  private async nextPage(
+    state: ActionState,
+    db: ReturnType<typeof dbOf>,
+  ): Promise<{ ids: string[]; next: number | string | null; resumeAt: (i: number) => number | string | null }> {
     const { selector } = state;
     if ("ids" in selector) {
       const from = state.next as number;
-      return { ids: selector.ids.slice(from, from + PAGE), next: from + PAGE < selector.ids.length ? from + PAGE : null };
+      const next = from + PAGE < selector.ids.length ? from + PAGE : null;
+      return { ids: selector.ids.slice(from, from + PAGE), next, resumeAt: (i) => from + i };
     }
     if ("dead" in selector) {
       const [at, id] = typeof state.next === "string" ? state.next.split(":") : [];
       const cursor = at !== undefined && id !== undefined ? { deadAt: Number(at), id } : undefined;
-      const rows = await listDead(db, state.tenant, cursor, PAGE + 1, selector.dead);
+      // one already on its way back (redriven, not yet cleared) is not dead any more
+      const rows = await listDead(db, state.tenant, cursor, PAGE + 1, { ...selector.dead, redriving: false });
       const page = rows.slice(0, PAGE);
-      const last = page[page.length - 1];
-      return { ids: page.map((d) => d.executionId), next: rows.length > PAGE && last ? `${last.deadAt}:${last.executionId}` : null };
+      const after = (d: { deadAt: number; executionId: string } | undefined) => (d ? `${d.deadAt}:${d.executionId}` : null);
+      return {
+        ids: page.map((d) => d.executionId),
+        next: rows.length > PAGE ? after(page[page.length - 1]) : null,
+        resumeAt: (i) => (i > 0 ? after(page[i - 1]) : state.next),
+      };
     }
     const cursor = typeof state.next === "string" ? state.next : undefined;
     const rows = await listJobs(db, state.tenant, selector.filter, cursor, PAGE + 1);
     const page = rows.slice(0, PAGE);
-    return { ids: page.map((job) => job.id), next: rows.length > PAGE ? page[page.length - 1]!.id : null };
+    return {
+      ids: page.map((job) => job.id),
+      next: rows.length > PAGE ? page[page.length - 1]!.id : null,
+      resumeAt: (i) => (i > 0 ? page[i - 1]!.id : state.next),
+    };
   }
 }
 

@@ -50,6 +50,8 @@ const BODY_ERRORS = {
   415: error("the body is not application/json"),
 } satisfies Record<number, ResponseConfig>;
 
+const KEY_REUSED = error("idempotency_key_reused: the Idempotency-Key started an action with another selection");
+
 const changed = (what: string, refused: string) => ({
   200: json(JobView, `${what}: applied (the job's bucket holds the change)`),
   202: json(JobView, `${what}: durable and converging (the next sync pass applies it; sending it again re-sends it)`),
@@ -172,6 +174,7 @@ export const ROUTES: ApiRoute[] = [
           headers: { Location: { schema: { type: "string" } } },
         },
         ...BODY_ERRORS,
+        409: KEY_REUSED,
       },
     }),
   ),
@@ -192,6 +195,7 @@ export const ROUTES: ApiRoute[] = [
         headers: { Location: { schema: { type: "string" } } },
       },
       ...BODY_ERRORS,
+      409: KEY_REUSED,
     },
   },
   {

@@ -252,7 +252,21 @@ async function startAction(c: Context<ApiEnv>, kind: BulkKind, selector: Selecto
   // a key names the action: the same key again finds it (whatever it was asked to do then)
   const id =
     headerKey === undefined ? newId("act", Date.now(), crypto.getRandomValues(new Uint8Array(16))) : await actionIdOf(kind, headerKey);
-  const state = await c.env.BULK_ACTION.getByName(bulkActionName(tenant, id)).start({ id, tenant, kind, selector, now: Date.now() });
+  const { state, reused } = await c.env.BULK_ACTION.getByName(bulkActionName(tenant, id)).start({
+    id,
+    tenant,
+    kind,
+    selector,
+    now: Date.now(),
+  });
+  if (reused) {
+    throw new ApiError(
+      409,
+      "idempotency_key_reused",
+      `Idempotency-Key started action ${id} with another selection; use a new key`,
+      "Idempotency-Key",
+    );
+  }
   c.header("location", `/v1/actions/${id}`);
   return c.json(presentAction(state), 202);
 }

@@ -731,9 +731,10 @@ export async function listDead(
   cursor: { deadAt: number; id: string } | undefined,
   limit: number,
   /** checked on the tenant's range, newest first: the rows it skips are read too */
-  filter: { jobId?: string; deadReason?: string } = {},
+  filter: { jobId?: string; deadReason?: string; redriving?: false } = {},
 ): Promise<DeadLetterRow[]> {
   const conditions = [eq(deadLetters.tenant, tenant)];
+  if (filter.redriving === false) conditions.push(isNull(deadLetters.redriveAt));
   if (filter.jobId !== undefined) conditions.push(eq(deadLetters.jobId, filter.jobId));
   if (filter.deadReason !== undefined) conditions.push(eq(deadLetters.deadReason, filter.deadReason));
   if (cursor) {

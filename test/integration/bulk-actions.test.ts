@@ -9,7 +9,7 @@
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { bulkActionName, PAGE } from "../../src/actions/bulk-action";
+import { ACTION_RETENTION_MS, bulkActionName, PAGE } from "../../src/actions/bulk-action";
 import { api, captureFiresForFile, createJob, dispatchOf, fileClock, fire, type JobJson, KEYS, newExecution, receiverUrl } from "./helpers";
 
 const clock = fileClock(10 * 60_000);
@@ -103,6 +103,21 @@ describe("bulk actions", () => {
     expect(again.status).toBe(202);
     expect((await again.json()) as Action).toEqual(done);
     expect(await statusOf(job.id)).toBe("canceled");
+
+    // the same key for another selection is a mistake to say, not an old action to answer
+    const other = await start("cancel", { filter: { label: "sweep:other" } }, headers);
+    expect(other.status).toBe(409);
+    expect(await other.json()).toMatchObject({ error: { code: "idempotency_key_reused", field: "Idempotency-Key" } });
+  });
+
+  it("keeps a finished action readable for ACTION_RETENTION_MS, then its object deletes it", async () => {
+    const started = (await (await start("cancel", { ids: ["job_gone"] })).json()) as Action;
+    await finished(started.id);
+    const stub = env.BULK_ACTION.getByName(bulkActionName("acme", started.id));
+    clock.travelTo(clock.at + ACTION_RETENTION_MS + 1_000);
+    await runDurableObjectAlarm(stub);
+    expect(await stub.view()).toBeNull();
+    expect((await api(`/v1/actions/${started.id}`)).status).toBe(404);
   });
 
   it.each<[string, unknown, string]>([

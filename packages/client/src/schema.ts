@@ -1618,6 +1618,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description idempotency_key_reused: the Idempotency-Key started an action with another selection */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the body is larger than the route allows */
             413: {
                 headers: {
@@ -1695,6 +1704,15 @@ export interface operations {
             };
             /** @description missing, malformed or unknown API key */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description idempotency_key_reused: the Idempotency-Key started an action with another selection */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1786,6 +1804,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description idempotency_key_reused: the Idempotency-Key started an action with another selection */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
             /** @description the body is larger than the route allows */
             413: {
                 headers: {
@@ -1863,6 +1890,15 @@ export interface operations {
             };
             /** @description missing, malformed or unknown API key */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description idempotency_key_reused: the Idempotency-Key started an action with another selection */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
