@@ -50,7 +50,32 @@ const BODY_ERRORS = {
   415: error("the body is not application/json"),
 } satisfies Record<number, ResponseConfig>;
 
-const KEY_REUSED = error("idempotency_key_reused: the Idempotency-Key started an action with another selection");
+const BulkJobs = BulkJobsInput.meta({ id: "BulkJobs" });
+const BulkRedrive = BulkRedriveInput.meta({ id: "BulkRedrive" });
+
+/** A route that starts a bulk action: 202 with it (or with the one its Idempotency-Key started). */
+function bulkRoute(path: string, operationId: string, what: string, body: z.ZodType): ApiRoute {
+  return {
+    method: "post",
+    path,
+    operationId,
+    summary: `${what}, by ids or by a filter, in the background`,
+    request: {
+      headers: z.object({
+        "Idempotency-Key": z.string().min(1).max(200).optional().meta({ description: "the same key again answers the same action" }),
+      }),
+      ...jsonBody(body),
+    },
+    responses: {
+      202: {
+        ...json(ActionView, "started (or, with a key seen before, the action it started)"),
+        headers: { Location: { schema: { type: "string" } } },
+      },
+      ...BODY_ERRORS,
+      409: error("idempotency_key_reused: the Idempotency-Key started an action with another selection"),
+    },
+  };
+}
 
 const changed = (what: string, refused: string) => ({
   200: json(JobView, `${what}: applied (the job's bucket holds the change)`),
@@ -156,48 +181,10 @@ export const ROUTES: ApiRoute[] = [
     request: { params: jobId },
     responses: changed("resumed", "not_recurring (a one-off job), or the job is not paused"),
   },
-  ...(["cancel", "pause", "resume"] as const).map(
-    (kind): ApiRoute => ({
-      method: "post",
-      path: `/v1/jobs/${kind}`,
-      operationId: `${kind}Jobs`,
-      summary: `${kind[0]!.toUpperCase()}${kind.slice(1)} many jobs, by ids or by a filter, in the background`,
-      request: {
-        headers: z.object({
-          "Idempotency-Key": z.string().min(1).max(200).optional().meta({ description: "the same key again answers the same action" }),
-        }),
-        ...jsonBody(BulkJobsInput.meta({ id: "BulkJobs" })),
-      },
-      responses: {
-        202: {
-          ...json(ActionView, "started (or, with a key seen before, the action it started)"),
-          headers: { Location: { schema: { type: "string" } } },
-        },
-        ...BODY_ERRORS,
-        409: KEY_REUSED,
-      },
-    }),
+  ...(["cancel", "pause", "resume"] as const).map((kind) =>
+    bulkRoute(`/v1/jobs/${kind}`, `${kind}Jobs`, `${kind[0]!.toUpperCase()}${kind.slice(1)} many jobs`, BulkJobs),
   ),
-  {
-    method: "post",
-    path: "/v1/dlq/redrive",
-    operationId: "redriveDeadExecutions",
-    summary: "Redrive many dead executions, by ids or by a filter, in the background",
-    request: {
-      headers: z.object({
-        "Idempotency-Key": z.string().min(1).max(200).optional().meta({ description: "the same key again answers the same action" }),
-      }),
-      ...jsonBody(BulkRedriveInput.meta({ id: "BulkRedrive" })),
-    },
-    responses: {
-      202: {
-        ...json(ActionView, "started (or, with a key seen before, the action it started)"),
-        headers: { Location: { schema: { type: "string" } } },
-      },
-      ...BODY_ERRORS,
-      409: KEY_REUSED,
-    },
-  },
+  bulkRoute("/v1/dlq/redrive", "redriveDeadExecutions", "Redrive many dead executions", BulkRedrive),
   {
     method: "get",
     path: "/v1/actions/{id}",
