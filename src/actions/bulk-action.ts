@@ -13,7 +13,7 @@ import type { ChangeResult, Deps } from "../api/job-changes";
 import { cancelJob, pauseJob, redriveExecution, resumeJob } from "../api/job-changes";
 import { configOf } from "../config";
 import type { JobState } from "../core/lifecycle";
-import { dbOf, getJob, listDead, listJobs } from "../db/queries";
+import { dbOf, getJobsByIds, listDead, listJobs } from "../db/queries";
 import type { JobRow } from "../db/schema";
 
 /** Changes of jobs (POST /v1/jobs/<kind>). */
@@ -123,9 +123,11 @@ export class BulkAction extends DurableObject<Env> {
     const db = dbOf(this.env.DB);
     const page = await this.nextPage(state, db);
     const deps = { env: this.env, db, config: configOf(this.env), tenant: state.tenant };
+    // the page's jobs in one read (a filtered page has them already): none per job
+    const jobsById = state.kind === "redrive" ? new Map<string, JobRow>() : (page.jobs ?? (await jobsOf(db, state.tenant, page.ids)));
     for (const [i, id] of page.ids.entries()) {
       try {
-        await this.change(state, { ...deps, now: Date.now() }, id);
+        await this.change(state, { ...deps, now: Date.now() }, id, jobsById.get(id));
         state.matched += 1;
         state.done += 1;
       } catch (error) {
@@ -148,11 +150,10 @@ export class BulkAction extends DurableObject<Env> {
   }
 
   /** One job's change, or one dead execution's redrive, as its single request would run it; throws its refusal. */
-  private async change(state: ActionState, deps: Deps, id: string): Promise<void> {
+  private async change(state: ActionState, deps: Deps, id: string, job: JobRow | undefined): Promise<void> {
     // a redrive of no dead execution by this id (or of one redriven already): not_found
     if (state.kind === "redrive") await redriveExecution(deps, id, async () => false);
     else {
-      const job = await getJob(deps.db, state.tenant, id);
       if (!job) throw new ApiError(404, "not_found", "job not found", "id");
       await JOB_CHANGES[state.kind](deps, job);
     }
@@ -165,7 +166,13 @@ export class BulkAction extends DurableObject<Env> {
   private async nextPage(
     state: ActionState,
     db: ReturnType<typeof dbOf>,
-  ): Promise<{ ids: string[]; next: number | string | null; resumeAt: (i: number) => number | string | null }> {
+  ): Promise<{
+    ids: string[];
+    /** the jobs themselves, when the page was read from the job list */
+    jobs?: Map<string, JobRow>;
+    next: number | string | null;
+    resumeAt: (i: number) => number | string | null;
+  }> {
     const { selector } = state;
     if ("ids" in selector) {
       const from = state.next as number;
@@ -190,10 +197,16 @@ export class BulkAction extends DurableObject<Env> {
     const page = rows.slice(0, PAGE);
     return {
       ids: page.map((job) => job.id),
+      jobs: new Map(page.map((job) => [job.id, job])),
       next: rows.length > PAGE ? page[page.length - 1]!.id : null,
       resumeAt: (i) => (i > 0 ? page[i - 1]!.id : state.next),
     };
   }
+}
+
+/** The tenant's jobs among these ids, by id, in one read. */
+async function jobsOf(db: ReturnType<typeof dbOf>, tenant: string, ids: string[]): Promise<Map<string, JobRow>> {
+  return new Map((await getJobsByIds(db, tenant, ids)).map((job) => [job.id, job]));
 }
 
 function record(state: ActionState, id: string, code: string): void {

@@ -58,7 +58,7 @@ export async function prepareJob(
       nextRunAt: dueAt,
       idempotencyKey,
       requestHash: idempotencyKey === null ? null : await requestHash(withDefaults(input)),
-      labels: input.labels && Object.keys(input.labels).length > 0 ? input.labels : null,
+      labels: input.labels ?? null,
     },
   };
 }
@@ -279,7 +279,7 @@ function dueAtOf(input: JobInput, now: number, field: (name: string) => string):
  */
 function withDefaults(input: CreateJobInput): CreateJobInput {
   const { labels, ...rest } = input;
-  const spelled = labels && Object.keys(labels).length > 0 ? { ...rest, labels } : rest;
+  const spelled = labels ? { ...rest, labels } : rest;
   if (input.target.worker === undefined) return { ...spelled, target: { method: "POST", headers: {}, ...input.target } };
   const { payload, ...target } = input.target;
   return { ...spelled, target: payload === null ? target : input.target };

@@ -66,12 +66,6 @@ export async function resumeJob(deps: Deps, job: JobRow): Promise<ChangeResult> 
 }
 
 /**
- * PATCH: merges the change into the job's settings and validates the result like a create.
- * A new schedule starts from its next occurrence (what was scheduled under the old one is
- * canceled); a one-off job's new run time applies to its execution (a running attempt finishes
- * first, then it runs again at the new time).
- */
-/**
  * A PATCH's target fields over the current target. Giving url or worker chooses the kind (a
  * switch drops the other kind's fields); other fields merge into the current kind, where
  * buildSpec refuses one that does not belong to it.
@@ -96,6 +90,12 @@ function mergedTarget(current: Target, patch: NonNullable<PatchJobInput["target"
   };
 }
 
+/**
+ * PATCH: merges the change into the job's settings and validates the result like a create.
+ * A new schedule starts from its next occurrence (what was scheduled under the old one is
+ * canceled); a one-off job's new run time applies to its execution (a running attempt finishes
+ * first, then it runs again at the new time).
+ */
 export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<ChangeResult> {
   if (jobTransition(job.status, "patch") === null) throw new ApiError(409, "not_changeable", `the job is ${job.status}`, "id");
   refuseUnfaithful(raw);
@@ -151,7 +151,7 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
       cron: spec.schedule?.cron ?? null,
       timezone: spec.schedule?.timezone ?? null,
       nextRunAt: rescheduled ? dueAt : job.nextRunAt,
-      ...(patch.labels === undefined ? {} : { labels: patch.labels && Object.keys(patch.labels).length > 0 ? patch.labels : null }),
+      ...(patch.labels === undefined ? {} : { labels: patch.labels }),
     },
     "not_changeable",
   );

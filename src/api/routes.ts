@@ -120,6 +120,15 @@ function isJsonMediaType(header: string): boolean {
   return json && (charset === undefined || charset === "utf-8" || charset === "utf8");
 }
 
+/** The Idempotency-Key header, if sent: 1 to 200 characters of well-formed text. */
+function idempotencyKeyHeader(c: Context<ApiEnv>): string | undefined {
+  const key = c.req.header("idempotency-key");
+  if (key !== undefined && (key.length === 0 || key.length > 200 || !key.isWellFormed())) {
+    throw new ApiError(400, "invalid_field", "Idempotency-Key must be 1 to 200 characters", "Idempotency-Key");
+  }
+  return key;
+}
+
 /** The query of a list route: each parameter at most once (a repeated one is ambiguous, so refused). */
 function singleQuery(c: Context<ApiEnv>): Record<string, string> {
   const out: Record<string, string> = {};
@@ -136,10 +145,7 @@ app.post("/v1/jobs", limit(SINGLE_BODY_BYTES), async (c) => {
   const config = configOf(c.env);
   const tenant = c.get("tenant");
   const now = Date.now();
-  const headerKey = c.req.header("idempotency-key");
-  if (headerKey !== undefined && (headerKey.length === 0 || headerKey.length > 200 || !headerKey.isWellFormed())) {
-    throw new ApiError(400, "invalid_field", "Idempotency-Key must be 1 to 200 characters", "Idempotency-Key");
-  }
+  const headerKey = idempotencyKeyHeader(c);
   const prepared = await prepareJob(await readJson(c), { tenant, now, config, fieldPrefix: "", headerIdempotencyKey: headerKey });
   const [result] = await createJobs(c.env, dbOf(c.env.DB), config, tenant, [prepared], now);
   if (!result) throw new Error("createJobs returned no result");
@@ -245,10 +251,7 @@ app.post("/v1/dlq/redrive", limit(SINGLE_BODY_BYTES), async (c) => {
 /** Starts a bulk action (or finds the one its Idempotency-Key started): 202 with its progress. */
 async function startAction(c: Context<ApiEnv>, kind: BulkKind, selector: Selector): Promise<Response> {
   const tenant = c.get("tenant");
-  const headerKey = c.req.header("idempotency-key");
-  if (headerKey !== undefined && (headerKey.length === 0 || headerKey.length > 200 || !headerKey.isWellFormed())) {
-    throw new ApiError(400, "invalid_field", "Idempotency-Key must be 1 to 200 characters", "Idempotency-Key");
-  }
+  const headerKey = idempotencyKeyHeader(c);
   // a key names the action: the same key again finds it (whatever it was asked to do then)
   const id =
     headerKey === undefined ? newId("act", Date.now(), crypto.getRandomValues(new Uint8Array(16))) : await actionIdOf(kind, headerKey);

@@ -164,6 +164,8 @@ const LabelValue = z
 export const LabelsInput = z
   .record(LabelKey, LabelValue)
   .refine((l) => Object.keys(l).length <= LIMITS.labels.count, `at most ${LIMITS.labels.count} labels`)
+  // no labels are null, however they are spelled: stored, hashed and shown alike
+  .transform((l) => (Object.keys(l).length > 0 ? l : null))
   .meta({
     description: `at most ${LIMITS.labels.count} labels; keys ${LIMITS.labels.keyLength} characters, values ${LIMITS.labels.valueLength}`,
     examples: [{ team: "billing", env: "prod" }],

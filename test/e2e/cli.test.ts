@@ -4,14 +4,23 @@
  * command answers (create, list, get, cancel, executions, tail, dlq, metrics), --json is the API's
  * JSON, and the exit codes scripts rely on (0, 1, 2, 3, 4, 5, 124, 130) hold.
  */
-import { spawn } from "node:child_process";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startStack } from "../../scripts/local-stack.mjs";
-import { credentials, eventually, type JobView, type LocalStack, logSink, Receiver, removeStateDir } from "./harness.js";
+import {
+  credentials,
+  eventually,
+  type JobView,
+  type LocalStack,
+  logSink,
+  type ProcessRun,
+  Receiver,
+  removeStateDir,
+  runProcess,
+} from "./harness.js";
 
 const PORT = 18890;
 const CLI = fileURLToPath(new URL("../../packages/client/src/cli.ts", import.meta.url));
@@ -40,11 +49,7 @@ afterAll(async () => {
   removeStateDir(stack?.persistTo);
 });
 
-interface Run {
-  code: number | null;
-  stdout: string;
-  stderr: string;
-}
+type Run = ProcessRun;
 
 interface RunOptions {
   /** SCHEDULER_KEY (default: the stack's key) */
@@ -58,24 +63,11 @@ interface RunOptions {
 /** Runs the CLI with SCHEDULER_URL and SCHEDULER_KEY set; resolves when it exits. */
 function cli(args: string[], options: RunOptions = {}): Promise<Run> {
   const env = { ...process.env, SCHEDULER_URL: stack!.url, SCHEDULER_KEY: options.key ?? creds.apiKey };
-  const child = spawn(process.execPath, [CLI, ...args], { env, stdio: ["pipe", "pipe", "pipe"] });
-  let stdout = "";
-  let stderr = "";
-  const killer = setTimeout(() => child.kill("SIGKILL"), RUN_TIMEOUT_MS);
-  child.stdout.on("data", (chunk) => {
-    stdout += chunk;
-    if (options.signalAfterOutput) child.kill(options.signalAfterOutput);
-  });
-  child.stderr.on("data", (chunk) => {
-    stderr += chunk;
-  });
-  child.stdin.end(options.input ?? "");
-  return new Promise((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code) => {
-      clearTimeout(killer);
-      resolve({ code, stdout, stderr });
-    });
+  return runProcess(process.execPath, [CLI, ...args], {
+    env,
+    input: options.input,
+    signalAfterOutput: options.signalAfterOutput,
+    timeoutMs: RUN_TIMEOUT_MS,
   });
 }
 

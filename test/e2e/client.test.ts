@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it, onTestFailed, onTestFinished } from "vitest";
 import { SchedulerClient, SchedulerError } from "../../packages/client/src/index.ts";
 import { Receiver as WebhookReceiver, WebhookVerificationError } from "../../packages/client/src/receiver.ts";
-import { eventually, stackForFile } from "./harness.js";
+import { eventually, runProcess, stackForFile } from "./harness.js";
 
 const PORT = 18880;
 const ROOT = join(import.meta.dirname, "../..");
@@ -154,27 +154,6 @@ function readmeExample(name: string): string {
   return match[1]!;
 }
 
-/** Runs a program to its end (bounded: killed after 60 s), its output returned. */
-function runToEnd(
-  command: string,
-  args: string[],
-  env: Record<string, string>,
-): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(command, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] });
-    let stdout = "";
-    let stderr = "";
-    child.stdout.on("data", (d) => (stdout += d));
-    child.stderr.on("data", (d) => (stderr += d));
-    const timer = setTimeout(() => child.kill("SIGKILL"), 60_000);
-    child.on("error", reject);
-    child.on("exit", (code) => {
-      clearTimeout(timer);
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
 describe("the README's examples", () => {
   // inside the repository, so `edge-scheduler-client` resolves to the workspace package
   const dir = mkdtempSync(join(ROOT, ".readme-examples-"));
@@ -222,7 +201,10 @@ describe("the README's examples", () => {
       100,
     );
 
-    const created = await runToEnd(process.execPath, [join(dir, "create.mjs")], { KEY: creds.apiKey });
+    const created = await runProcess(process.execPath, [join(dir, "create.mjs")], {
+      cwd: ROOT,
+      env: { ...process.env, KEY: creds.apiKey },
+    });
     expect(created.stderr).toBe("");
     expect(created.code).toBe(0);
     const jobId = /created (job_\w+) due/.exec(created.stdout)?.[1];
@@ -238,7 +220,10 @@ describe("the README's examples", () => {
   });
 
   it("the command-line example creates a job and tails it to its delivery", async () => {
-    const run = await runToEnd("bash", ["-euo", "pipefail", "-c", localize(readmeExample("cli"))], { KEY: creds.apiKey });
+    const run = await runProcess("bash", ["-euo", "pipefail", "-c", localize(readmeExample("cli"))], {
+      cwd: ROOT,
+      env: { ...process.env, KEY: creds.apiKey },
+    });
     expect(run.stderr).toBe("");
     expect(run.code).toBe(0);
     expect(run.stdout).toMatch(/exe_\w+ attempt 1 succeeded http 200 lag \d+ ms/);

@@ -5,6 +5,7 @@
  * stack's log (a file, printed only for a failure) and the set-up most files share (one stack and
  * one receiver for the file). Every wait here has a deadline.
  */
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
@@ -409,4 +410,44 @@ export function stackForFile(options: { port: number; routes?: Record<string, Be
     removeStateDir(handle.stack?.persistTo);
   });
   return handle;
+}
+
+// ---------------------------------------------------------------------------------------------
+// a program run to its end
+
+export interface ProcessRun {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Runs a program to its end and answers its exit code and output; it is killed (by its pid) after
+ * `timeoutMs`. `input` is written to its stdin, then closed; `signalAfterOutput` is sent to it once
+ * it has printed something.
+ */
+export function runProcess(
+  command: string,
+  args: string[],
+  options: { env?: NodeJS.ProcessEnv; cwd?: string; input?: string; signalAfterOutput?: NodeJS.Signals; timeoutMs?: number } = {},
+): Promise<ProcessRun> {
+  const child = spawn(command, args, { env: options.env ?? process.env, cwd: options.cwd, stdio: ["pipe", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  const killer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs ?? 60_000);
+  child.stdout.on("data", (chunk) => {
+    stdout += chunk;
+    if (options.signalAfterOutput) child.kill(options.signalAfterOutput);
+  });
+  child.stderr.on("data", (chunk) => {
+    stderr += chunk;
+  });
+  child.stdin.end(options.input ?? "");
+  return new Promise((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(killer);
+      resolve({ code, stdout, stderr });
+    });
+  });
 }

@@ -171,16 +171,7 @@ export class SchedulerClient {
         return answer.results; // the server answers in request order
       },
       get: (id) => this.#request({ method: "GET", path: job(id), repeatable: true }),
-      list: (query = {}) =>
-        this.#paginate(async (cursor) => {
-          const page = await this.#request<Schemas["JobList"]>({
-            method: "GET",
-            path: "/v1/jobs",
-            query: { ...query, cursor },
-            repeatable: true,
-          });
-          return { items: page.jobs, nextCursor: page.nextCursor };
-        }),
+      list: (query = {}) => this.#list<Schemas["JobList"], "jobs">("/v1/jobs", "jobs", query),
       // A job already canceled, paused or resumed answers success again, and a PATCH sets the same values again; but
       // a PATCH with runAt or delay reschedules each time it is applied (a one-off could run twice): not repeated.
       update: (id, change) =>
@@ -204,16 +195,7 @@ export class SchedulerClient {
     };
 
     this.dlq = {
-      list: (query = {}) =>
-        this.#paginate(async (cursor) => {
-          const page = await this.#request<Schemas["ExecutionList"]>({
-            method: "GET",
-            path: "/v1/dlq",
-            query: { ...query, cursor },
-            repeatable: true,
-          });
-          return { items: page.executions, nextCursor: page.nextCursor };
-        }),
+      list: (query = {}) => this.#list<Schemas["ExecutionList"], "executions">("/v1/dlq", "executions", query),
       redrive,
       redriveMany: (executions, options) => this.#startAction("/v1/dlq/redrive", executions, options?.idempotencyKey),
     };
@@ -291,6 +273,18 @@ export class SchedulerClient {
   #backoff(attempt: number, retryAfterMs: number | null): number {
     const jittered = Math.random() * Math.min(this.#maxDelayMs, this.#initialDelayMs * 2 ** (attempt - 1));
     return retryAfterMs === null ? jittered : Math.max(jittered, Math.min(retryAfterMs, this.#maxDelayMs * 6));
+  }
+
+  /** A list route's pages: `field` holds each page's items, `nextCursor` the next page. */
+  #list<Page extends Record<Field, unknown[]> & { nextCursor: string | null }, Field extends string>(
+    path: string,
+    field: Field,
+    query: Record<string, string | number | undefined>,
+  ): Paginated<Page[Field][number]> {
+    return this.#paginate(async (cursor) => {
+      const page = await this.#request<Page>({ method: "GET", path, query: { ...query, cursor }, repeatable: true });
+      return { items: page[field] as Page[Field][number][], nextCursor: page.nextCursor };
+    });
   }
 
   #paginate<T>(fetchPage: (cursor: string | undefined) => Promise<{ items: T[]; nextCursor: string | null }>): Paginated<T> {
