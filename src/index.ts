@@ -7,6 +7,7 @@ import { scan } from "./scanner/scan";
 export { BulkAction } from "./actions/bulk-action";
 export { Bucket } from "./bucket/bucket";
 export { FlowKey } from "./flow/flow-key";
+export { PullQueue } from "./pull/pull-queue";
 
 export default {
   fetch: app.fetch,

@@ -8,6 +8,7 @@ import type { BulkAction } from "./actions/bulk-action";
 import type { Bucket } from "./bucket/bucket";
 import type { FireMessage } from "./bucket/protocol";
 import type { FlowKey } from "./flow/flow-key";
+import type { PullQueue } from "./pull/pull-queue";
 
 declare global {
   namespace Cloudflare {
@@ -18,6 +19,8 @@ declare global {
       FLOW_KEY: DurableObjectNamespace<FlowKey>;
       /** one bulk action of one tenant, named "<tenant>\n<action id>" */
       BULK_ACTION: DurableObjectNamespace<BulkAction>;
+      /** one pull queue of one tenant, named "<tenant>\n<queue>" */
+      PULL_QUEUE: DurableObjectNamespace<PullQueue>;
       /** fire queues FIRE_QUEUE_0..N-1, chosen by bucket */
       [fireQueue: `FIRE_QUEUE_${number}`]: Queue<FireMessage>;
       API_KEYS?: string;
@@ -45,7 +48,7 @@ declare global {
     // types `exports` from "cloudflare:workers" (used by the integration tests)
     interface GlobalProps {
       mainModule: typeof import("./index");
-      durableNamespaces: "Bucket" | "FlowKey" | "BulkAction";
+      durableNamespaces: "Bucket" | "FlowKey" | "BulkAction" | "PullQueue";
     }
   }
 

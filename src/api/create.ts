@@ -12,7 +12,7 @@ import { bucketName, bucketOfJob } from "../core/bucketing";
 import { canonicalTimeZone, cronProblem, occurrenceAfter, type Schedule } from "../core/cron";
 import { grantedBinding } from "../core/handler-workers";
 import { newId } from "../core/id";
-import { isNear, isReservedHeader, type JobSpec, LIMITS, type Target } from "../core/job";
+import { isNear, isPullTarget, isReservedHeader, type JobSpec, LIMITS, type Target } from "../core/job";
 import { checkTargetUrl } from "../core/target-policy";
 import { parseDurationMs, parseInstant } from "../core/when";
 import { type Db, definitionOf, getJobsByIds, insertJobs, type NewJob } from "../db/queries";
@@ -65,24 +65,30 @@ export async function prepareJob(
 
 const HTTP_FIELDS = ["method", "headers", "body"] as const;
 
-/** An HTTP target (url) or a handler Worker (worker), never a mix; every refusal names its field. */
+const TARGET_KINDS = ["url", "worker", "pull"] as const;
+
+/** An HTTP target (url), a handler Worker (worker) or a pull queue (pull), never a mix; every refusal names its field. */
 function targetOf(
   input: JobInput["target"],
   ctx: { config: Config; tenant: string },
   field: (name: string) => string,
   kept: Record<string, string>,
 ): Target {
-  if (input.url !== undefined && input.worker !== undefined) {
+  const kinds = TARGET_KINDS.filter((kind) => input[kind] !== undefined);
+  if (kinds.length > 1) {
     throw new ApiError(
       400,
       "invalid_field",
-      "give either url (an HTTP target) or worker (a handler Worker), not both",
-      field("target.worker"),
+      "give one of url (an HTTP target), worker (a handler Worker) and pull (a pull queue), not several",
+      field(`target.${kinds[1]}`),
     );
   }
-  if (input.worker !== undefined) {
+  if (input.worker !== undefined || input.pull !== undefined) {
     const http = HTTP_FIELDS.find((name) => input[name] !== undefined);
     if (http) throw new ApiError(400, "invalid_field", `target.${http} applies to HTTP targets (url) only`, field(`target.${http}`));
+  }
+  if (input.pull !== undefined) return { pull: input.pull, payload: jsonTextOf(input.payload, field("target.payload")) };
+  if (input.worker !== undefined) {
     if (grantedBinding(ctx.config.HANDLER_WORKERS, ctx.tenant, input.worker) === null) {
       // the same answer for a Worker that exists but is not granted: grants are not disclosed
       throw new ApiError(
@@ -95,13 +101,18 @@ function targetOf(
     return { worker: input.worker, payload: jsonTextOf(input.payload, field("target.payload")) };
   }
   if (input.url === undefined) {
-    throw new ApiError(400, "invalid_field", "target.url: give url (an HTTP target) or worker (a handler Worker)", field("target.url"));
+    throw new ApiError(
+      400,
+      "invalid_field",
+      "target.url: give url (an HTTP target), worker (a handler Worker) or pull (a pull queue)",
+      field("target.url"),
+    );
   }
   if (input.payload !== undefined) {
     throw new ApiError(
       400,
       "invalid_field",
-      "target.payload applies to handler Worker targets only; an HTTP target sends body",
+      "target.payload applies to handler Worker and pull targets only; an HTTP target sends body",
       field("target.payload"),
     );
   }
@@ -165,6 +176,15 @@ export function buildSpec(
   }
   const schedule = scheduleOf(input, field);
   const dueAt = schedule ? firstOccurrence(schedule, now, field) : dueAtOf(input, now, field);
+  if (isPullTarget(target) && input.flowControl) {
+    // a pull queue is paced by its workers (how many they lease), not pushed at a rate
+    throw new ApiError(
+      400,
+      "invalid_field",
+      "flowControl applies to pushed deliveries; pull workers set their own pace",
+      field("flowControl"),
+    );
+  }
   const retry: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...input.retry };
   if (retry.maxDelayMs < retry.initialDelayMs) {
     throw new ApiError(400, "invalid_field", "retry.maxDelayMs must be at least retry.initialDelayMs", field("retry.maxDelayMs"));
@@ -280,7 +300,8 @@ function dueAtOf(input: JobInput, now: number, field: (name: string) => string):
 function withDefaults(input: CreateJobInput): CreateJobInput {
   const { labels, ...rest } = input;
   const spelled = labels ? { ...rest, labels } : rest;
-  if (input.target.worker === undefined) return { ...spelled, target: { method: "POST", headers: {}, ...input.target } };
+  if (input.target.worker === undefined && input.target.pull === undefined)
+    return { ...spelled, target: { method: "POST", headers: {}, ...input.target } };
   const { payload, ...target } = input.target;
   return { ...spelled, target: payload === null ? target : input.target };
 }

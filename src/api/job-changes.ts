@@ -10,7 +10,7 @@ import { RESULT_MESSAGES } from "../bucket/protocol";
 import type { Config } from "../config";
 import { bucketName } from "../core/bucketing";
 import { canonicalTimeZone, occurrenceAfter } from "../core/cron";
-import { type FlowControl, isWorkerTarget, parseSpec, type Target } from "../core/job";
+import { type FlowControl, isHttpTarget, isPullTarget, isWorkerTarget, parseSpec, type Target } from "../core/job";
 import { type JobTransition, jobTransition } from "../core/lifecycle";
 import {
   changeJob,
@@ -66,14 +66,15 @@ export async function resumeJob(deps: Deps, job: JobRow): Promise<ChangeResult> 
 }
 
 /**
- * A PATCH's target fields over the current target. Giving url or worker chooses the kind (a
- * switch drops the other kind's fields); other fields merge into the current kind, where
+ * A PATCH's target fields over the current target. Giving url, worker or pull chooses the kind (a
+ * switch drops the other kinds' fields); other fields merge into the current kind, where
  * buildSpec refuses one that does not belong to it.
  */
 function mergedTarget(current: Target, patch: NonNullable<PatchJobInput["target"]>): JobInput["target"] {
-  const toWorker = patch.worker !== undefined || (patch.url === undefined && isWorkerTarget(current));
-  if (!toWorker) {
-    const http = isWorkerTarget(current) ? undefined : current;
+  const kind =
+    patch.url !== undefined ? "http" : patch.worker !== undefined ? "worker" : patch.pull !== undefined ? "pull" : kindOf(current);
+  if (kind === "http") {
+    const http = isHttpTarget(current) ? current : undefined;
     return {
       ...patch,
       url: patch.url ?? http?.url,
@@ -82,12 +83,15 @@ function mergedTarget(current: Target, patch: NonNullable<PatchJobInput["target"
       body: "body" in patch ? patch.body : (http?.body ?? undefined),
     };
   }
-  const worker = isWorkerTarget(current) ? current : undefined;
-  return {
-    ...patch,
-    worker: patch.worker ?? worker?.worker,
-    payload: "payload" in patch ? patch.payload : worker?.payload == null ? undefined : JSON.parse(worker.payload),
-  };
+  // a handler Worker or a pull queue: a name and a payload, kept across a switch between the two
+  const named = isHttpTarget(current) ? undefined : current;
+  const payload = "payload" in patch ? patch.payload : named?.payload == null ? undefined : JSON.parse(named.payload);
+  if (kind === "worker") return { ...patch, worker: patch.worker ?? (isWorkerTarget(current) ? current.worker : undefined), payload };
+  return { ...patch, pull: patch.pull ?? (isPullTarget(current) ? current.pull : undefined), payload };
+}
+
+function kindOf(target: Target): "http" | "worker" | "pull" {
+  return isWorkerTarget(target) ? "worker" : isPullTarget(target) ? "pull" : "http";
 }
 
 /**
@@ -128,7 +132,7 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
         }
       : { runAt: patch.runAt ?? (patch.delay === undefined ? (job.nextRunAt ?? undefined) : undefined), delay: patch.delay }),
   };
-  const { spec, dueAt } = buildSpec(input, deps, "", isWorkerTarget(current.target) ? {} : current.target.headers);
+  const { spec, dueAt } = buildSpec(input, deps, "", isHttpTarget(current.target) ? current.target.headers : {});
   // a schedule stored before time zones were normalized ("europe/berlin") is the same schedule
   const currentZone = current.schedule ? canonicalTimeZone(current.schedule.timezone) : null;
   if (

@@ -21,9 +21,23 @@ import {
   JobView,
   JobWithLatestView,
   Metrics,
+  PullHeartbeatView,
+  PullLeasesView,
+  PullQueueStatusView,
+  PullReportView,
   RedrivenView,
 } from "./responses";
-import { BulkJobsInput, BulkRedriveInput, CreateJobInput, FlowLimitsInput, ListDeadQuery, ListJobsQuery, PatchJobInput } from "./schemas";
+import {
+  BulkJobsInput,
+  BulkRedriveInput,
+  CreateJobInput,
+  FlowLimitsInput,
+  ListDeadQuery,
+  ListJobsQuery,
+  PatchJobInput,
+  PullFailInput,
+  PullLeaseInput,
+} from "./schemas";
 
 const json = (schema: z.ZodType, description: string): ResponseConfig => ({
   description,
@@ -92,9 +106,15 @@ const flowKey = z.object({
   }),
 });
 
-const jsonBody = (schema: z.ZodType, description?: string) => ({
-  body: { required: true, ...(description ? { description } : {}), content: { "application/json": { schema } } },
+const jsonBody = (schema: z.ZodType, required = true) => ({
+  body: { required, content: { "application/json": { schema } } },
 });
+
+const pullQueue = z.object({ queue: z.string().meta({ description: "the pull queue's name (lower case letters, digits, - and _)" }) });
+const pullToken = z.object({ token: z.string().meta({ description: "a lease token from POST /v1/pull/{queue}/lease" }) });
+const STALE_LEASE = error(
+  "stale_lease: the lease is no longer yours (it expired, and the execution may run again elsewhere, or it was already reported); the rejection is counted",
+);
 
 const CreateJob = CreateJobInput.meta({ id: "CreateJob" });
 const CreateJobBatchBody = z.strictObject({ jobs: z.array(CreateJob).min(1).max(1000) }).meta({ id: "CreateJobBatch" });
@@ -262,6 +282,49 @@ export const ROUTES: ApiRoute[] = [
     summary: "Start the key's executions again",
     request: { params: flowKey },
     responses: { 200: json(FlowKeyView, "the key"), 400: BODY_ERRORS[400] },
+  },
+  {
+    method: "post",
+    path: "/v1/pull/{queue}/lease",
+    operationId: "leasePull",
+    summary: "A pull worker leases due executions of a pull queue (long polling with waitMs)",
+    request: { params: pullQueue, ...jsonBody(PullLeaseInput.meta({ id: "PullLeaseRequest" }), false) },
+    responses: {
+      200: json(PullLeasesView, "the leases granted, oldest due first (none when nothing was due within waitMs)"),
+      ...BODY_ERRORS,
+    },
+  },
+  {
+    method: "get",
+    path: "/v1/pull/{queue}",
+    operationId: "getPullQueue",
+    summary: "How much waits in a pull queue",
+    request: { params: pullQueue },
+    responses: { 200: json(PullQueueStatusView, "the queue"), 400: BODY_ERRORS[400] },
+  },
+  {
+    method: "post",
+    path: "/v1/pull/leases/{token}/heartbeat",
+    operationId: "heartbeatPullLease",
+    summary: "Extend a lease by its length",
+    request: { params: pullToken },
+    responses: { 200: json(PullHeartbeatView, "extended"), 400: BODY_ERRORS[400], 409: STALE_LEASE },
+  },
+  {
+    method: "post",
+    path: "/v1/pull/leases/{token}/complete",
+    operationId: "completePullLease",
+    summary: "Report the attempt succeeded",
+    request: { params: pullToken },
+    responses: { 200: json(PullReportView, "recorded"), 400: BODY_ERRORS[400], 409: STALE_LEASE },
+  },
+  {
+    method: "post",
+    path: "/v1/pull/leases/{token}/fail",
+    operationId: "failPullLease",
+    summary: "Report the attempt failed: retried with the job's backoff, or dead when not retryable or out of attempts",
+    request: { params: pullToken, ...jsonBody(PullFailInput.meta({ id: "PullFailure" }), false) },
+    responses: { 200: json(PullReportView, "recorded"), ...BODY_ERRORS, 409: STALE_LEASE },
   },
   {
     method: "get",

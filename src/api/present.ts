@@ -2,7 +2,7 @@
 import { type AttemptRecord, type LiveExecution, parseAttemptLog } from "../bucket/protocol";
 import { occurrencesAfter } from "../core/cron";
 import { oneOffExecutionId } from "../core/id";
-import { isWorkerTarget, parseSpec, type Target } from "../core/job";
+import { isHttpTarget, isWorkerTarget, parseSpec, type Target } from "../core/job";
 import { type ExecutionState, isTerminal } from "../core/lifecycle";
 import { toRfc3339 } from "../core/when";
 import type { DeadLetterRow, JobRow, OccurrenceRow } from "../db/schema";
@@ -46,7 +46,9 @@ export function presentJob(row: JobRow, now: number, upcoming = 0): JobView {
 
 /** A worker target's payload as the JSON value it was given; an HTTP target as it is sent. */
 function presentTarget(target: Target): TargetView {
-  return isWorkerTarget(target) ? { worker: target.worker, payload: target.payload === null ? null : JSON.parse(target.payload) } : target;
+  if (isHttpTarget(target)) return target;
+  const payload = target.payload === null ? null : JSON.parse(target.payload);
+  return isWorkerTarget(target) ? { worker: target.worker, payload } : { pull: target.pull, payload };
 }
 
 export function presentAttempt(a: AttemptRecord): AttemptView {

@@ -35,7 +35,14 @@ export const WorkerTargetView = z
   })
   .meta({ id: "WorkerTarget" });
 
-export const TargetView = z.union([HttpTargetView, WorkerTargetView]).meta({ id: "Target" });
+export const PullTargetView = z
+  .strictObject({
+    pull: z.string().meta({ description: "the pull queue its executions wait in for a worker" }),
+    payload: z.unknown().meta({ description: "the JSON value handed out with each lease (null: none)" }),
+  })
+  .meta({ id: "PullTarget" });
+
+export const TargetView = z.union([HttpTargetView, WorkerTargetView, PullTargetView]).meta({ id: "Target" });
 
 export const RetryView = z
   .strictObject({
@@ -218,3 +225,48 @@ export type ExecutionView = z.output<typeof ExecutionView>;
 export type ExecutionWithAttemptsView = z.output<typeof ExecutionWithAttemptsView>;
 export type FlowKeyView = z.output<typeof FlowKeyView>;
 export type ActionView = z.output<typeof ActionView>;
+
+// --- pull workers ---------------------------------------------------------------------------
+
+export const PullLeaseView = z
+  .strictObject({
+    token: z.string().meta({ description: "the lease token: heartbeat, complete or fail with it (opaque)" }),
+    executionId: z.string().meta({ description: "the idempotency key of the work: the same on every attempt" }),
+    jobId: z.string(),
+    attempt: z.number().int().meta({ description: "1 for the first attempt" }),
+    dueAt: z.string().meta({ description: "when this attempt was due" }),
+    leaseDeadlineAt: z.string().meta({ description: "the lease ends then unless heartbeated; then the execution may run again" }),
+    payload: z.unknown().meta({ description: "the job's target payload (null: none)" }),
+  })
+  .meta({ id: "PullLease" });
+export type PullLeaseView = z.infer<typeof PullLeaseView>;
+
+export const PullLeasesView = z.strictObject({ leases: z.array(PullLeaseView) }).meta({ id: "PullLeases" });
+
+export const PullQueueStatusView = z
+  .strictObject({
+    queue: z.string(),
+    waiting: z.number().int().meta({ description: "executions due and waiting for a worker" }),
+    oldestDueAt: z.string().nullable().meta({ description: "the due time of the oldest waiting one" }),
+    pollers: z.number().int().meta({ description: "lease requests waiting for work right now (long polling)" }),
+  })
+  .meta({ id: "PullQueueStatus" });
+
+export const PullHeartbeatView = z
+  .strictObject({
+    executionId: z.string(),
+    leaseDeadlineAt: z.string(),
+    canceled: z
+      .boolean()
+      .meta({ description: "the job was canceled or paused meanwhile: stop if you can (its result is kept if you finish)" }),
+  })
+  .meta({ id: "PullHeartbeat" });
+
+export const PullReportView = z
+  .strictObject({
+    executionId: z.string(),
+    status: z.enum(["succeeded", "scheduled", "dead", "canceled"]).meta({
+      description: "what became of the execution: scheduled = it will be retried (or run again at a new time)",
+    }),
+  })
+  .meta({ id: "PullReport" });

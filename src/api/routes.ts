@@ -6,8 +6,10 @@ import { configOf } from "../config";
 import { bucketName, bucketOfExecution } from "../core/bucketing";
 import { isOriginKey, ORIGIN_KEY_PREFIX } from "../core/flow";
 import { jobIdOfOneOff, newId } from "../core/id";
+import { isPullTarget } from "../core/job";
 import { parseJsonBytes } from "../core/json-text";
 import { type BucketMetrics, summarize, toPrometheus } from "../core/metrics";
+import { decodePullToken, encodePullToken } from "../core/pull";
 import { toRfc3339 } from "../core/when";
 import {
   dbOf,
@@ -22,6 +24,7 @@ import {
 } from "../db/queries";
 import type { JobRow } from "../db/schema";
 import { type FlowKeyView, flowKeyOf } from "../flow/flow-key";
+import { type PullLease, pullQueueOf } from "../pull/pull-queue";
 import { requireApiKey } from "./auth";
 import type { ApiEnv } from "./context";
 import { createJobs, type PreparedJob, prepareJob } from "./create";
@@ -40,7 +43,7 @@ import {
   viewOfOccurrence,
   viewOfOneOff,
 } from "./present";
-import type { ActionView, FlowKeyView as FlowKeyResponse } from "./responses";
+import type { ActionView, FlowKeyView as FlowKeyResponse, PullLeaseView } from "./responses";
 import {
   BulkJobsInput,
   BulkRedriveInput,
@@ -50,6 +53,9 @@ import {
   ListDeadQuery,
   ListJobsQuery,
   MAX_JSON_DEPTH,
+  PullFailInput,
+  PullLeaseInput,
+  PullQueueName,
 } from "./schemas";
 
 const SINGLE_BODY_BYTES = 128 * 1024;
@@ -91,7 +97,7 @@ const limit = (maxSize: number) =>
  * than JSON is a 415 (an absent one is read as JSON), bytes that are not UTF-8 or not JSON are a
  * 400, and values that cannot be kept as sent come back as markers validation refuses by field.
  */
-async function readJson(c: Context<ApiEnv>): Promise<unknown> {
+async function readJson(c: Context<ApiEnv>, options: { emptyIs?: unknown } = {}): Promise<unknown> {
   const type = c.req.header("content-type");
   if (type !== undefined && !isJsonMediaType(type)) {
     throw new ApiError(
@@ -101,7 +107,9 @@ async function readJson(c: Context<ApiEnv>): Promise<unknown> {
       "content-type",
     );
   }
-  const parsed = parseJsonBytes(new Uint8Array(await c.req.arrayBuffer()), MAX_JSON_DEPTH);
+  const bytes = new Uint8Array(await c.req.arrayBuffer());
+  if (bytes.byteLength === 0 && "emptyIs" in options) return options.emptyIs;
+  const parsed = parseJsonBytes(bytes, MAX_JSON_DEPTH);
   if (parsed.ok) return parsed.value;
   if (parsed.problem === "not_json") throw new ApiError(400, "invalid_json", "the request body is not valid JSON", "body");
   if (parsed.problem === "not_utf8") throw new ApiError(400, "invalid_body", "the request body is not valid UTF-8", "body");
@@ -405,6 +413,100 @@ app.post("/v1/executions/:id/redrive", async (c) => {
     202,
   );
 });
+
+// --- pull workers ---------------------------------------------------------------------------
+
+/**
+ * A worker leases executions of one of its tenant's pull queues: the queue's object asks their
+ * buckets, oldest first, and with nothing to lease holds the request up to waitMs (long
+ * polling). Each lease is the bucket's, fenced like the consumer's (invariant 3).
+ */
+app.post("/v1/pull/:queue/lease", limit(SINGLE_BODY_BYTES), async (c) => {
+  const queue = PullQueueName.safeParse(c.req.param("queue"));
+  if (!queue.success) throw fromZodError(queue.error, "queue");
+  const input = PullLeaseInput.safeParse(await readJson(c, { emptyIs: {} }));
+  if (!input.success) throw fromZodError(input.error);
+  const tenant = c.get("tenant");
+  const leases = await pullQueueOf(c.env, tenant, queue.data).lease({ tenant, ...input.data });
+  return c.json({ leases: leases.map(presentPullLease) });
+});
+
+app.get("/v1/pull/:queue", async (c) => {
+  const queue = PullQueueName.safeParse(c.req.param("queue"));
+  if (!queue.success) throw fromZodError(queue.error, "queue");
+  const view = await pullQueueOf(c.env, c.get("tenant"), queue.data).view();
+  return c.json({
+    queue: queue.data,
+    waiting: view.waiting,
+    oldestDueAt: view.oldestDueAt === null ? null : toRfc3339(view.oldestDueAt),
+    pollers: view.pollers,
+  });
+});
+
+app.post("/v1/pull/leases/:token/heartbeat", async (c) => {
+  const { stub, ref } = pullLeaseOf(c);
+  const [result] = await stub.heartbeat([ref]);
+  if (!result?.ok) throw staleLease();
+  return c.json({
+    executionId: result.executionId,
+    leaseDeadlineAt: toRfc3339(result.leaseDeadlineAt),
+    canceled: result.canceled === true,
+  });
+});
+
+app.post("/v1/pull/leases/:token/complete", limit(SINGLE_BODY_BYTES), async (c) => {
+  const { stub, ref } = pullLeaseOf(c);
+  const [result] = await stub.complete([{ ...ref, outcome: { kind: "succeeded", httpStatus: null, excerpt: "" } }]);
+  if (!result?.ok) throw staleLease();
+  return c.json({ executionId: result.executionId, status: result.status });
+});
+
+app.post("/v1/pull/leases/:token/fail", limit(SINGLE_BODY_BYTES), async (c) => {
+  const { stub, ref } = pullLeaseOf(c);
+  const input = PullFailInput.safeParse(await readJson(c, { emptyIs: {} }));
+  if (!input.success) throw fromZodError(input.error);
+  const { retryable, error, retryAfterMs } = input.data;
+  const outcome = {
+    kind: "failed" as const,
+    failure: retryable ? ("retryable" as const) : ("permanent" as const),
+    httpStatus: null,
+    error: `the pull worker failed: ${error ?? (retryable ? "no reason given" : "permanent failure, no reason given")}`,
+    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+  };
+  const [result] = await stub.complete([{ ...ref, outcome }]);
+  if (!result?.ok) throw staleLease();
+  return c.json({ executionId: result.executionId, status: result.status });
+});
+
+/** The bucket and lease a worker's token names, checked against the caller's tenant by the bucket. */
+function pullLeaseOf(c: Context<ApiEnv>) {
+  const decoded = decodePullToken(c.req.param("token") ?? "");
+  if (!decoded) throw new ApiError(400, "invalid_field", "token: not a lease token this API handed out", "token");
+  const stub = c.env.BUCKET.getByName(bucketName(decoded.bucket));
+  return { stub, ref: { executionId: decoded.executionId, token: decoded.token, tenant: c.get("tenant") } };
+}
+
+function staleLease(): ApiError {
+  return new ApiError(
+    409,
+    "stale_lease",
+    "the lease is no longer yours: it expired (the execution may run again elsewhere) or was already reported",
+    "token",
+  );
+}
+
+function presentPullLease({ bucket, grant }: PullLease): PullLeaseView {
+  const payload = isPullTarget(grant.target) && grant.target.payload !== null ? JSON.parse(grant.target.payload) : null;
+  return {
+    token: encodePullToken({ bucket, executionId: grant.executionId, token: grant.token }),
+    executionId: grant.executionId,
+    jobId: grant.jobId,
+    attempt: grant.attempt,
+    dueAt: toRfc3339(grant.dueAt),
+    leaseDeadlineAt: toRfc3339(grant.leaseDeadlineAt),
+    payload,
+  };
+}
 
 // --- metrics --------------------------------------------------------------------------------
 

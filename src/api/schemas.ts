@@ -3,6 +3,7 @@ import { z } from "zod";
 import { WorkerName } from "../config";
 import { ORIGIN_KEY_PREFIX } from "../core/flow";
 import { LIMITS } from "../core/job";
+import { PULL_QUEUE_NAME } from "../core/pull";
 
 const HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
 
@@ -42,21 +43,35 @@ const HeadersInput = z
   )
   .refine((h) => Object.keys(h).length <= LIMITS.headerCount, `at most ${LIMITS.headerCount} headers`);
 
+/** A pull queue's name, as a target names it and as the lease route's path has it. */
+export const PullQueueName = z
+  .string()
+  .min(1)
+  .max(LIMITS.pull.queueLength)
+  .regex(PULL_QUEUE_NAME, "must be lower case letters, digits, - and _");
+
 /**
- * Either an HTTP target (url, method, headers, body) or a handler Worker (worker, payload):
- * one object, so an error names the field at fault; create.ts's buildSpec refuses a mix.
+ * An HTTP target (url, method, headers, body), a handler Worker (worker, payload) or a pull queue
+ * (pull, payload): one object, so an error names the field at fault; create.ts's buildSpec
+ * refuses a mix.
  */
 const targetFields = {
-  url: z.string().max(2048).meta({ description: "an HTTP target: the URL called (give url or worker)" }),
+  url: z.string().max(2048).meta({ description: "an HTTP target: the URL called (give one of url, worker and pull)" }),
   method: z.enum(HTTP_METHODS).meta({ description: "HTTP targets; default POST" }),
   headers: HeadersInput.meta({ description: "HTTP targets" }),
   body: JsonValue.meta({
     description: "HTTP targets: a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json)",
   }),
   worker: WorkerName.meta({
-    description: "a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give url or worker)",
+    description: "a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give one of url, worker and pull)",
   }),
-  payload: JsonValue.meta({ description: "handler Worker targets: any JSON value, passed to its deliver() method" }),
+  pull: PullQueueName.meta({
+    description:
+      "a pull queue of your tenant: its executions wait there for workers that lease them (POST /v1/pull/{queue}/lease); give one of url, worker and pull",
+  }),
+  payload: JsonValue.meta({
+    description: "handler Worker and pull targets: any JSON value, passed to deliver() or handed out with each lease",
+  }),
 };
 
 export const TargetInput = z.strictObject({
@@ -65,6 +80,7 @@ export const TargetInput = z.strictObject({
   headers: targetFields.headers.optional(),
   body: targetFields.body.optional(),
   worker: targetFields.worker.optional(),
+  pull: targetFields.pull.optional(),
   payload: targetFields.payload.optional(),
 });
 
@@ -192,7 +208,7 @@ export type CreateJobInput = z.infer<typeof CreateJobInput>;
 /** PATCH: any subset; target fields and retry fields merge into the job's current ones. */
 export const PatchJobInput = z.strictObject({
   name: WellFormed(LIMITS.nameLength).nullable().optional(),
-  /** merged into the current target; url or worker switches its kind, dropping the other kind's fields */
+  /** merged into the current target; url, worker or pull switches its kind, dropping the other kinds' fields */
   target: TargetInput.optional(),
   runAt: Instant.optional(),
   delay: Delay.optional(),
@@ -279,3 +295,35 @@ export const BulkRedriveInput = z
       .optional(),
   })
   .refine((b) => (b.ids === undefined) !== (b.filter === undefined), "give ids or a filter (one of them)");
+
+// --- pull workers ---------------------------------------------------------------------------
+
+export const PullLeaseInput = z.strictObject({
+  max: z.number().int().min(1).max(LIMITS.pull.leaseMax).default(1).meta({ description: "at most this many executions (default 1)" }),
+  leaseMs: z
+    .number()
+    .int()
+    .min(LIMITS.pull.leaseMs.min)
+    .max(LIMITS.pull.leaseMs.max)
+    .default(LIMITS.pull.leaseMs.default)
+    .meta({ description: "how long each lease lasts unless heartbeated (default 30000); a heartbeat extends it by as much" }),
+  waitMs: z
+    .number()
+    .int()
+    .min(0)
+    .max(LIMITS.pull.waitMs.max)
+    .default(0)
+    .meta({ description: "long polling: with nothing to lease, wait up to this long for work (default 0: answer at once)" }),
+});
+
+export const PullFailInput = z.strictObject({
+  retryable: z.boolean().default(true).meta({ description: "false: no retry, the execution is dead (permanent)" }),
+  error: z.string().max(4096).optional().meta({ description: "what went wrong, kept (an excerpt) on the attempt" }),
+  retryAfterMs: z
+    .number()
+    .int()
+    .min(0)
+    .max(7 * 86_400_000)
+    .optional()
+    .meta({ description: "retry no sooner than this (like Retry-After); the job's backoff otherwise" }),
+});

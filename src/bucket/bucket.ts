@@ -20,7 +20,7 @@ import { fireQueueOf } from "../core/bucketing";
 import { planOccurrence } from "../core/cron";
 import { DispatchWindow } from "../core/dispatch-window";
 import { occurrenceId, oneOffExecutionId } from "../core/id";
-import { isNear, parseSpec } from "../core/job";
+import { isNear, isPullTarget, type JobSpec, parseSpec } from "../core/job";
 import { type TerminalState, transition } from "../core/lifecycle";
 import { type BucketMetrics, type CounterName, SYSTEM_TENANT } from "../core/metrics";
 import { excerpt } from "../core/response";
@@ -47,8 +47,10 @@ import type {
   FireMessage,
   HeartbeatResult,
   JobDefinition,
+  LeaseGrant,
   LeaseRef,
   LiveExecution,
+  OfferedLeaseRef,
   PoisonResult,
   RedriveOrder,
   RedriveResult,
@@ -286,6 +288,7 @@ export class Bucket extends DurableObject<Env> {
       const moved: HeldRow = { ...updated, dueAt, occurrenceAt: dueAt, budgetBase: row.attempt };
       if (!lease) this.executions.assertMove(row, "reschedule");
       this.executions.dispatched.delete(id);
+      this.executions.offered.delete(id);
       store.moveExecution(this.sql, row.dueAt, moved, { spec: def.specJson });
       this.executions.keep(moved);
       if (!lease) this.executions.schedule(moved);
@@ -391,8 +394,10 @@ export class Bucket extends DurableObject<Env> {
       this.tally.add("duplicates_suppressed_total", closed.tenant);
       return { ok: false, executionId: id, code: "duplicate" };
     }
+    // the same dispatch claimed again (its message redelivered after the offer failed): the same offer
+    const repeatOffer = this.executions.offered.get(id) === ref.dueAt && row.dueAt === ref.dueAt && row.jobStatus === "active";
     const state = this.executions.stateOf(row);
-    if (row.dueAt !== ref.dueAt || transition(state, "claim") === null || row.jobStatus !== "active") {
+    if (!repeatOffer && (row.dueAt !== ref.dueAt || transition(state, "claim") === null || row.jobStatus !== "active")) {
       // a live lease, or a dispatch of an earlier due time (the execution was retried or moved)
       this.tally.add("duplicates_suppressed_total", row.tenant);
       return { ok: false, executionId: id, code: "duplicate" };
@@ -403,19 +408,55 @@ export class Bucket extends DurableObject<Env> {
     const parsed = parseSpec(spec);
     const dispatch = this.executions.claimed(id);
     if (dispatch) this.window.onClaimed(now - dispatch.at, now);
+    if (isPullTarget(parsed.target)) {
+      // the scheduler's part ends here: from now on it waits for a worker, not for us
+      if (!repeatOffer) this.tally.lag(row.tenant, now - row.dueAt);
+      this.executions.offered.set(id, row.dueAt);
+      return { ok: false, code: "offered", executionId: id, tenant: row.tenant, queue: parsed.target.pull, dueAt: row.dueAt };
+    }
+    this.tally.lag(row.tenant, now - row.dueAt);
+    return this.grant(row, parsed, now);
+  }
+
+  /**
+   * A pull worker leases offered executions (its pull queue asks on its behalf), each for the
+   * length it chose. Only an execution still offered at that due time, of that tenant, is
+   * leased; anything else is not_offered (leased meanwhile, finished, canceled, moved, or offered
+   * again after a restart under the same due time, which its pull queue holds once). Writes nothing.
+   */
+  async leaseOffered(refs: OfferedLeaseRef[]): Promise<ClaimResult[]> {
+    this.countRequest();
+    return this.change(null, () => {
+      const now = Date.now();
+      return refs.map((ref): ClaimResult => {
+        const id = ref.executionId;
+        const row = this.executions.held.get(id);
+        if (!row || row.tenant !== ref.tenant) return { ok: false, executionId: id, code: "unknown" };
+        if (this.executions.offered.get(id) !== ref.dueAt || row.dueAt !== ref.dueAt || row.jobStatus !== "active") {
+          return { ok: false, executionId: id, code: "not_offered" };
+        }
+        const spec = store.specOf(this.sql, row);
+        if (spec === null) return { ok: false, executionId: id, code: "unknown" };
+        return this.grant(row, parseSpec(spec), now, ref.leaseMs);
+      });
+    });
+  }
+
+  /** A lease on a due execution: a fresh token, a fencing seq above every earlier one (invariant 2), a deadline. */
+  private grant(row: HeldRow, spec: JobSpec, now: number, leaseMs?: number): LeaseGrant {
     const lease: Lease = {
       token: crypto.randomUUID(),
       seq: this.epoch * 2 ** 32 + ++this.leaseSeq,
-      deadlineAt: now + this.config.LEASE_MS,
+      deadlineAt: now + (leaseMs ?? this.config.LEASE_MS),
       attempt: row.attempt + 1,
       startedAt: now,
       occurrenceAt: row.occurrenceAt,
+      ...(leaseMs === undefined ? {} : { leaseMs }),
     };
-    this.executions.running.set(id, lease);
-    this.tally.lag(row.tenant, now - row.dueAt);
+    this.executions.lease(row.id, lease);
     return {
       ok: true,
-      executionId: id,
+      executionId: row.id,
       jobId: row.jobId,
       tenant: row.tenant,
       token: lease.token,
@@ -423,10 +464,10 @@ export class Bucket extends DurableObject<Env> {
       leaseDeadlineAt: lease.deadlineAt,
       attempt: lease.attempt,
       dueAt: row.dueAt,
-      target: parsed.target,
-      timeoutMs: parsed.timeoutMs,
-      flowControl: parsed.flowControl ?? null,
-      firstDueAt: this.executions.waitingSince.get(id) ?? row.dueAt,
+      target: spec.target,
+      timeoutMs: spec.timeoutMs,
+      flowControl: spec.flowControl ?? null,
+      firstDueAt: this.executions.waitingSince.get(row.id) ?? row.dueAt,
     };
   }
 
@@ -442,9 +483,7 @@ export class Bucket extends DurableObject<Env> {
       return leases.map((ref): HeartbeatResult => {
         const lease = this.liveLease(ref, now);
         if (!lease) return { ok: false, executionId: ref.executionId, code: "stale_lease" };
-        lease.deadlineAt = now + this.config.LEASE_MS;
-        this.executions.running.delete(ref.executionId); // to the end: the map stays in deadline order
-        this.executions.running.set(ref.executionId, lease);
+        this.executions.extend(ref.executionId, lease, now, this.config.LEASE_MS);
         const canceled = this.executions.held.get(ref.executionId)?.jobStatus !== "active";
         return { ok: true, executionId: ref.executionId, leaseDeadlineAt: lease.deadlineAt, ...(canceled ? { canceled } : {}) };
       });
@@ -598,8 +637,7 @@ export class Bucket extends DurableObject<Env> {
   }
 
   private expireLeases(now: number): void {
-    for (const [id, lease] of this.executions.running) {
-      if (lease.deadlineAt > now) break; // deadline order
+    for (const [id, lease] of [...this.executions.expired(now)]) {
       const row = this.executions.held.get(id)!;
       this.tally.add("lease_expired_total", row.tenant);
       this.fail(row, lease, now, {
@@ -872,7 +910,7 @@ export class Bucket extends DurableObject<Env> {
     // and so does the time an unclaimed message stops counting
     const window = this.windowRoom(now);
     const nextDue = this.executions.due.peek((dueAt, id) => this.executions.isScheduledAt(id, dueAt))?.dueAt;
-    const firstLease = this.executions.running.values().next().value?.deadlineAt;
+    const firstLease = this.executions.firstDeadline();
     const firstDispatch = this.executions.dispatched.values().next().value;
     const pendingFlush = this.executions.closing.size > 0 || this.dirtySchedules.size > 0;
     const at = nextAlarmAt({
@@ -946,7 +984,7 @@ export class Bucket extends DurableObject<Env> {
   /** A finished attempt goes into the log and the execution waits again as `moved` (its due time and budget). */
   private runAgain(row: HeldRow, attempt: AttemptRecord | null, move: "retry" | "reschedule" | "wait", moved: HeldRow): void {
     this.executions.assertMove(row, move);
-    this.executions.running.delete(row.id);
+    this.executions.endLease(row.id);
     store.moveExecution(this.sql, row.dueAt, moved, attempt ? { attempt } : {});
     this.executions.keep(moved);
     this.executions.schedule(moved);
@@ -980,7 +1018,8 @@ export class Bucket extends DurableObject<Env> {
   ): void {
     const status = this.executions.assertMove(row, event) as TerminalState;
     this.executions.dispatched.delete(row.id);
-    this.executions.running.delete(row.id);
+    this.executions.offered.delete(row.id);
+    this.executions.endLease(row.id);
     const attempts = detail.attempt?.attempt ?? row.attempt;
     this.executions.closing.set(row.id, {
       row,
@@ -1026,7 +1065,8 @@ export class Bucket extends DurableObject<Env> {
 
   private liveLease(ref: LeaseRef, now: number): Lease | undefined {
     const lease = this.executions.running.get(ref.executionId);
-    if (lease && lease.token === ref.token && lease.deadlineAt > now) return lease;
+    const tenantOk = ref.tenant === undefined || this.executions.held.get(ref.executionId)?.tenant === ref.tenant;
+    if (lease && lease.token === ref.token && lease.deadlineAt > now && tenantOk) return lease;
     this.tally.add("stale_lease_rejects_total", this.executions.held.get(ref.executionId)?.tenant ?? SYSTEM_TENANT);
     return undefined;
   }

@@ -35,6 +35,8 @@ export interface Lease {
   startedAt: number;
   /** the row's occurrence when claimed: a reschedule meanwhile runs it again */
   occurrenceAt: number;
+  /** a pull worker's lease: the length it asked for (absent: LEASE_MS, the consumer's) */
+  leaseMs?: number;
 }
 
 export interface Dispatch {
@@ -52,8 +54,18 @@ export class Executions {
   readonly due = new TenantDueQueues();
   /** dispatched, in dispatch order (the first is the oldest) */
   readonly dispatched = new Map<string, Dispatch>();
-  /** running, in deadline order (a heartbeat moves a lease to the end) */
+  /**
+   * running: the consumer's leases (all LEASE_MS long) in deadline order (a heartbeat moves a
+   * lease to the end), pull workers' leases (each its own length) among them, in no order
+   */
   readonly running = new Map<string, Lease>();
+  /** the running leases of pull workers (pullLeases), checked one by one for expiry */
+  private readonly pullLeases = new Set<string>();
+  /**
+   * claimed for a pull queue and waiting there for a worker, with the due time offered: out of
+   * the dispatch order (nothing is re-sent while it waits, however long) and shown as dispatched
+   */
+  readonly offered = new Map<string, number>();
   /**
    * the due time an execution had before flow control first made it wait (memory only: after a
    * restart its wait counts from its current due time)
@@ -103,9 +115,59 @@ export class Executions {
     this.heldOfJob.set(row.jobId, ids);
   }
 
+  /** Starts a lease (the consumer's, or a pull worker's when it has its own leaseMs). */
+  lease(id: string, lease: Lease): void {
+    this.offered.delete(id);
+    this.running.set(id, lease);
+    if (lease.leaseMs !== undefined) this.pullLeases.add(id);
+  }
+
+  /** Extends a live lease by its own length; a consumer's moves to the end of the deadline order. */
+  extend(id: string, lease: Lease, now: number, defaultLeaseMs: number): void {
+    lease.deadlineAt = now + (lease.leaseMs ?? defaultLeaseMs);
+    if (lease.leaseMs !== undefined) return;
+    this.running.delete(id);
+    this.running.set(id, lease);
+  }
+
+  /** Ends a lease, if any (finished, failed, expired, or the execution left). */
+  endLease(id: string): void {
+    this.running.delete(id);
+    this.pullLeases.delete(id);
+  }
+
+  /** Leases whose deadline passed: the consumer's from the front of their order, then every pull worker's. */
+  *expired(now: number): Generator<[string, Lease]> {
+    for (const [id, lease] of this.running) {
+      if (this.pullLeases.has(id)) continue;
+      if (lease.deadlineAt > now) break;
+      yield [id, lease];
+    }
+    for (const id of [...this.pullLeases]) {
+      const lease = this.running.get(id)!;
+      if (lease.deadlineAt <= now) yield [id, lease];
+    }
+  }
+
+  /** The earliest lease deadline, or undefined. */
+  firstDeadline(): number | undefined {
+    let first: number | undefined;
+    for (const [id, lease] of this.running) {
+      if (this.pullLeases.has(id)) continue;
+      first = lease.deadlineAt;
+      break;
+    }
+    for (const id of this.pullLeases) {
+      const at = this.running.get(id)!.deadlineAt;
+      if (first === undefined || at < first) first = at;
+    }
+    return first;
+  }
+
   release(row: HeldRow): void {
     this.held.delete(row.id);
     this.waitingSince.delete(row.id);
+    this.offered.delete(row.id);
     const ids = this.heldOfJob.get(row.jobId);
     if (!ids) return;
     ids.delete(row.id);
@@ -131,7 +193,7 @@ export class Executions {
   stateOf(row: HeldRow): ExecutionState {
     if (this.closing.has(row.id)) return this.closing.get(row.id)!.status;
     if (this.running.has(row.id)) return "running";
-    if (this.dispatched.has(row.id)) return "dispatched";
+    if (this.dispatched.has(row.id) || this.offered.has(row.id)) return "dispatched";
     return "scheduled";
   }
 
@@ -143,6 +205,7 @@ export class Executions {
       row.dueAt === dueAt &&
       row.jobStatus === "active" &&
       !this.dispatched.has(id) &&
+      !this.offered.has(id) &&
       !this.running.has(id) &&
       !this.closing.has(id)
     );

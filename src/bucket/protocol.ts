@@ -65,27 +65,61 @@ export interface ExecutionRef {
 }
 
 export type ClaimResult =
-  | {
-      ok: true;
-      executionId: string;
-      jobId: string;
-      tenant: string;
-      token: string;
-      seq: number;
-      leaseDeadlineAt: number;
-      attempt: number;
-      dueAt: number;
-      target: Target;
-      timeoutMs: number;
-      flowControl: FlowControl | null;
-      /** its due time before flow control made it wait (the order waiters are served in) */
-      firstDueAt: number;
-    }
-  | { ok: false; executionId: string; code: "duplicate" | "unknown" | "not_due" };
+  | LeaseGrant
+  | PullOffer
+  | { ok: false; executionId: string; code: "duplicate" | "unknown" | "not_due" | "not_offered" };
+
+/**
+ * A pull target's execution is not leased by the claim: it waits for a pull worker. The consumer
+ * hands it to its pull queue (src/pull/pull-queue.ts), which leases it from the bucket when a
+ * worker asks (`leaseOffered`). A repeated claim of the same dispatch answers the same offer.
+ */
+export interface PullOffer {
+  ok: false;
+  code: "offered";
+  executionId: string;
+  tenant: string;
+  queue: string;
+  dueAt: number;
+}
+
+/** What a pull queue keeps of an offer, and asks its bucket to lease. */
+export interface OfferRef {
+  executionId: string;
+  bucket: number;
+  dueAt: number;
+}
+
+/** A pull worker's lease request for one offered execution: its length is the worker's choice. */
+export interface OfferedLeaseRef {
+  executionId: string;
+  dueAt: number;
+  tenant: string;
+  leaseMs: number;
+}
+
+export type LeaseGrant = {
+  ok: true;
+  executionId: string;
+  jobId: string;
+  tenant: string;
+  token: string;
+  seq: number;
+  leaseDeadlineAt: number;
+  attempt: number;
+  dueAt: number;
+  target: Target;
+  timeoutMs: number;
+  flowControl: FlowControl | null;
+  /** its due time before flow control made it wait (the order waiters are served in) */
+  firstDueAt: number;
+};
 
 export interface LeaseRef {
   executionId: string;
   token: string;
+  /** a pull worker's report: the execution must be this tenant's (the API's caller) */
+  tenant?: string;
 }
 
 /** Flow control held a leased attempt back before it started: it is due again at `retryAt`. */
@@ -154,5 +188,7 @@ export const RESULT_MESSAGES: Record<string, string> = {
   unknown: "the bucket does not hold this execution",
   not_due: "the execution is waiting for its (retry) due time",
   stale_lease: "the lease token is not the live lease of this execution",
+  not_offered: "the execution is not waiting for a pull worker (leased, finished or moved)",
+  offered: "the execution waits in its pull queue for a worker",
   job_inactive: "the job is paused or canceled",
 };

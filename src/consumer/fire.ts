@@ -9,19 +9,21 @@
  */
 
 import type { Bucket } from "../bucket/bucket";
-import type { ClaimResult, CompletionReport, FireMessage, LeaseRef } from "../bucket/protocol";
+import type { CompletionReport, FireMessage, LeaseGrant, LeaseRef, PullOffer } from "../bucket/protocol";
 import { type Config, configOf } from "../config";
 import { bucketName } from "../core/bucketing";
 import { type FlowAnswer, type FlowAsk, type GoverningKey, governingKey } from "../core/flow";
-import { isWorkerTarget } from "../core/job";
+import { isHttpTarget, isWorkerTarget } from "../core/job";
+import { pullQueueName } from "../core/pull";
 import type { DeliveryOutcome } from "../core/response";
 import { type FlowKey, type FlowRelease, flowKeyName, flowKeyOf } from "../flow/flow-key";
+import { pullQueueOf } from "../pull/pull-queue";
 import { deliverToWorker } from "./handler";
 import { acceptFireMessages, groupByBucket } from "./message";
 import { SigningKeys } from "./signing";
 import { deliver } from "./webhook";
 
-type Lease = Extract<ClaimResult, { ok: true }>;
+type Lease = LeaseGrant;
 type BucketStub = DurableObjectStub<Bucket>;
 
 export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext): Promise<void> {
@@ -37,8 +39,12 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env, ct
   const claimed = await Promise.all(groups.map((group) => claimGroup(group)));
   const leases = claimed.flatMap((c) => c.leases.map((lease) => ({ lease, stub: c.stub })));
 
-  // 2. ack everything that was claimed or refused as a duplicate: from here the leases own it
-  for (const c of claimed) if (c.ok) for (const m of c.messages) m.message.ack();
+  // 2. ack everything that was claimed or refused as a duplicate: from here the leases own it;
+  // an execution offered to its pull queue is acked once the queue holds it
+  const offers = claimed.flatMap((c) => c.offers);
+  const offered = new Set(offers.map((o) => o.executionId));
+  for (const c of claimed) if (c.ok) for (const m of c.messages) if (!offered.has(m.body.executionId)) m.message.ack();
+  if (offers.length > 0) await offerToPullQueues(offers, groups, env);
 
   // 3. deliver after the handler returns
   if (leases.length > 0) ctx.waitUntil(deliverAll(leases, env, config));
@@ -63,7 +69,7 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
       getOrMake(releasers, flowKeyName(tenant, key), () => releasesTo(flowKeyOf(env, tenant, key)));
     // each lease's key: its job's own, else its HTTP target's origin's (a handler Worker has none)
     const governed = claimed.map((c) => {
-      const url = isWorkerTarget(c.lease.target) ? null : c.lease.target.url;
+      const url = isHttpTarget(c.lease.target) ? c.lease.target.url : null;
       return { ...c, flow: governingKey(c.lease.flowControl, url, config.ORIGIN_PARALLELISM) };
     });
     const answers = askFlowKeys(governed, env, config);
@@ -96,10 +102,39 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
   }
 }
 
+/**
+ * Hands pull targets' executions to their pull queues (one RPC per tenant and queue) and acks
+ * their messages once held; a queue that did not answer gets its messages again later (the
+ * bucket answers a repeated claim with the same offer, and the queue holds an offer once).
+ */
+async function offerToPullQueues(
+  offers: PullOffer[],
+  groups: { bucket: number; messages: { message: Message<unknown>; body: FireMessage }[] }[],
+  env: Env,
+): Promise<void> {
+  const messages = new Map(groups.flatMap((g) => g.messages.map((m) => [m.body.executionId, { ...m, bucket: g.bucket }] as const)));
+  const byQueue = Map.groupBy(offers, (o) => pullQueueName(o.tenant, o.queue));
+  await Promise.all(
+    [...byQueue.values()].map(async (group) => {
+      const held = group.flatMap((o) => messages.get(o.executionId) ?? []);
+      try {
+        await pullQueueOf(env, group[0]!.tenant, group[0]!.queue).offer(
+          group.map((o) => ({ executionId: o.executionId, dueAt: o.dueAt, bucket: messages.get(o.executionId)!.bucket })),
+        );
+        for (const m of held) m.message.ack();
+      } catch (error) {
+        console.error(`offering to pull queue ${group[0]!.queue} failed`, error);
+        for (const m of held) m.message.retry({ delaySeconds: claimRetryDelaySeconds(m.message.attempts) });
+      }
+    }),
+  );
+}
+
 /** One attempt of a lease: an RPC to its handler Worker, or a signed request to its HTTP target. */
 function deliverLease(lease: Lease, env: Env, config: Config, keys: SigningKeys): Promise<DeliveryOutcome> {
   const { executionId, jobId, tenant, attempt, dueAt, target, timeoutMs } = lease;
   if (isWorkerTarget(target)) return deliverToWorker({ executionId, jobId, tenant, attempt, dueAt, target, timeoutMs }, env, config);
+  if (!isHttpTarget(target)) throw new Error(`${executionId}: a pull target is leased by its workers, never delivered`);
   return keys.forTenant(tenant).then(
     (tenantKeys) => deliver({ executionId, jobId, attempt, target, timeoutMs }, tenantKeys, Date.now()),
     // a misconfigured secret fails this attempt (retried, then dead), never the whole batch
@@ -278,15 +313,16 @@ async function claimGroup(group: {
   bucket: number;
   messages: { message: Message<unknown>; body: FireMessage }[];
   stub: BucketStub;
-}): Promise<{ ok: boolean; stub: BucketStub; leases: Lease[]; messages: typeof group.messages }> {
+}): Promise<{ ok: boolean; stub: BucketStub; leases: Lease[]; offers: PullOffer[]; messages: typeof group.messages }> {
   try {
     const results = await group.stub.claim(group.messages.map((m) => ({ executionId: m.body.executionId, dueAt: m.body.dueAt })));
     const leases = results.filter((c): c is Lease => c.ok);
-    return { ok: true, stub: group.stub, leases, messages: group.messages };
+    const offers = results.filter((c): c is PullOffer => !c.ok && c.code === "offered");
+    return { ok: true, stub: group.stub, leases, offers, messages: group.messages };
   } catch (error) {
     console.error(`claim on bucket ${group.bucket} failed`, error);
     for (const m of group.messages) m.message.retry({ delaySeconds: claimRetryDelaySeconds(m.message.attempts) });
-    return { ok: false, stub: group.stub, leases: [], messages: group.messages };
+    return { ok: false, stub: group.stub, leases: [], offers: [], messages: group.messages };
   }
 }
 

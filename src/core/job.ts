@@ -2,8 +2,11 @@
 import type { RetryPolicy } from "./backoff";
 import type { Schedule } from "./cron";
 
-/** A job's target: an HTTP endpoint, or a handler Worker called over a service binding. */
-export type Target = HttpTarget | WorkerTarget;
+/**
+ * A job's target: an HTTP endpoint, a handler Worker called over a service binding, or a pull
+ * queue its workers lease from over HTTP.
+ */
+export type Target = HttpTarget | WorkerTarget | PullTarget;
 
 export interface HttpTarget {
   url: string;
@@ -20,8 +23,23 @@ export interface WorkerTarget {
   payload: string | null;
 }
 
+/** A named pull queue of the job's tenant: its executions wait there until a worker leases them. */
+export interface PullTarget {
+  pull: string;
+  /** the payload as JSON text (handed to the worker with each lease), or null */
+  payload: string | null;
+}
+
 export function isWorkerTarget(target: Target): target is WorkerTarget {
   return "worker" in target;
+}
+
+export function isPullTarget(target: Target): target is PullTarget {
+  return "pull" in target;
+}
+
+export function isHttpTarget(target: Target): target is HttpTarget {
+  return "url" in target;
 }
 
 export interface JobSpec {
@@ -74,6 +92,14 @@ export const LIMITS = {
   idempotencyKeyLength: 200,
   flowControl: { keyLength: 128, rate: 10_000, periodSeconds: 86_400, parallelism: 1_000 },
   labels: { count: 16, keyLength: 63, valueLength: 128 },
+  /** a pull worker's lease request */
+  pull: {
+    queueLength: 64,
+    leaseMax: 100,
+    leaseMs: { min: 1_000, max: 15 * 60_000, default: 30_000 },
+    /** long polling: how long a lease request may wait for work */
+    waitMs: { max: 20_000 },
+  },
 } as const;
 
 /**

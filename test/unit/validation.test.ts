@@ -11,7 +11,7 @@ import { configOf } from "../../src/config";
 import { DEFAULT_RETRY_POLICY } from "../../src/core/backoff";
 import { bucketOfJob } from "../../src/core/bucketing";
 import { oneOffExecutionId } from "../../src/core/id";
-import { type HttpTarget, isWorkerTarget, type JobSpec } from "../../src/core/job";
+import { type HttpTarget, isHttpTarget, type JobSpec } from "../../src/core/job";
 
 // configOf parses a plain env object; no FIRE_QUEUE_n bindings are needed to validate a job
 const config = configOf({ BUCKETS: "32", SCAN_WINDOW_MS: "60000" } as unknown as Env);
@@ -22,9 +22,9 @@ const ctx = { tenant: "acme", now, config, fieldPrefix: "" };
 const ok = { target: { url: "https://example.com/hook" } };
 const withTarget = (target: Record<string, unknown>) => ({ target: { url: "https://example.com/hook", ...target } });
 
-/** The spec's HTTP target (a test that expects one fails if it is a handler Worker). */
+/** The spec's HTTP target (a test that expects one fails if it is a handler Worker or a pull queue). */
 function http(spec: JobSpec): HttpTarget {
-  if (isWorkerTarget(spec.target)) throw new Error("expected an HTTP target");
+  if (!isHttpTarget(spec.target)) throw new Error("expected an HTTP target");
   return spec.target;
 }
 

@@ -78,7 +78,12 @@ const CREATE_FLAGS: Record<string, Flag> = {
   body: { type: "string", value: "<json|text>", help: "the body: sent as JSON if it parses as JSON, else as this text" },
   label: { type: "string", multiple: true, value: "<key=value>", help: "a label (labels.key); repeatable" },
   worker: { type: "string", value: "<name>", help: "instead of --target: a handler Worker granted to you (target.worker)" },
-  payload: { type: "string", value: "<json|text>", help: "the handler Worker's payload: JSON if it parses as JSON, else this text" },
+  pull: { type: "string", value: "<queue>", help: "instead of --target: a pull queue your workers lease from (target.pull)" },
+  payload: {
+    type: "string",
+    value: "<json|text>",
+    help: "the handler Worker's or pull queue's payload: JSON if it parses as JSON, else this text",
+  },
   "run-at": { type: "string", value: "<time>", help: "when: RFC 3339 with an offset, or epoch milliseconds" },
   delay: { type: "string", value: "<delay>", help: 'when: from now, "500ms", "30s", "5m", "2h", "1d" or milliseconds' },
   cron: { type: "string", value: "<expr>", help: "recurring: 5 fields, or 6 with seconds first" },
@@ -361,13 +366,21 @@ async function jobOf(values: Values): Promise<CreateJob> {
   const payload = text(values, "payload");
   Object.assign(
     target,
-    defined({ url: text(values, "target"), method: text(values, "method")?.toUpperCase(), worker: text(values, "worker") }),
+    defined({
+      url: text(values, "target"),
+      method: text(values, "method")?.toUpperCase(),
+      worker: text(values, "worker"),
+      pull: text(values, "pull"),
+    }),
   );
   if (header) target.headers = { ...(isObject(target.headers) ? target.headers : {}), ...headersOf(header) };
   if (body !== undefined) target.body = jsonOrText(body);
   if (payload !== undefined) target.payload = jsonOrText(payload);
-  if (target.url === undefined && target.worker === undefined) {
-    throw new UsageError("no target: give --target <url> or --worker <name> (or target.url or target.worker in --file)", usage);
+  if (target.url === undefined && target.worker === undefined && target.pull === undefined) {
+    throw new UsageError(
+      "no target: give --target <url>, --worker <name> or --pull <queue> (or target.url, target.worker or target.pull in --file)",
+      usage,
+    );
   }
   const when = defined({ runAt: msOrText(text(values, "run-at")), delay: msOrText(text(values, "delay")), cron: text(values, "cron") });
   if (Object.keys(when).length > 0) for (const field of ["runAt", "delay", "cron"]) delete job[field];
@@ -407,9 +420,11 @@ async function listJobs({ client, values, json }: Context): Promise<number> {
   return EXIT.ok;
 }
 
-/** "POST https://…" for an HTTP target, "worker billing" for a handler Worker. */
+/** "POST https://…" for an HTTP target, "worker billing" for a handler Worker, "pull video-encode" for a pull queue. */
 function targetText(target: Job["target"]): string {
-  return "worker" in target ? `worker ${target.worker}` : `${target.method} ${target.url}`;
+  if ("worker" in target) return `worker ${target.worker}`;
+  if ("pull" in target) return `pull ${target.pull}`;
+  return `${target.method} ${target.url}`;
 }
 
 function jobRow(job: Job): string[] {

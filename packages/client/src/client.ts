@@ -7,8 +7,11 @@ import { SchedulerError, SchedulerNetworkError } from "./errors.ts";
 import type { components, operations } from "./schema.ts";
 
 type Schemas = components["schemas"];
-type JsonBody<Op extends keyof operations> = operations[Op] extends { requestBody: { content: { "application/json": infer B } } }
-  ? B
+/** A route's JSON body (of an optional body too: POST /v1/pull/{queue}/lease may be sent empty). */
+type JsonBody<Op extends keyof operations> = operations[Op] extends { requestBody?: infer R }
+  ? NonNullable<R> extends { content: { "application/json": infer B } }
+    ? B
+    : never
   : never;
 
 export type Job = Schemas["Job"];
@@ -29,6 +32,12 @@ export type BulkAction = Schemas["BulkAction"];
 export type BulkJobs = JsonBody<"cancelJobs">;
 /** `{ids}` or `{filter: {jobId, deadReason}}` (not empty) */
 export type BulkRedrive = JsonBody<"redriveDeadExecutions">;
+
+export type PullLease = Schemas["PullLease"];
+export type PullQueueStatus = Schemas["PullQueueStatus"];
+export type PullHeartbeat = Schemas["PullHeartbeat"];
+export type PullReport = Schemas["PullReport"];
+export type PullFailure = JsonBody<"failPullLease">;
 
 export type CreateJob = JsonBody<"createJob">;
 export type UpdateJob = JsonBody<"updateJob">;
@@ -105,6 +114,23 @@ export interface FlowControlApi {
   update(key: string, limits: FlowLimits): Promise<FlowKey>;
 }
 
+/** A pull queue's workers: lease its due executions and report on each with the lease's token. */
+export interface PullApi {
+  /**
+   * Leases up to `max` due executions for `leaseMs` each; with none due, waits up to `waitMs`
+   * (at most 20 s) for one. Not repeated after a lost answer: leases granted to nobody come back
+   * when they expire. `signal` ends a long poll early.
+   */
+  lease(queue: string, options?: { max?: number; leaseMs?: number; waitMs?: number; signal?: AbortSignal }): Promise<PullLease[]>;
+  /** Extends the lease by its length; a SchedulerError with code stale_lease when it is no longer yours. */
+  heartbeat(token: string): Promise<PullHeartbeat>;
+  complete(token: string): Promise<PullReport>;
+  /** retryable (default true) is retried with the job's backoff, no sooner than retryAfterMs; false ends it dead. */
+  fail(token: string, failure?: PullFailure): Promise<PullReport>;
+  /** How much waits in the queue. */
+  status(queue: string): Promise<PullQueueStatus>;
+}
+
 interface Call {
   method: "GET" | "POST" | "PATCH" | "DELETE";
   /** with its segments already encoded */
@@ -112,6 +138,8 @@ interface Call {
   query?: Record<string, string | number | undefined>;
   body?: unknown;
   headers?: Record<string, string>;
+  /** ends the call early (with the per-attempt timeout) */
+  signal?: AbortSignal;
   /**
    * false: repeat only after a 429 (the rate limiter refused it before anything ran). true: also
    * after a 5xx or no answer, because repeating the call cannot do it twice.
@@ -127,6 +155,7 @@ export class SchedulerClient {
   readonly dlq: DlqApi;
   readonly flowControl: FlowControlApi;
   readonly actions: ActionsApi;
+  readonly pull: PullApi;
 
   readonly #baseUrl: string;
   readonly #headers: Record<string, string>;
@@ -204,6 +233,25 @@ export class SchedulerClient {
       get: (id) => this.#request({ method: "GET", path: `/v1/actions/${enc(id)}`, repeatable: true }),
     };
 
+    const lease = (token: string, action: string) => `/v1/pull/leases/${enc(token)}/${action}`;
+    this.pull = {
+      lease: async (queue, { signal, ...options } = {}) =>
+        (
+          await this.#request<Schemas["PullLeases"]>({
+            method: "POST",
+            path: `/v1/pull/${enc(queue)}/lease`,
+            body: options,
+            repeatable: false,
+            ...(signal ? { signal } : {}),
+          })
+        ).leases,
+      heartbeat: (token) => this.#request({ method: "POST", path: lease(token, "heartbeat"), repeatable: true }),
+      // a repeat after a lost answer is answered stale_lease (the first one was recorded): the caller decides
+      complete: (token) => this.#request({ method: "POST", path: lease(token, "complete"), repeatable: true }),
+      fail: (token, failure = {}) => this.#request({ method: "POST", path: lease(token, "fail"), body: failure, repeatable: true }),
+      status: (queue) => this.#request({ method: "GET", path: `/v1/pull/${enc(queue)}`, repeatable: true }),
+    };
+
     this.flowControl = {
       get: (key) => this.#request({ method: "GET", path: flowKey(key), repeatable: true }),
       pause: (key) => this.#request({ method: "POST", path: flowKey(key, "/pause"), repeatable: true }),
@@ -245,10 +293,11 @@ export class SchedulerClient {
       let response: Response;
       let text: string;
       try {
-        response = await this.#fetch(request.clone(), { signal: AbortSignal.timeout(this.#timeoutMs) });
+        const timeout = AbortSignal.timeout(this.#timeoutMs);
+        response = await this.#fetch(request.clone(), { signal: call.signal ? AbortSignal.any([timeout, call.signal]) : timeout });
         text = await response.text(); // inside the try: a body that breaks off is no answer either
       } catch (cause) {
-        if (!call.repeatable || attempt >= this.#maxAttempts) {
+        if (!call.repeatable || attempt >= this.#maxAttempts || call.signal?.aborted) {
           const tries = attempt > 1 ? ` after ${attempt} attempts` : "";
           const unknown = call.method === "GET" ? "" : "; it may or may not have been applied";
           throw new SchedulerNetworkError(`${what}: no answer${tries}${unknown}: ${describe(cause)}`, cause);

@@ -23,8 +23,15 @@ export type {
   JobWithLatestExecution,
   Metrics,
   Paginated,
+  PullApi,
+  PullFailure,
+  PullHeartbeat,
+  PullLease,
+  PullQueueStatus,
+  PullReport,
   RedrivenExecution,
   UpdateJob,
 } from "./client.ts";
 export { SchedulerClient, VERSION } from "./client.ts";
 export { SchedulerError, SchedulerNetworkError } from "./errors.ts";
+export { type PullWorkerOptions, runPullWorker } from "./pull-worker.ts";

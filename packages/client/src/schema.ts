@@ -294,6 +294,91 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/pull/{queue}/lease": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A pull worker leases due executions of a pull queue (long polling with waitMs) */
+        post: operations["leasePull"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/pull/{queue}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** How much waits in a pull queue */
+        get: operations["getPullQueue"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/pull/leases/{token}/heartbeat": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Extend a lease by its length */
+        post: operations["heartbeatPullLease"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/pull/leases/{token}/complete": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Report the attempt succeeded */
+        post: operations["completePullLease"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/pull/leases/{token}/fail": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Report the attempt failed: retried with the job's backoff, or dead when not retryable or out of attempts */
+        post: operations["failPullLease"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/metrics": {
         parameters: {
             query?: never;
@@ -419,7 +504,7 @@ export interface components {
             };
             idempotencyKey: string | null;
         };
-        Target: components["schemas"]["HttpTarget"] | components["schemas"]["WorkerTarget"];
+        Target: components["schemas"]["HttpTarget"] | components["schemas"]["WorkerTarget"] | components["schemas"]["PullTarget"];
         HttpTarget: {
             url: string;
             /** @enum {string} */
@@ -434,6 +519,12 @@ export interface components {
             /** @description the handler Worker, called over a service binding */
             worker: string;
             /** @description the JSON value its deliver() method gets (null: none) */
+            payload?: unknown;
+        };
+        PullTarget: {
+            /** @description the pull queue its executions wait in for a worker */
+            pull: string;
+            /** @description the JSON value handed out with each lease (null: none) */
             payload?: unknown;
         };
         RetryPolicy: {
@@ -461,7 +552,7 @@ export interface components {
         CreateJob: {
             name?: string;
             target: {
-                /** @description an HTTP target: the URL called (give url or worker) */
+                /** @description an HTTP target: the URL called (give one of url, worker and pull) */
                 url?: string;
                 /**
                  * @description HTTP targets; default POST
@@ -474,9 +565,11 @@ export interface components {
                 };
                 /** @description HTTP targets: a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json) */
                 body?: unknown;
-                /** @description a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give url or worker) */
+                /** @description a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give one of url, worker and pull) */
                 worker?: string;
-                /** @description handler Worker targets: any JSON value, passed to its deliver() method */
+                /** @description a pull queue of your tenant: its executions wait there for workers that lease them (POST /v1/pull/{queue}/lease); give one of url, worker and pull */
+                pull?: string;
+                /** @description handler Worker and pull targets: any JSON value, passed to deliver() or handed out with each lease */
                 payload?: unknown;
             };
             /** @description RFC 3339 with an offset, or epoch milliseconds */
@@ -637,7 +730,7 @@ export interface components {
         UpdateJob: {
             name?: string | null;
             target?: {
-                /** @description an HTTP target: the URL called (give url or worker) */
+                /** @description an HTTP target: the URL called (give one of url, worker and pull) */
                 url?: string;
                 /**
                  * @description HTTP targets; default POST
@@ -650,9 +743,11 @@ export interface components {
                 };
                 /** @description HTTP targets: a string is sent as its UTF-8 bytes, exactly; any other JSON value is sent serialized (application/json) */
                 body?: unknown;
-                /** @description a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give url or worker) */
+                /** @description a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give one of url, worker and pull) */
                 worker?: string;
-                /** @description handler Worker targets: any JSON value, passed to its deliver() method */
+                /** @description a pull queue of your tenant: its executions wait there for workers that lease them (POST /v1/pull/{queue}/lease); give one of url, worker and pull */
+                pull?: string;
+                /** @description handler Worker and pull targets: any JSON value, passed to deliver() or handed out with each lease */
                 payload?: unknown;
             };
             /** @description RFC 3339 with an offset, or epoch milliseconds */
@@ -868,6 +963,75 @@ export interface components {
             rate?: number | null;
             periodSeconds?: number;
             parallelism?: number | null;
+        };
+        PullLeases: {
+            leases: components["schemas"]["PullLease"][];
+        };
+        PullLease: {
+            /** @description the lease token: heartbeat, complete or fail with it (opaque) */
+            token: string;
+            /** @description the idempotency key of the work: the same on every attempt */
+            executionId: string;
+            jobId: string;
+            /** @description 1 for the first attempt */
+            attempt: number;
+            /** @description when this attempt was due */
+            dueAt: string;
+            /** @description the lease ends then unless heartbeated; then the execution may run again */
+            leaseDeadlineAt: string;
+            /** @description the job's target payload (null: none) */
+            payload?: unknown;
+        };
+        PullLeaseRequest: {
+            /**
+             * @description at most this many executions (default 1)
+             * @default 1
+             */
+            max?: number;
+            /**
+             * @description how long each lease lasts unless heartbeated (default 30000); a heartbeat extends it by as much
+             * @default 30000
+             */
+            leaseMs?: number;
+            /**
+             * @description long polling: with nothing to lease, wait up to this long for work (default 0: answer at once)
+             * @default 0
+             */
+            waitMs?: number;
+        };
+        PullQueueStatus: {
+            queue: string;
+            /** @description executions due and waiting for a worker */
+            waiting: number;
+            /** @description the due time of the oldest waiting one */
+            oldestDueAt: string | null;
+            /** @description lease requests waiting for work right now (long polling) */
+            pollers: number;
+        };
+        PullHeartbeat: {
+            executionId: string;
+            leaseDeadlineAt: string;
+            /** @description the job was canceled or paused meanwhile: stop if you can (its result is kept if you finish) */
+            canceled: boolean;
+        };
+        PullReport: {
+            executionId: string;
+            /**
+             * @description what became of the execution: scheduled = it will be retried (or run again at a new time)
+             * @enum {string}
+             */
+            status: "succeeded" | "scheduled" | "dead" | "canceled";
+        };
+        PullFailure: {
+            /**
+             * @description false: no retry, the execution is dead (permanent)
+             * @default true
+             */
+            retryable?: boolean;
+            /** @description what went wrong, kept (an excerpt) on the attempt */
+            error?: string;
+            /** @description retry no sooner than this (like Retry-After); the job's backoff otherwise */
+            retryAfterMs?: number;
         };
         Metrics: {
             counters: {
@@ -2497,6 +2661,382 @@ export interface operations {
             };
             /** @description missing, malformed or unknown API key */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    leasePull: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the pull queue's name (lower case letters, digits, - and _) */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PullLeaseRequest"];
+            };
+        };
+        responses: {
+            /** @description the leases granted, oldest due first (none when nothing was due within waitMs) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PullLeases"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is larger than the route allows */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getPullQueue: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the pull queue's name (lower case letters, digits, - and _) */
+                queue: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the queue */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PullQueueStatus"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    heartbeatPullLease: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a lease token from POST /v1/pull/{queue}/lease */
+                token: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description extended */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PullHeartbeat"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description stale_lease: the lease is no longer yours (it expired, and the execution may run again elsewhere, or it was already reported); the rejection is counted */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    completePullLease: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a lease token from POST /v1/pull/{queue}/lease */
+                token: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description recorded */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PullReport"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description stale_lease: the lease is no longer yours (it expired, and the execution may run again elsewhere, or it was already reported); the rejection is counted */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    failPullLease: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a lease token from POST /v1/pull/{queue}/lease */
+                token: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["PullFailure"];
+            };
+        };
+        responses: {
+            /** @description recorded */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PullReport"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description stale_lease: the lease is no longer yours (it expired, and the execution may run again elsewhere, or it was already reported); the rejection is counted */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is larger than the route allows */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is not application/json */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,0 +1,176 @@
+/**
+ * One pull queue of one tenant (issue 15): where its executions wait for workers that lease them
+ * over HTTP. It owns no execution state: the bucket of each execution does (its lease, fencing,
+ * retries). The queue keeps only which executions are offered, in due order, so a worker's lease
+ * request asks the right buckets for the oldest ones instead of every bucket, and it holds a
+ * worker's request open (long polling) until work arrives or its wait ends.
+ *
+ * An offer is durable (a restart must not strand an execution its bucket considers offered): one
+ * row written when offered and one when taken, WITHOUT ROWID with no other index, so 2 rows per
+ * execution. An offer the bucket no longer stands by (leased, finished, canceled, moved by a
+ * retry or a restart) is dropped when a worker's request meets it; the bucket offers it again
+ * under its new due time if it still has to run.
+ */
+import { DurableObject } from "cloudflare:workers";
+import type { LeaseGrant, OfferRef } from "../bucket/protocol";
+import { bucketName } from "../core/bucketing";
+import { pullQueueName } from "../core/pull";
+import { applyMigrations, type SqliteMigration } from "../sqlite-migrations";
+
+/** The object of a tenant's pull queue. */
+export function pullQueueOf(env: Env, tenant: string, queue: string): DurableObjectStub<PullQueue> {
+  return env.PULL_QUEUE.getByName(pullQueueName(tenant, queue));
+}
+
+/** A worker's request: at most `max` executions, each leased `leaseMs`, waiting up to `waitMs` for one. */
+export interface PullLeaseRequest {
+  tenant: string;
+  max: number;
+  leaseMs: number;
+  waitMs: number;
+}
+
+/** A lease granted by an execution's bucket, with that bucket (the worker's token names it). */
+export interface PullLease {
+  bucket: number;
+  grant: LeaseGrant;
+}
+
+export interface PullQueueView {
+  /** executions offered and not leased yet (a few may be stale until a request meets them) */
+  waiting: number;
+  oldestDueAt: number | null;
+  /** worker requests waiting for work right now */
+  pollers: number;
+}
+
+const PULL_QUEUE_MIGRATIONS: ReadonlyArray<SqliteMigration> = [
+  {
+    id: 1,
+    sql: `CREATE TABLE offers (
+      due_at INTEGER NOT NULL,
+      execution_id TEXT NOT NULL,
+      bucket INTEGER NOT NULL,
+      PRIMARY KEY (due_at, execution_id)
+    ) WITHOUT ROWID`,
+  },
+];
+
+interface OfferRow extends Record<string, SqlStorageValue> {
+  due_at: number;
+  execution_id: string;
+  bucket: number;
+}
+
+/** A request that met only stale offers looks again, at most this many times, before it waits. */
+const TAKE_PASSES = 4;
+
+export class PullQueue extends DurableObject<Env> {
+  private readonly sql: SqlStorage;
+  /** requests waiting for an offer (long polling): each wakes on the next one */
+  private readonly waiters = new Set<() => void>();
+  /** offers a request is asking their bucket about right now: another request skips them */
+  private readonly taking = new Set<string>();
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    this.sql = ctx.storage.sql;
+    applyMigrations(this.sql, PULL_QUEUE_MIGRATIONS);
+  }
+
+  /** Holds offered executions (the same offer twice is held once) and wakes the waiting requests. */
+  async offer(offers: OfferRef[]): Promise<void> {
+    for (const o of offers) this.sql.exec(`INSERT OR IGNORE INTO offers VALUES (?, ?, ?)`, o.dueAt, o.executionId, o.bucket);
+    for (const wake of [...this.waiters]) wake();
+  }
+
+  /** A worker's lease request: the oldest offers, leased from their buckets; with none, waits up to waitMs for one. */
+  async lease(request: PullLeaseRequest): Promise<PullLease[]> {
+    let waitOver = request.waitMs === 0;
+    let wake: (() => void) | undefined;
+    const timer = waitOver
+      ? undefined
+      : setTimeout(() => {
+          waitOver = true;
+          wake?.();
+        }, request.waitMs);
+    try {
+      // each round leases, or waits for the next offer or the end of the wait
+      for (let round = 0; round < 10_000; round++) {
+        const leases = await this.take(request);
+        if (leases.length > 0 || waitOver) return leases;
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          this.waiters.add(resolve);
+        });
+        this.waiters.delete(wake!);
+      }
+      return [];
+    } finally {
+      clearTimeout(timer);
+      if (wake) this.waiters.delete(wake);
+    }
+  }
+
+  async view(): Promise<PullQueueView> {
+    const row = this.sql
+      .exec<{ waiting: number; oldest: number | null }>(`SELECT count(*) AS waiting, min(due_at) AS oldest FROM offers`)
+      .one();
+    return { waiting: row.waiting, oldestDueAt: row.oldest, pollers: this.waiters.size };
+  }
+
+  /** Leases up to `max` of the oldest offers; stale ones are dropped and the next ones asked. */
+  private async take(request: PullLeaseRequest): Promise<PullLease[]> {
+    const leases: PullLease[] = [];
+    for (let pass = 0; pass < TAKE_PASSES && leases.length < request.max; pass++) {
+      const wanted = request.max - leases.length;
+      const rows = this.sql
+        .exec<OfferRow>(`SELECT due_at, execution_id, bucket FROM offers ORDER BY due_at, execution_id LIMIT ?`, wanted + this.taking.size)
+        .toArray()
+        .filter((r) => !this.taking.has(offerKey(r)))
+        .slice(0, wanted);
+      if (rows.length === 0) break;
+      for (const r of rows) this.taking.add(offerKey(r));
+      let stale = 0;
+      try {
+        const answers = await Promise.all(
+          [...Map.groupBy(rows, (r) => r.bucket)].map(([bucket, group]) => this.askBucket(bucket, group, request)),
+        );
+        for (const { row, result } of answers.flat()) {
+          if (result === null) continue; // its bucket did not answer: the offer stays for a later request
+          this.sql.exec(`DELETE FROM offers WHERE due_at = ? AND execution_id = ?`, row.due_at, row.execution_id);
+          if (result.ok) leases.push({ bucket: row.bucket, grant: result });
+          else stale += 1;
+        }
+      } finally {
+        for (const r of rows) this.taking.delete(offerKey(r));
+      }
+      if (stale === 0) break; // nothing stale: fewer leases than asked means nothing else can be had now
+    }
+    return leases;
+  }
+
+  /** One bucket's answers for its offers; null each when it could not be asked. */
+  private async askBucket(
+    bucket: number,
+    rows: OfferRow[],
+    request: PullLeaseRequest,
+  ): Promise<{ row: OfferRow; result: LeaseGrant | { ok: false } | null }[]> {
+    try {
+      const results = await this.env.BUCKET.getByName(bucketName(bucket)).leaseOffered(
+        rows.map((r) => ({ executionId: r.execution_id, dueAt: r.due_at, tenant: request.tenant, leaseMs: request.leaseMs })),
+      );
+      return rows.map((row, i) => {
+        const result = results[i];
+        return { row, result: result?.ok ? result : { ok: false } };
+      });
+    } catch (error) {
+      console.error(`pull queue: leasing from bucket ${bucket} failed`, error);
+      return rows.map((row) => ({ row, result: null }));
+    }
+  }
+}
+
+function offerKey(row: OfferRow): string {
+  return `${row.due_at}:${row.execution_id}`;
+}
