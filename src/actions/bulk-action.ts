@@ -13,7 +13,8 @@ import type { ChangeResult, Deps } from "../api/job-changes";
 import { cancelJob, pauseJob, redriveExecution, resumeJob } from "../api/job-changes";
 import { configOf } from "../config";
 import type { JobState } from "../core/lifecycle";
-import { dbOf, getJobsByIds, listDead, listJobs, mergeScans } from "../db/queries";
+import { mergeScans } from "../core/page";
+import { dbOf, getJobsByIds, listDead, listJobs } from "../db/queries";
 import type { JobRow } from "../db/schema";
 
 /** Changes of jobs (POST /v1/jobs/<kind>). */

@@ -9,6 +9,7 @@ import { jobIdOfOneOff, newId, oneOffExecutionId } from "../core/id";
 import { isWorkerTarget, parseSpec } from "../core/job";
 import { parseJsonBytes } from "../core/json-text";
 import { type BucketMetrics, summarize, toPrometheus } from "../core/metrics";
+import { mergeScans } from "../core/page";
 import { toRfc3339 } from "../core/when";
 import {
   dbOf,
@@ -23,7 +24,6 @@ import {
   listOccurrenceExecutions,
   listOccurrences,
   listOneOffExecutions,
-  mergeScans,
 } from "../db/queries";
 import type { JobRow } from "../db/schema";
 import { type FlowKeyView, flowKeyOf } from "../flow/flow-key";

@@ -18,6 +18,7 @@ import type { AnySQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { JobDefinition, RedriveOrder } from "../bucket/protocol";
 import { executionIdFloor, timeOfId } from "../core/id";
 import { type ExecutionState, JOB_TRANSITIONS, type JobState, TERMINAL_STATES, type TerminalState, TRANSITIONS } from "../core/lifecycle";
+import type { Scan } from "../core/page";
 import {
   type DeadLetterRow,
   deadLetters,
@@ -667,14 +668,6 @@ export async function getJobsByIds(db: Db, tenant: string, ids: string[]): Promi
  */
 export const SCAN_ROWS = 500;
 
-/** One source's part of a list page, newest first. */
-export interface Scan<T> {
-  /** the rows that passed the filters, at most limit + 1 */
-  rows: T[];
-  /** the lowest key examined (inclusive), below which the range goes on; null: the range is done */
-  covered: string | null;
-}
-
 /**
  * A page of a bounded range scan: `matching` reads up to limit + 1 rows passing the filters among
  * the first SCAN_ROWS keys of the range; only a short answer needs `scanned`, the range's extent.
@@ -689,23 +682,6 @@ async function boundedScan<T>(
   if (rows.length > limit) return { rows, covered: keyOf(rows[limit]!) };
   const [range] = await scanned();
   return { rows, covered: range && range.count >= SCAN_ROWS ? range.lowest : null };
-}
-
-/**
- * One page newest first from several sources' scans (keys are comparable across them): the rows
- * every source has examined down to, at most `limit`, and the key the next page starts below.
- */
-export function mergeScans<T>(scans: Scan<T>[], keyOf: (row: T) => string, limit: number): { page: T[]; next: string | null } {
-  const covered = scans.reduce<string | null>((c, s) => (s.covered !== null && (c === null || s.covered > c) ? s.covered : c), null);
-  const seen = new Set<string>();
-  const candidates = scans
-    .flatMap((s) => s.rows)
-    .filter((r) => covered === null || keyOf(r) >= covered)
-    .sort((a, b) => (keyOf(a) < keyOf(b) ? 1 : keyOf(a) > keyOf(b) ? -1 : 0))
-    .filter((r) => !seen.has(keyOf(r)) && seen.add(keyOf(r)));
-  const page = candidates.slice(0, limit);
-  if (candidates.length > limit) return { page, next: keyOf(page[page.length - 1]!) };
-  return { page, next: covered };
 }
 
 /** `text` starts with `prefix` (case-sensitive; LIKE and GLOB would read % _ * ? as wildcards). */
