@@ -11,7 +11,25 @@
  * Where drizzle has no operator, a small typed `sql` fragment stands inside a builder query:
  * json_extract over json_each, row values `(a, b) IN (...)`, `excluded.<column>`, CASE, MAX, IS NOT.
  */
-import { and, desc, eq, exists, getTableColumns, gte, inArray, isNotNull, isNull, lt, lte, max, or, type SQL, sql } from "drizzle-orm";
+import {
+  and,
+  desc,
+  eq,
+  exists,
+  getTableColumns,
+  gte,
+  inArray,
+  isNotNull,
+  isNull,
+  lt,
+  lte,
+  max,
+  or,
+  type SQL,
+  type SQLWrapper,
+  type Subquery,
+  sql,
+} from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import type { AnySQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
@@ -670,18 +688,20 @@ export const SCAN_ROWS = 500;
 
 /**
  * A page of a bounded range scan: `matching` reads up to limit + 1 rows passing the filters among
- * the first SCAN_ROWS keys of the range; only a short answer needs `scanned`, the range's extent.
+ * the first SCAN_ROWS keys of `range` (a subquery keyed by id); only a short answer reads the
+ * range's extent (its lowest id, and whether it is SCAN_ROWS long).
  */
 async function boundedScan<T>(
+  db: Db,
   matching: PromiseLike<T[]>,
-  scanned: () => PromiseLike<{ lowest: string | null; count: number }[]>,
+  range: Subquery & { id: SQLWrapper },
   keyOf: (row: T) => string,
   limit: number,
 ): Promise<Scan<T>> {
   const rows = await matching;
   if (rows.length > limit) return { rows, covered: keyOf(rows[limit]!) };
-  const [range] = await scanned();
-  return { rows, covered: range && range.count >= SCAN_ROWS ? range.lowest : null };
+  const [extent] = await db.select({ lowest: sql<string | null>`min(${range.id})`, count: sql<number>`count(*)` }).from(range);
+  return { rows, covered: extent && extent.count >= SCAN_ROWS ? extent.lowest : null };
 }
 
 /** `text` starts with `prefix` (case-sensitive; LIKE and GLOB would read % _ * ? as wildcards). */
@@ -762,8 +782,7 @@ export async function listJobs(
     )
     .orderBy(desc(range.id))
     .limit(limit + 1);
-  const scanned = () => db.select({ lowest: sql<string | null>`min(${range.id})`, count: sql<number>`count(*)` }).from(range);
-  return boundedScan(matching, scanned, (j) => j.id, limit);
+  return boundedScan(db, matching, range, (j) => j.id, limit);
 }
 
 export interface ExecutionFilter {
@@ -814,8 +833,7 @@ export async function listOneOffExecutions(
     )
     .orderBy(desc(range.id))
     .limit(limit + 1);
-  const scanned = () => db.select({ lowest: sql<string | null>`min(${range.id})`, count: sql<number>`count(*)` }).from(range);
-  return boundedScan(matching, scanned, (j) => j.id, limit);
+  return boundedScan(db, matching, range, (j) => j.id, limit);
 }
 
 /**
@@ -901,8 +919,7 @@ export async function listOccurrenceExecutions(
     )
     .orderBy(desc(range.id))
     .limit(limit + 1);
-  const scanned = () => db.select({ lowest: sql<string | null>`min(${range.id})`, count: sql<number>`count(*)` }).from(range);
-  return boundedScan(matching, scanned, (o) => o.id, limit);
+  return boundedScan(db, matching, range, (o) => o.id, limit);
 }
 
 export async function getOccurrence(db: Db, tenant: string, id: string): Promise<OccurrenceRow | undefined> {
