@@ -2,7 +2,8 @@
 -- id carries its due time (src/core/id.ts occurrenceId), so keying the table on (tenant, id)
 -- instead of (id) makes that list a range scan of the table itself: the same one b-tree entry a
 -- row as before, so no row written more per occurrence (an index would cost one at insert and one
--- at purge). Rebuilt, since SQLite cannot change a primary key in place.
+-- at purge). Rebuilt, since SQLite cannot change a primary key in place. Measured by
+-- test/integration/rows.test.ts: 5 D1 rows written per recurring occurrence before and after.
 
 CREATE TABLE occurrences_0008 (
   id TEXT NOT NULL,                     -- the execution id (webhook-id)

@@ -54,10 +54,10 @@ const newestFirst = (list: string[]) => [...list].sort().reverse();
 
 /** D1 rows read while `run` runs: every statement the Worker sends (it shares this isolate). */
 const meter = { on: false, rowsRead: 0 };
+const dbProto = Object.getPrototypeOf(env.DB) as D1Database;
+const stmtProto = Object.getPrototypeOf(env.DB.prepare("SELECT 1")) as D1PreparedStatement;
+const originals = { batch: dbProto.batch, all: stmtProto.all, run: stmtProto.run, raw: stmtProto.raw, first: stmtProto.first };
 beforeAll(() => {
-  const dbProto = Object.getPrototypeOf(env.DB) as D1Database;
-  const stmtProto = Object.getPrototypeOf(env.DB.prepare("SELECT 1")) as D1PreparedStatement;
-  const originals = { batch: dbProto.batch, all: stmtProto.all, run: stmtProto.run, raw: stmtProto.raw, first: stmtProto.first };
   dbProto.batch = async function (this: D1Database, statements: D1PreparedStatement[]) {
     const results = await originals.batch.call(this, statements);
     if (meter.on) for (const r of results) meter.rowsRead += r.meta.rows_read ?? 0;
@@ -78,10 +78,10 @@ beforeAll(() => {
       return (originals[method] as (...a: unknown[]) => Promise<unknown>).apply(this, args);
     };
   }
-  afterAll(() => {
-    Object.assign(dbProto, { batch: originals.batch });
-    Object.assign(stmtProto, { all: originals.all, run: originals.run, raw: originals.raw, first: originals.first });
-  });
+});
+afterAll(() => {
+  Object.assign(dbProto, { batch: originals.batch });
+  Object.assign(stmtProto, { all: originals.all, run: originals.run, raw: originals.raw, first: originals.first });
 });
 
 async function rowsRead(run: () => Promise<unknown>): Promise<number> {
