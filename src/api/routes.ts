@@ -567,11 +567,12 @@ async function listExecutionsOfJob(
     cursorId,
     limit,
   );
-  // live first: where the bucket and D1 both hold an execution, the bucket's view is kept
+  // where the bucket and D1 both hold an execution (a redriven one), the bucket's view stands, matching or not
+  const liveIds = new Set(live.map((e) => e.id));
   return mergeScans(
     [
       { rows: live.filter(wanted), covered: null },
-      { rows: history.rows.map(viewOfOccurrence), covered: history.covered },
+      { rows: history.rows.filter((o) => !liveIds.has(o.id)).map(viewOfOccurrence), covered: history.covered },
     ],
     (e) => e.id,
     limit,
