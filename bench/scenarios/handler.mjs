@@ -20,7 +20,14 @@ export async function handler(params, ctx) {
     const stopPulling = new AbortController();
     const pullClient = new SchedulerClient({ baseUrl: first.stack.url, apiKey: creds.apiKey });
     const pullWorkers = Array.from({ length: 2 }, () =>
-      runPullWorker({ client: pullClient, queue: "bench", concurrency: 8, waitMs: 20_000, signal: stopPulling.signal, handle: async () => {} }),
+      runPullWorker({
+        client: pullClient,
+        queue: "bench",
+        concurrency: 8,
+        waitMs: 20_000,
+        signal: stopPulling.signal,
+        handle: async () => {},
+      }),
     );
     sampler.mark("start");
     const t0 = Date.now();

@@ -33,6 +33,7 @@ import {
   CreateJobInput,
   FlowLimitsInput,
   ListDeadQuery,
+  ListExecutionsQuery,
   ListJobsQuery,
   PatchJobInput,
   PullFailInput,
@@ -157,7 +158,7 @@ export const ROUTES: ApiRoute[] = [
     method: "get",
     path: "/v1/jobs",
     operationId: "listJobs",
-    summary: "Your jobs, newest first",
+    summary: "Your jobs, newest first; with status, name or url a page may be short: follow nextCursor",
     request: { query: ListJobsQuery },
     responses: { 200: json(JobList, "a page; follow nextCursor"), 400: BODY_ERRORS[400] },
   },
@@ -220,6 +221,15 @@ export const ROUTES: ApiRoute[] = [
     summary: "A job's executions, latest first, with their attempts",
     request: { params: jobId },
     responses: { 200: json(JobExecutions, "at most 100 executions"), 404: error("no such job") },
+  },
+  {
+    method: "get",
+    path: "/v1/executions",
+    operationId: "listExecutions",
+    summary:
+      "Your executions, newest first, filtered: one-off jobs' and finished occurrences (with jobId, the job's live ones too); a page may be short, follow nextCursor",
+    request: { query: ListExecutionsQuery },
+    responses: { 200: json(ExecutionList, "a page; follow nextCursor"), 400: BODY_ERRORS[400] },
   },
   {
     method: "get",

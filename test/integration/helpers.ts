@@ -10,6 +10,7 @@ import {
   createScheduledController,
   getQueueResult,
   type QueueResult,
+  runDurableObjectAlarm,
   runInDurableObject,
   waitOnExecutionContext,
 } from "cloudflare:test";
@@ -392,4 +393,30 @@ export async function sendAndConsume(
 /** Runs the bucket's alarm now, whether or not one is scheduled. */
 export function runAlarm(stub: ReturnType<typeof bucketStub>): Promise<void> {
   return runInDurableObject(stub, (instance: Bucket) => instance.alarm());
+}
+
+/**
+ * Runs the buckets' alarms as the platform would: the earliest armed one, at its time (moving the
+ * file's clock there), then what it sent (captured by captureFiresForFile) through the consumer;
+ * until no alarm is armed within `horizonMs`.
+ */
+export async function deliverAll(
+  clock: { readonly at: number; travelTo(at: number): void },
+  sent: FireMessage[],
+  horizonMs = 15_000,
+): Promise<void> {
+  const until = clock.at + horizonMs;
+  for (let step = 0; step < 200; step++) {
+    let next: { bucket: number; at: number } | null = null;
+    for (let b = 0; b < CONFIG.BUCKETS; b++) {
+      const at = await runInDurableObject(bucketStub(b), (_i, state) => state.storage.getAlarm());
+      if (at !== null && (next === null || at < next.at)) next = { bucket: b, at };
+    }
+    if (next === null || next.at > until) return;
+    if (next.at > clock.at) clock.travelTo(next.at);
+    await runDurableObjectAlarm(bucketStub(next.bucket));
+    const messages = sent.splice(0);
+    if (messages.length > 0) await fire(messages);
+  }
+  throw new Error("alarms kept coming for 200 steps");
 }

@@ -7,11 +7,21 @@
  * bucket -> fire queue consumer -> loopback 200 -> outcome to D1 -> history purge.
  * The other shapes (single create, cron occurrence, one retry) are measured and printed.
  */
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { FireMessage } from "../../src/bucket/protocol";
-import { api, bucketStub, CONFIG, captureFiresForFile, createJob, fileClock, fire, receiverUrl, runScan, uniquePath } from "./helpers";
+import {
+  api,
+  bucketStub,
+  CONFIG,
+  captureFiresForFile,
+  createJob,
+  deliverAll,
+  fileClock,
+  receiverUrl,
+  runScan,
+  uniquePath,
+} from "./helpers";
 
 const BUCKETS = CONFIG.BUCKETS;
 const HISTORY_RETENTION_MS = CONFIG.HISTORY_RETENTION_MS;
@@ -93,29 +103,8 @@ async function runJobs(
     ids = [];
     for (let i = 0; i < n; i++) ids.push((await createJob(body(i))).id);
   }
-  await deliverAll();
+  await deliverAll(clock, sent);
   return ids;
-}
-
-/**
- * Runs the buckets' alarms as the platform would: the earliest armed one, at its time, then what
- * it sent through the consumer; until no alarm is armed within `horizonMs`.
- */
-async function deliverAll(horizonMs = 15_000): Promise<void> {
-  const until = clock.at + horizonMs;
-  for (let step = 0; step < 200; step++) {
-    let next: { bucket: number; at: number } | null = null;
-    for (let b = 0; b < BUCKETS; b++) {
-      const at = await runInDurableObject(bucketStub(b), (_i, state) => state.storage.getAlarm());
-      if (at !== null && (next === null || at < next.at)) next = { bucket: b, at };
-    }
-    if (next === null || next.at > until) return;
-    if (next.at > clock.at) clock.travelTo(next.at);
-    await runDurableObjectAlarm(bucketStub(next.bucket));
-    const messages = sent.splice(0) as FireMessage[];
-    if (messages.length > 0) await fire(messages);
-  }
-  throw new Error("alarms kept coming for 200 steps");
 }
 
 async function purgeAll(): Promise<void> {
@@ -181,9 +170,9 @@ describe("rows written per execution (DESIGN.md: at most 8 for a one-off job, pu
 
   it("measures a recurring occurrence (every 2 s)", async () => {
     const job = await createJob({ target: { url: `${receiverUrl()}${uniquePath("ok")}`, method: "POST" }, cron: "*/2 * * * * *" });
-    await deliverAll(4_000); // the first occurrences: steady state after them
+    await deliverAll(clock, sent, 4_000); // the first occurrences: steady state after them
     const result = await measure(10, async () => {
-      await deliverAll(20_000); // ten occurrences, 2 s apart
+      await deliverAll(clock, sent, 20_000); // ten occurrences, 2 s apart
     });
     console.log(JSON.stringify({ rows: "recurring occurrence (purge not included)", ...result }));
     await api(`/v1/jobs/${job.id}`, { method: "DELETE" });

@@ -1,6 +1,6 @@
 /** Type-prefixed, time-sortable ids (STYLE.md "Names"): job_..., exe_... */
 import { describe, expect, it } from "vitest";
-import { newId } from "../../src/core/id";
+import { executionIdFloor, newId, occurrenceId, timeOfId } from "../../src/core/id";
 
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 const zeros = new Uint8Array(16);
@@ -66,5 +66,24 @@ describe("newId", () => {
       ).slice(14);
     expect(produced).toBe(ALPHABET);
     expect([...produced].sort().join("")).toBe(produced);
+  });
+});
+
+describe("timeOfId and executionIdFloor: due-time bounds as id bounds", () => {
+  it("reads back the time an id was made at, undefined for what is no id", () => {
+    for (const at of [0, 1, 1_767_366_245_123, 32 ** 10 - 1]) expect(timeOfId(newId("exe", at, bytes(7, 9)))).toBe(at);
+    expect(timeOfId(occurrenceId(newId("job", 5, bytes(3)), 1_767_366_245_123))).toBe(1_767_366_245_123);
+    expect(timeOfId("exe_")).toBeUndefined();
+    expect(timeOfId("exe_000000000u0000000000000000")).toBeUndefined(); // u is not in the alphabet
+  });
+
+  it("sorts at or below every id of its instant and above every earlier one", () => {
+    const at = 1_767_366_245_123;
+    const floor = executionIdFloor(at);
+    for (const random of [zeros, bytes(255), bytes(1, 200, 37)]) {
+      expect(newId("exe", at, random) >= floor).toBe(true);
+      expect(newId("exe", at - 1, random) < floor).toBe(true);
+      expect(newId("exe", at + 1, random) >= executionIdFloor(at + 1)).toBe(true);
+    }
   });
 });
