@@ -13,7 +13,7 @@ import type { ChangeResult, Deps } from "../api/job-changes";
 import { cancelJob, pauseJob, redriveExecution, resumeJob } from "../api/job-changes";
 import { configOf } from "../config";
 import type { JobState } from "../core/lifecycle";
-import { dbOf, getJobsByIds, listDead, listJobs } from "../db/queries";
+import { dbOf, getJobsByIds, listDead, listJobs, mergeScans } from "../db/queries";
 import type { JobRow } from "../db/schema";
 
 /** Changes of jobs (POST /v1/jobs/<kind>). */
@@ -193,12 +193,12 @@ export class BulkAction extends DurableObject<Env> {
       };
     }
     const cursor = typeof state.next === "string" ? state.next : undefined;
-    const rows = await listJobs(db, state.tenant, selector.filter, cursor, PAGE + 1);
-    const page = rows.slice(0, PAGE);
+    // a page may be short (the list's scan budget): its next still goes on
+    const { page, next } = mergeScans([await listJobs(db, state.tenant, selector.filter, cursor, PAGE)], (job) => job.id, PAGE);
     return {
       ids: page.map((job) => job.id),
       jobs: new Map(page.map((job) => [job.id, job])),
-      next: rows.length > PAGE ? page[page.length - 1]!.id : null,
+      next,
       resumeAt: (i) => (i > 0 ? page[i - 1]!.id : state.next),
     };
   }

@@ -23,7 +23,16 @@ import {
   Metrics,
   RedrivenView,
 } from "./responses";
-import { BulkJobsInput, BulkRedriveInput, CreateJobInput, FlowLimitsInput, ListDeadQuery, ListJobsQuery, PatchJobInput } from "./schemas";
+import {
+  BulkJobsInput,
+  BulkRedriveInput,
+  CreateJobInput,
+  FlowLimitsInput,
+  ListDeadQuery,
+  ListExecutionsQuery,
+  ListJobsQuery,
+  PatchJobInput,
+} from "./schemas";
 
 const json = (schema: z.ZodType, description: string): ResponseConfig => ({
   description,
@@ -137,7 +146,7 @@ export const ROUTES: ApiRoute[] = [
     method: "get",
     path: "/v1/jobs",
     operationId: "listJobs",
-    summary: "Your jobs, newest first",
+    summary: "Your jobs, newest first; with status, name or url a page may be short: follow nextCursor",
     request: { query: ListJobsQuery },
     responses: { 200: json(JobList, "a page; follow nextCursor"), 400: BODY_ERRORS[400] },
   },
@@ -200,6 +209,15 @@ export const ROUTES: ApiRoute[] = [
     summary: "A job's executions, latest first, with their attempts",
     request: { params: jobId },
     responses: { 200: json(JobExecutions, "at most 100 executions"), 404: error("no such job") },
+  },
+  {
+    method: "get",
+    path: "/v1/executions",
+    operationId: "listExecutions",
+    summary:
+      "Your executions, newest first, filtered: one-off jobs' and finished occurrences (with jobId, the job's live ones too); a page may be short, follow nextCursor",
+    request: { query: ListExecutionsQuery },
+    responses: { 200: json(ExecutionList, "a page; follow nextCursor"), 400: BODY_ERRORS[400] },
   },
   {
     method: "get",

@@ -5,12 +5,14 @@ import { type ActionState, BULK_JOB_KINDS, type BulkKind, bulkActionName, type S
 import { configOf } from "../config";
 import { bucketName, bucketOfExecution } from "../core/bucketing";
 import { isOriginKey, ORIGIN_KEY_PREFIX } from "../core/flow";
-import { jobIdOfOneOff, newId } from "../core/id";
+import { jobIdOfOneOff, newId, oneOffExecutionId } from "../core/id";
+import { isWorkerTarget, parseSpec } from "../core/job";
 import { parseJsonBytes } from "../core/json-text";
 import { type BucketMetrics, summarize, toPrometheus } from "../core/metrics";
 import { toRfc3339 } from "../core/when";
 import {
   dbOf,
+  type ExecutionFilter,
   getDeadLetter,
   getJob,
   getOccurrence,
@@ -18,7 +20,10 @@ import {
   listDead,
   listFlowKeys,
   listJobs,
+  listOccurrenceExecutions,
   listOccurrences,
+  listOneOffExecutions,
+  mergeScans,
 } from "../db/queries";
 import type { JobRow } from "../db/schema";
 import { type FlowKeyView, flowKeyOf } from "../flow/flow-key";
@@ -48,6 +53,7 @@ import {
   FlowKeyName,
   FlowLimitsInput,
   ListDeadQuery,
+  ListExecutionsQuery,
   ListJobsQuery,
   MAX_JSON_DEPTH,
 } from "./schemas";
@@ -186,15 +192,11 @@ app.get("/v1/jobs", async (c) => {
   if (!query.success) throw fromZodError(query.error);
   const cursor = query.data.cursor === undefined ? undefined : decodeCursor(query.data.cursor);
   if (cursor === null) throw new ApiError(400, "invalid_field", "cursor is not one this API returned", "cursor");
-  const { status, label } = query.data;
-  const rows = await listJobs(dbOf(c.env.DB), c.get("tenant"), { status, label }, cursor?.id, query.data.limit + 1);
-  const page = rows.slice(0, query.data.limit);
-  const last = page[page.length - 1];
+  const { status, label, name, url, limit } = query.data;
+  const scan = await listJobs(dbOf(c.env.DB), c.get("tenant"), { status, label, name, url }, cursor?.id, limit);
+  const { page, next } = mergeScans([scan], (j) => j.id, limit);
   const now = Date.now();
-  return c.json({
-    jobs: page.map((j) => presentJob(j, now)),
-    nextCursor: rows.length > query.data.limit && last ? encodeCursor(last.createdAt, last.id) : null,
-  });
+  return c.json({ jobs: page.map((j) => presentJob(j, now)), nextCursor: next === null ? null : encodeCursor(0, next) });
 });
 
 app.get("/v1/jobs/:id", async (c) => {
@@ -366,6 +368,26 @@ function presentFlowKey(key: string, view: FlowKeyView): FlowKeyResponse {
 
 // --- executions and the dead-letter list ----------------------------------------------------
 
+/**
+ * A tenant's executions newest first (by id: an occurrence's carries its due time, a one-off's its
+ * job's creation), filtered, by cursor. Without jobId: what D1 holds, every one-off job's execution
+ * (pending until its outcome reaches D1) and recurring jobs' finished occurrences; with jobId, the
+ * job's bucket adds its live executions, as GET /v1/jobs/:id/executions does. Each source is a
+ * bounded range scan (queries.ts SCAN_ROWS), so a page may be short, with a cursor.
+ */
+app.get("/v1/executions", async (c) => {
+  const query = ListExecutionsQuery.safeParse(singleQuery(c));
+  if (!query.success) throw fromZodError(query.error);
+  const { cursor, limit, jobId, ...filter } = query.data;
+  const cursorId = cursor === undefined ? undefined : decodeCursor(cursor)?.id;
+  if (cursor !== undefined && (cursorId === undefined || !/^exe_[0-9a-z]{26}$/.test(cursorId))) {
+    throw new ApiError(400, "invalid_field", "cursor is not one this API returned", "cursor");
+  }
+  const { page, next } =
+    jobId === undefined ? await listExecutions(c, filter, cursorId, limit) : await listExecutionsOfJob(c, jobId, filter, cursorId, limit);
+  return c.json({ executions: page.map(presentExecution), nextCursor: next === null ? null : encodeCursor(0, next) });
+});
+
 app.get("/v1/executions/:id", async (c) => {
   const view = await findExecution(c, c.req.param("id"));
   if (!view) throw notFound("execution");
@@ -495,6 +517,82 @@ async function executionsOfJob(c: Context<ApiEnv>, job: JobRow, limit: number): 
   const history = await listOccurrences(dbOf(c.env.DB), job.tenant, job.id, limit);
   const liveIds = new Set(live.map((l) => l.id));
   return [...live, ...history.filter((h) => !liveIds.has(h.id)).map(viewOfOccurrence)].sort((a, b) => b.dueAt - a.dueAt).slice(0, limit);
+}
+
+type ExecutionPage = { page: ExecutionView[]; next: string | null };
+
+/** One page of the tenant's executions in D1: one-off jobs' and finished occurrences, merged by id. */
+async function listExecutions(
+  c: Context<ApiEnv>,
+  filter: ExecutionFilter,
+  cursorId: string | undefined,
+  limit: number,
+): Promise<ExecutionPage> {
+  const db = dbOf(c.env.DB);
+  const tenant = c.get("tenant");
+  // a one-off execution's id is its job's id under another prefix: the same order
+  const oneOffs = await listOneOffExecutions(db, tenant, filter, cursorId && jobIdOfOneOff(cursorId), limit);
+  const history = await listOccurrenceExecutions(db, tenant, filter, cursorId, limit);
+  return mergeScans(
+    [
+      { rows: oneOffs.rows.map(viewOfOneOff), covered: oneOffs.covered && oneOffExecutionId(oneOffs.covered) },
+      { rows: history.rows.map(viewOfOccurrence), covered: history.covered },
+    ],
+    (e) => e.id,
+    limit,
+  );
+}
+
+/** One page of a job's executions: its bucket's live ones and D1's (another tenant's job: none). */
+async function listExecutionsOfJob(
+  c: Context<ApiEnv>,
+  jobId: string,
+  filter: ExecutionFilter,
+  cursorId: string | undefined,
+  limit: number,
+): Promise<ExecutionPage> {
+  const db = dbOf(c.env.DB);
+  const job = await getJob(db, c.get("tenant"), jobId);
+  if (!job || !jobMatches(job, filter)) return { page: [], next: null };
+  const wanted = (e: ExecutionView) => (cursorId === undefined || e.id < cursorId) && executionMatches(e, filter);
+  const live = await liveExecutions(c, job.bucket, { jobId: job.id });
+  if (job.cron === null) return { page: [live[0] ?? viewOfOneOff(job)].filter(wanted), next: null };
+  const history = await listOccurrenceExecutions(
+    db,
+    job.tenant,
+    { ...filter, jobId: job.id, label: undefined, url: undefined },
+    cursorId,
+    limit,
+  );
+  // live first: where the bucket and D1 both hold an execution, the bucket's view is kept
+  return mergeScans(
+    [
+      { rows: live.filter(wanted), covered: null },
+      { rows: history.rows.map(viewOfOccurrence), covered: history.covered },
+    ],
+    (e) => e.id,
+    limit,
+  );
+}
+
+/** The job-level filters (label, url) on a job row, as the list's SQL checks them. */
+function jobMatches(job: JobRow, { label, url }: ExecutionFilter): boolean {
+  const labels: Record<string, string> = job.labels === null ? {} : JSON.parse(job.labels);
+  const target = parseSpec(job.spec).target;
+  return (
+    (label === undefined || labels[label.key] === label.value) &&
+    (url === undefined || (!isWorkerTarget(target) && target.url.startsWith(url)))
+  );
+}
+
+/** The execution-level filters on a live view, as the list's SQL checks them on D1's rows. */
+function executionMatches(e: ExecutionView, { status, httpStatus, from, to }: ExecutionFilter): boolean {
+  return (
+    (status === undefined || e.status === status) &&
+    (httpStatus === undefined || e.lastHttpStatus === httpStatus) &&
+    (from === undefined || e.dueAt >= from) &&
+    (to === undefined || e.dueAt <= to)
+  );
 }
 
 /** An execution by id: a one-off job's, a live one in its bucket, an occurrence in D1's history, or a dead letter. */

@@ -3,6 +3,8 @@ import { z } from "zod";
 import { WorkerName } from "../config";
 import { ORIGIN_KEY_PREFIX } from "../core/flow";
 import { LIMITS } from "../core/job";
+import { EXECUTION_STATES } from "../core/lifecycle";
+import { parseInstant } from "../core/when";
 
 const HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
 
@@ -231,6 +233,13 @@ export const ListJobsQuery = z.strictObject({
     })
     .optional()
     .meta({ description: "key:value: only jobs with this label (the value is everything after the first colon)" }),
+  name: z.string().min(1).max(LIMITS.nameLength).optional().meta({ description: "only jobs whose name starts with this (case-sensitive)" }),
+  url: z
+    .string()
+    .min(1)
+    .max(2048)
+    .optional()
+    .meta({ description: "only jobs with an HTTP target whose URL starts with this (as the job shows it)" }),
   limit: z.coerce.number().int().min(1).max(200).default(50),
   cursor: z.string().max(200).optional(),
 });
@@ -239,6 +248,37 @@ export const ListDeadQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(200).default(50),
   cursor: z.string().max(200).optional(),
 });
+
+/** An RFC 3339 time of a list's query, as epoch ms. */
+const QueryInstant = z
+  .string()
+  .max(64)
+  .transform((text, ctx) => {
+    const at = parseInstant(text);
+    if (at === undefined) {
+      ctx.addIssue({ code: "custom", message: "must be an RFC 3339 time with an offset, e.g. 2026-01-31T09:00:00Z" });
+      return z.NEVER;
+    }
+    return at;
+  });
+
+/** GET /v1/executions: each filter narrows the list; from and to bound the due time, inclusive. */
+export const ListExecutionsQuery = z
+  .strictObject({
+    status: z.enum(EXECUTION_STATES).optional(),
+    jobId: z.string().min(1).max(64).optional().meta({ description: "only this job's executions, live ones from its bucket included" }),
+    label: ListJobsQuery.shape.label.meta({ description: "key:value: only executions of jobs with this label" }),
+    url: z.string().min(1).max(2048).optional().meta({ description: "only executions of jobs whose HTTP target URL starts with this" }),
+    httpStatus: z.coerce.number().int().min(100).max(599).optional().meta({ description: "the last attempt's HTTP status" }),
+    from: QueryInstant.optional().meta({ description: "RFC 3339: due at or after" }),
+    to: QueryInstant.optional().meta({ description: "RFC 3339: due at or before" }),
+    limit: z.coerce.number().int().min(1).max(200).default(50),
+    cursor: z.string().max(200).optional(),
+  })
+  .superRefine((q, ctx) => {
+    if (q.from !== undefined && q.to !== undefined && q.from > q.to)
+      ctx.addIssue({ code: "custom", path: ["from"], message: "must not be after to" });
+  });
 
 /** The filter of a list or a bulk action: GET /v1/jobs' status and label. */
 const JobFilterFields = {

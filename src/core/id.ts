@@ -33,3 +33,24 @@ export function oneOffExecutionId(jobId: string): string {
 export function jobIdOfOneOff(executionId: string): string {
   return `job_${executionId.slice(4)}`;
 }
+
+/**
+ * The lowest execution id of an instant (its time part alone): ids of executions due at or after
+ * `at` sort at or above it. An occurrence's id carries its due time, so due-time bounds are id bounds.
+ */
+export function executionIdFloor(at: number): string {
+  return newId("exe", at, new Uint8Array(0)).slice(0, 14);
+}
+
+/** The time part of an id (epoch ms): an occurrence's due time, a one-off's creation; undefined when not an id. */
+export function timeOfId(id: string): number | undefined {
+  const time = id.slice(4, 14);
+  if (time.length !== 10) return undefined;
+  let at = 0;
+  for (const char of time) {
+    const digit = ALPHABET.indexOf(char);
+    if (digit < 0) return undefined;
+    at = at * 32 + digit;
+  }
+  return at;
+}

@@ -11,12 +11,13 @@
  * Where drizzle has no operator, a small typed `sql` fragment stands inside a builder query:
  * json_extract over json_each, row values `(a, b) IN (...)`, `excluded.<column>`, CASE, MAX, IS NOT.
  */
-import { and, desc, eq, exists, getTableColumns, inArray, isNotNull, isNull, lt, lte, max, or, type SQL, sql } from "drizzle-orm";
+import { and, desc, eq, exists, getTableColumns, gte, inArray, isNotNull, isNull, lt, lte, max, or, type SQL, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { type DrizzleD1Database, drizzle } from "drizzle-orm/d1";
 import type { AnySQLiteColumn, SQLiteTable } from "drizzle-orm/sqlite-core";
 import type { JobDefinition, RedriveOrder } from "../bucket/protocol";
-import { JOB_TRANSITIONS, type JobState, TRANSITIONS } from "../core/lifecycle";
+import { executionIdFloor, timeOfId } from "../core/id";
+import { type ExecutionState, JOB_TRANSITIONS, type JobState, TERMINAL_STATES, type TerminalState, TRANSITIONS } from "../core/lifecycle";
 import {
   type DeadLetterRow,
   deadLetters,
@@ -465,7 +466,7 @@ export async function pendingRedrives(db: Db, bucket: number, limit: number): Pr
       attemptLog: occurrences.attemptLog,
     })
     .from(deadLetters)
-    .leftJoin(occurrences, eq(occurrences.id, deadLetters.executionId))
+    .leftJoin(occurrences, and(eq(occurrences.tenant, deadLetters.tenant), eq(occurrences.id, deadLetters.executionId)))
     .where(and(eq(deadLetters.bucket, bucket), isNotNull(deadLetters.redriveAt)))
     .limit(limit);
 }
@@ -568,7 +569,7 @@ export async function writeOutcomes(db: Db, finished: FinishedExecution[], sched
             .where(sql`true`), // ends the FROM before ON CONFLICT (see insertJobs)
         )
         .onConflictDoUpdate({
-          target: occurrences.id,
+          target: [occurrences.tenant, occurrences.id],
           set: takeProposed(occurrences, ["status", ...(Object.keys(outcome) as (keyof typeof outcome)[])]),
           setWhere: lte(occurrences.attempts, proposed(occurrences.attempts)),
         }),
@@ -658,42 +659,274 @@ export async function getJobsByIds(db: Db, tenant: string, ids: string[]): Promi
     .where(and(eq(jobs.tenant, tenant), inArray(jobs.id, ids)));
 }
 
-/** Newest first (ids are time-sortable, so the key order is the creation order); the cursor is the last id. */
+/**
+ * Keys a filtered list examines per page and source, at most: filters that are not the range's
+ * key are checked inside this many keys, newest first, so a page may come back short (even empty)
+ * with a cursor, and no page reads a tenant's whole range. Rows read per page and source: at most
+ * twice this (the filtered read, then the range's lowest key when the page came back short).
+ */
+export const SCAN_ROWS = 500;
+
+/** One source's part of a list page, newest first. */
+export interface Scan<T> {
+  /** the rows that passed the filters, at most limit + 1 */
+  rows: T[];
+  /** the lowest key examined (inclusive), below which the range goes on; null: the range is done */
+  covered: string | null;
+}
+
+/**
+ * A page of a bounded range scan: `matching` reads up to limit + 1 rows passing the filters among
+ * the first SCAN_ROWS keys of the range; only a short answer needs `scanned`, the range's extent.
+ */
+async function boundedScan<T>(
+  matching: PromiseLike<T[]>,
+  scanned: () => PromiseLike<{ lowest: string | null; count: number }[]>,
+  keyOf: (row: T) => string,
+  limit: number,
+): Promise<Scan<T>> {
+  const rows = await matching;
+  if (rows.length > limit) return { rows, covered: keyOf(rows[limit]!) };
+  const [range] = await scanned();
+  return { rows, covered: range && range.count >= SCAN_ROWS ? range.lowest : null };
+}
+
+/**
+ * One page newest first from several sources' scans (keys are comparable across them): the rows
+ * every source has examined down to, at most `limit`, and the key the next page starts below.
+ */
+export function mergeScans<T>(scans: Scan<T>[], keyOf: (row: T) => string, limit: number): { page: T[]; next: string | null } {
+  const covered = scans.reduce<string | null>((c, s) => (s.covered !== null && (c === null || s.covered > c) ? s.covered : c), null);
+  const seen = new Set<string>();
+  const candidates = scans
+    .flatMap((s) => s.rows)
+    .filter((r) => covered === null || keyOf(r) >= covered)
+    .sort((a, b) => (keyOf(a) < keyOf(b) ? 1 : keyOf(a) > keyOf(b) ? -1 : 0))
+    .filter((r) => !seen.has(keyOf(r)) && seen.add(keyOf(r)));
+  const page = candidates.slice(0, limit);
+  if (candidates.length > limit) return { page, next: keyOf(page[page.length - 1]!) };
+  return { page, next: covered };
+}
+
+/** `text` starts with `prefix` (case-sensitive; LIKE and GLOB would read % _ * ? as wildcards). */
+function startsWith(text: SQL | AnySQLiteColumn, prefix: string): SQL {
+  return sql`substr(${text}, 1, length(${prefix})) = ${prefix}`;
+}
+
+/** An HTTP target's URL in a job's spec JSON (null for a worker target). */
+function targetUrl(spec: SQL | AnySQLiteColumn): SQL<string | null> {
+  return sql<string | null>`json_extract(${spec}, '$.target.url')`;
+}
+
+/**
+ * The first SCAN_ROWS jobs of a tenant newest first below `cursorId`: a range of the jobs key
+ * (tenant, id), or with a label of job_labels' key (tenant, key, value, job id), each label row
+ * joined to its job by key (two rows read a job).
+ */
+function jobRange(db: Db, tenant: string, label: { key: string; value: string } | undefined, cursorId: string | undefined) {
+  return label
+    ? db
+        .select(getTableColumns(jobs))
+        .from(jobLabels)
+        .innerJoin(jobs, and(eq(jobs.tenant, jobLabels.tenant), eq(jobs.id, jobLabels.jobId)))
+        .where(
+          and(
+            eq(jobLabels.tenant, tenant),
+            eq(jobLabels.key, label.key),
+            eq(jobLabels.value, label.value),
+            cursorId ? lt(jobLabels.jobId, cursorId) : undefined,
+          ),
+        )
+        .orderBy(desc(jobLabels.jobId))
+        .limit(SCAN_ROWS)
+        .as("scanned")
+    : db
+        .select()
+        .from(jobs)
+        .where(and(eq(jobs.tenant, tenant), cursorId ? lt(jobs.id, cursorId) : undefined))
+        .orderBy(desc(jobs.id))
+        .limit(SCAN_ROWS)
+        .as("scanned");
+}
+
+export interface JobFilter {
+  status?: JobState | undefined;
+  label?: { key: string; value: string } | undefined;
+  /** a prefix of the job's name */
+  name?: string | undefined;
+  /** a prefix of an HTTP target's URL */
+  url?: string | undefined;
+}
+
+/**
+ * listJobs: a tenant's jobs newest first (ids are time-sortable, so the key order is the creation
+ * order), below `cursorId`. The range is the jobs key (tenant, id), or with a label job_labels' key
+ * (tenant, key, value, job id), each label row joined to its job by key; status, name and url are
+ * checked inside a bounded scan of it (SCAN_ROWS). Rows read per page: the rows examined (two per
+ * label row), at most 2 × SCAN_ROWS (4 × with a label).
+ */
 export async function listJobs(
   db: Db,
   tenant: string,
-  filter: { status?: JobState | undefined; label?: { key: string; value: string } | undefined },
+  filter: JobFilter,
   cursorId: string | undefined,
   limit: number,
-): Promise<JobRow[]> {
-  const { status, label } = filter;
-  if (label) {
-    // a range of job_labels' key, newest job first; each row's job by its key
-    return db
-      .select(getTableColumns(jobs))
-      .from(jobLabels)
-      .innerJoin(jobs, and(eq(jobs.tenant, jobLabels.tenant), eq(jobs.id, jobLabels.jobId)))
-      .where(
-        and(
-          eq(jobLabels.tenant, tenant),
-          eq(jobLabels.key, label.key),
-          eq(jobLabels.value, label.value),
-          cursorId ? lt(jobLabels.jobId, cursorId) : undefined,
-          status ? eq(jobs.status, status) : undefined,
-        ),
-      )
-      .orderBy(desc(jobLabels.jobId))
-      .limit(limit);
-  }
-  const conditions = [eq(jobs.tenant, tenant)];
-  if (status) conditions.push(eq(jobs.status, status));
-  if (cursorId) conditions.push(lt(jobs.id, cursorId));
-  return db
+): Promise<Scan<JobRow>> {
+  const { status, label, name, url } = filter;
+  const range = jobRange(db, tenant, label, cursorId);
+  const matching = db
     .select()
-    .from(jobs)
-    .where(and(...conditions))
-    .orderBy(desc(jobs.id))
-    .limit(limit);
+    .from(range)
+    .where(
+      and(
+        status ? eq(range.status, status) : undefined,
+        name !== undefined ? startsWith(range.name, name) : undefined,
+        url !== undefined ? startsWith(targetUrl(range.spec), url) : undefined,
+      ),
+    )
+    .orderBy(desc(range.id))
+    .limit(limit + 1);
+  const scanned = () => db.select({ lowest: sql<string | null>`min(${range.id})`, count: sql<number>`count(*)` }).from(range);
+  return boundedScan(matching, scanned, (j) => j.id, limit);
+}
+
+export interface ExecutionFilter {
+  status?: ExecutionState | undefined;
+  label?: { key: string; value: string } | undefined;
+  /** a prefix of the job's HTTP target URL */
+  url?: string | undefined;
+  httpStatus?: number | undefined;
+  /** due time bounds, inclusive (epoch ms) */
+  from?: number | undefined;
+  to?: number | undefined;
+}
+
+/** A one-off job's execution state as D1 knows it, as viewOfOneOff (src/api/present.ts) shows it. */
+function oneOffState(runStatus: AnySQLiteColumn, status: AnySQLiteColumn): SQL<ExecutionState> {
+  return sql<ExecutionState>`CASE WHEN ${inArray(runStatus, TERMINAL_STATES)} THEN ${runStatus} WHEN ${status} = 'canceled' THEN 'canceled' ELSE 'pending' END`;
+}
+
+/**
+ * listOneOffExecutions: one-off jobs (their single execution each) newest first, below
+ * `cursorJobId`: the range of listJobs (the jobs key, or job_labels' with a label), every filter
+ * checked inside its bounded scan (recurring jobs are examined and skipped). Rows read per page:
+ * at most 2 × SCAN_ROWS (4 × with a label).
+ */
+export async function listOneOffExecutions(
+  db: Db,
+  tenant: string,
+  filter: ExecutionFilter,
+  cursorJobId: string | undefined,
+  limit: number,
+): Promise<Scan<JobRow>> {
+  const { status, label, url, httpStatus, from, to } = filter;
+  const range = jobRange(db, tenant, label, cursorJobId);
+  // as viewOfOneOff shows it: its run time, or its creation when it has none
+  const dueAt = sql<number>`COALESCE(${range.nextRunAt}, ${range.createdAt})`;
+  const matching = db
+    .select()
+    .from(range)
+    .where(
+      and(
+        isNull(range.cron),
+        status ? eq(oneOffState(range.runStatus, range.status), status) : undefined,
+        httpStatus !== undefined ? eq(range.lastHttpStatus, httpStatus) : undefined,
+        url !== undefined ? startsWith(targetUrl(range.spec), url) : undefined,
+        from !== undefined ? gte(dueAt, from) : undefined,
+        to !== undefined ? lte(dueAt, to) : undefined,
+      ),
+    )
+    .orderBy(desc(range.id))
+    .limit(limit + 1);
+  const scanned = () => db.select({ lowest: sql<string | null>`min(${range.id})`, count: sql<number>`count(*)` }).from(range);
+  return boundedScan(matching, scanned, (j) => j.id, limit);
+}
+
+/**
+ * listOccurrenceExecutions: finished occurrences of recurring jobs newest first, below `cursorId`.
+ * An occurrence's id carries its due time, so the range is the table's key (tenant, id) with
+ * from/to as key bounds, or with a jobId occurrences_job (tenant, job_id, due_at); status and
+ * httpStatus are checked inside its bounded scan, label and url by one key lookup per row examined
+ * (job_labels', jobs'). Rows read per page: at most 2 × SCAN_ROWS, plus one per row examined with
+ * a label or url.
+ */
+export async function listOccurrenceExecutions(
+  db: Db,
+  tenant: string,
+  filter: ExecutionFilter & { jobId?: string | undefined },
+  cursorId: string | undefined,
+  limit: number,
+): Promise<Scan<OccurrenceRow>> {
+  const { status, label, url, httpStatus, from, to, jobId } = filter;
+  const below = cursorId === undefined ? undefined : lt(occurrences.id, cursorId);
+  const range = (
+    jobId !== undefined
+      ? db
+          .select()
+          .from(occurrences)
+          .where(
+            and(
+              eq(occurrences.tenant, tenant),
+              eq(occurrences.jobId, jobId),
+              from !== undefined ? gte(occurrences.dueAt, from) : undefined,
+              to !== undefined ? lte(occurrences.dueAt, to) : undefined,
+              // the index's bound: one job's ids are in due-time order
+              cursorId === undefined ? undefined : lte(occurrences.dueAt, timeOfId(cursorId) ?? 0),
+              below,
+            ),
+          )
+          .orderBy(desc(occurrences.dueAt))
+      : db
+          .select()
+          .from(occurrences)
+          .where(
+            and(
+              eq(occurrences.tenant, tenant),
+              from !== undefined ? gte(occurrences.id, executionIdFloor(from)) : undefined,
+              to !== undefined ? lt(occurrences.id, executionIdFloor(to + 1)) : undefined,
+              below,
+            ),
+          )
+          .orderBy(desc(occurrences.id))
+  )
+    .limit(SCAN_ROWS)
+    .as("scanned");
+  const matching = db
+    .select()
+    .from(range)
+    .where(
+      and(
+        status ? eq(range.status, status as TerminalState) : undefined,
+        httpStatus !== undefined ? eq(range.lastHttpStatus, httpStatus) : undefined,
+        label
+          ? exists(
+              db
+                .select({ one: sql`1` })
+                .from(jobLabels)
+                .where(
+                  and(
+                    eq(jobLabels.tenant, tenant),
+                    eq(jobLabels.key, label.key),
+                    eq(jobLabels.value, label.value),
+                    eq(jobLabels.jobId, range.jobId),
+                  ),
+                ),
+            )
+          : undefined,
+        url !== undefined
+          ? exists(
+              db
+                .select({ one: sql`1` })
+                .from(jobs)
+                .where(and(eq(jobs.tenant, tenant), eq(jobs.id, range.jobId), startsWith(targetUrl(jobs.spec), url))),
+            )
+          : undefined,
+      ),
+    )
+    .orderBy(desc(range.id))
+    .limit(limit + 1);
+  const scanned = () => db.select({ lowest: sql<string | null>`min(${range.id})`, count: sql<number>`count(*)` }).from(range);
+  return boundedScan(matching, scanned, (o) => o.id, limit);
 }
 
 export async function getOccurrence(db: Db, tenant: string, id: string): Promise<OccurrenceRow | undefined> {
@@ -799,7 +1032,7 @@ export async function purgeHistory(
     db.delete(jobs).where(inArray(sql`(${jobs.tenant}, ${jobs.id})`, finishedJobs(b))),
   ]).flat();
   const oldOccurrences = db
-    .select({ id: occurrences.id })
+    .select({ tenant: occurrences.tenant, id: occurrences.id })
     .from(occurrences)
     .where(lt(occurrences.finishedAt, historyCutoffAt))
     .limit(limit);
@@ -811,7 +1044,7 @@ export async function purgeHistory(
   const rowid = sql<number>`rowid`; // idempotency_keys is a rowid table (schema.ts withoutRowid)
   const oldKeys = db.select({ rowid }).from(idempotencyKeys).where(lt(idempotencyKeys.createdAt, idempotencyCutoffAt)).limit(limit);
   statements.push(
-    db.delete(occurrences).where(inArray(occurrences.id, oldOccurrences)),
+    db.delete(occurrences).where(inArray(sql`(${occurrences.tenant}, ${occurrences.id})`, oldOccurrences)),
     db.delete(deadLetters).where(inArray(sql`(${deadLetters.tenant}, ${deadLetters.executionId})`, oldDeadLetters)),
     db.delete(idempotencyKeys).where(inArray(rowid, oldKeys)),
   );

@@ -62,12 +62,15 @@ export const jobs = sqliteTable(
   ],
 );
 
-/** A recurring job's finished occurrences (written once, when terminal). */
+/**
+ * A recurring job's finished occurrences (written once, when terminal). Keyed (tenant, id): an
+ * occurrence's id carries its due time, so a tenant's occurrences newest first are a range of the key.
+ */
 export const occurrences = sqliteTable(
   "occurrences",
   {
     /** the execution id (webhook-id) */
-    id: text("id").primaryKey(),
+    id: text("id").notNull(),
     tenant: text("tenant").notNull(),
     jobId: text("job_id").notNull(),
     /** the occurrence's time */
@@ -82,6 +85,7 @@ export const occurrences = sqliteTable(
     attemptLog: text("attempt_log"),
   },
   (t) => [
+    primaryKey({ columns: [t.tenant, t.id] }),
     check("occurrences_status", oneOf(t.status, TERMINAL_STATES)),
     index("occurrences_job").on(t.tenant, t.jobId, t.dueAt),
     index("occurrences_finished").on(t.finishedAt),

@@ -30,6 +30,16 @@ export type BulkJobs = JsonBody<"cancelJobs">;
 /** `{ids}` or `{filter: {jobId, deadReason}}` (not empty) */
 export type BulkRedrive = JsonBody<"redriveDeadExecutions">;
 
+/** A list operation's query parameters without its cursor (the iterator follows nextCursor). */
+type ListFilter<Op extends keyof operations> = Omit<
+  NonNullable<operations[Op] extends { parameters: { query?: infer Q } } ? Q : never>,
+  "cursor"
+>;
+/** status, label ("key:value"), name and url (prefixes), limit (the page size) */
+export type JobFilter = ListFilter<"listJobs">;
+/** status, jobId, label ("key:value"), url (a prefix), httpStatus, from and to (RFC 3339, the due time), limit */
+export type ExecutionFilter = ListFilter<"listExecutions">;
+
 export type CreateJob = JsonBody<"createJob">;
 export type UpdateJob = JsonBody<"updateJob">;
 
@@ -62,9 +72,8 @@ export interface JobsApi {
   /** Up to 1000 jobs; an item without idempotencyKey gets a new one. One result per job, in order. */
   createMany(jobs: CreateJob[]): Promise<BatchResult[]>;
   get(id: string): Promise<JobWithLatestExecution>;
-  /** newest first; limit = page size */
-  /** `label`: "key:value", only jobs with that label */
-  list(query?: { status?: JobStatus; label?: string; limit?: number }): Paginated<Job>;
+  /** newest first; limit = page size; with a filter a page may be short (iteration follows nextCursor) */
+  list(filter?: JobFilter): Paginated<Job>;
   update(id: string, change: UpdateJob): Promise<Job>;
   cancel(id: string): Promise<Job>;
   pause(id: string): Promise<Job>;
@@ -80,6 +89,11 @@ export interface JobsApi {
 }
 
 export interface ExecutionsApi {
+  /**
+   * newest first: one-off jobs' executions and finished occurrences (with jobId, the job's live ones
+   * too); a page may be short (iteration follows nextCursor)
+   */
+  list(filter?: ExecutionFilter): Paginated<Execution>;
   get(id: string): Promise<Execution>;
   /** Repeated only after a 429: a redrive whose answer was lost would be 409 not_dead the second time. */
   redrive(id: string): Promise<RedrivenExecution>;
@@ -190,6 +204,7 @@ export class SchedulerClient {
     };
 
     this.executions = {
+      list: (filter = {}) => this.#list<Schemas["ExecutionList"], "executions">("/v1/executions", "executions", filter),
       get: (id) => this.#request({ method: "GET", path: `/v1/executions/${enc(id)}`, repeatable: true }),
       redrive,
     };

@@ -8,7 +8,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** Your jobs, newest first */
+        /** Your jobs, newest first; with status, name or url a page may be short: follow nextCursor */
         get: operations["listJobs"];
         put?: never;
         /** Create a job */
@@ -183,6 +183,23 @@ export interface paths {
         };
         /** A job's executions, latest first, with their attempts */
         get: operations["listJobExecutions"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/executions": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Your executions, newest first, filtered: one-off jobs' and finished occurrences (with jobId, the job's live ones too); a page may be short, follow nextCursor */
+        get: operations["listExecutions"];
         put?: never;
         post?: never;
         delete?: never;
@@ -811,6 +828,10 @@ export interface components {
             /** @description how long flow control held it back before dueAt (0: it did not wait) */
             waitMs: number;
         };
+        ExecutionList: {
+            executions: components["schemas"]["Execution"][];
+            nextCursor: string | null;
+        };
         RedrivenExecution: {
             /** @description exe_…; also the webhook-id and Idempotency-Key of every delivery */
             id: string;
@@ -835,10 +856,6 @@ export interface components {
             attempts: number;
             /** @enum {boolean} */
             redriven: true;
-        };
-        ExecutionList: {
-            executions: components["schemas"]["Execution"][];
-            nextCursor: string | null;
         };
         FlowKey: {
             key: string;
@@ -927,6 +944,10 @@ export interface operations {
                 status?: "active" | "paused" | "canceled" | "completed";
                 /** @description key:value: only jobs with this label (the value is everything after the first colon) */
                 label?: string;
+                /** @description only jobs whose name starts with this (case-sensitive) */
+                name?: string;
+                /** @description only jobs with an HTTP target whose URL starts with this (as the job shows it) */
+                url?: string;
                 limit?: number;
                 cursor?: string;
             };
@@ -2039,6 +2060,80 @@ export interface operations {
             };
             /** @description no such job */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listExecutions: {
+        parameters: {
+            query?: {
+                status?: "pending" | "scheduled" | "dispatched" | "running" | "succeeded" | "dead" | "canceled";
+                /** @description only this job's executions, live ones from its bucket included */
+                jobId?: string;
+                /** @description key:value: only executions of jobs with this label */
+                label?: string;
+                /** @description only executions of jobs whose HTTP target URL starts with this */
+                url?: string;
+                /** @description the last attempt's HTTP status */
+                httpStatus?: number;
+                /** @description RFC 3339: due at or after */
+                from?: string;
+                /** @description RFC 3339: due at or before */
+                to?: string;
+                limit?: number;
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a page; follow nextCursor */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ExecutionList"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -433,6 +433,23 @@ describe("pagination", () => {
     expect((await client(fetch).dlq.list({ limit: 1 }).toArray()).map((e) => e.id)).toEqual(["e1", "e2"]);
     expect(seen.map((r) => `${r.path}?${r.query}`)).toEqual(["/v1/dlq?limit=1", "/v1/dlq?limit=1&cursor=c1"]);
   });
+
+  it("lists executions by filter, following nextCursor past a short page", async () => {
+    const { fetch, seen } = fakeFetch(
+      json(200, { executions: [], nextCursor: "c1" }),
+      json(200, { executions: [execution("e1")], nextCursor: null }),
+    );
+    const filter = { status: "dead", jobId: "job_1", label: "team:a", httpStatus: 500, from: "2026-01-01T00:00:00Z" } as const;
+    expect((await client(fetch).executions.list(filter).toArray()).map((e) => e.id)).toEqual(["e1"]);
+    const first = "status=dead&jobId=job_1&label=team%3Aa&httpStatus=500&from=2026-01-01T00%3A00%3A00Z";
+    expect(seen.map((r) => `${r.path}?${r.query}`)).toEqual([`/v1/executions?${first}`, `/v1/executions?${first}&cursor=c1`]);
+  });
+
+  it("sends the jobs list's name and url filters", async () => {
+    const { fetch, seen } = fakeFetch(json(200, { jobs: [job("j1")], nextCursor: null }));
+    await client(fetch).jobs.list({ name: "nightly-", url: "https://api.example.com/" }).toArray();
+    expect(seen[0]?.query.toString()).toBe("name=nightly-&url=https%3A%2F%2Fapi.example.com%2F");
+  });
 });
 
 describe("VERSION", () => {
