@@ -1,13 +1,13 @@
 // Executions across jobs: GET /v1/executions with its filters (status, job, label, target URL,
-// HTTP status, a due-time window), page by page. A server without that route says so.
-import { ApiError, api, query } from "./api.js";
+// HTTP status, a due-time window), page by page.
+import { api, query } from "./api.js";
 import { badge, errorNotice, fill, h, table, time } from "./dom.js";
 
 const FILTERS = /** @type {const} */ ([
   ["status", "Status", "dead"],
   ["jobId", "Job id", "job_…"],
   ["label", "Label", "team:ops"],
-  ["url", "Target URL contains", "example.com"],
+  ["url", "Target URL starts with", "https://api.example.com"],
   ["httpStatus", "HTTP status", "500"],
   ["from", "Due from", "2026-12-01T00:00:00Z"],
   ["to", "Due before", "2026-12-02T00:00:00Z"],
@@ -59,12 +59,7 @@ export async function executionsView(main, { params }) {
   try {
     page = await api("GET", `/v1/executions${query({ ...filters, cursor })}`);
   } catch (error) {
-    if (error instanceof ApiError && error.status === 404 && error.field === null) {
-      fill(
-        results,
-        h("p", { class: "note" }, "This server has no GET /v1/executions yet: open a job to see its executions, or the dead letters."),
-      );
-    } else fill(results, errorNotice(error));
+    fill(results, errorNotice(error));
     return;
   }
   const rows = page.executions.map((/** @type {any} */ e) =>
@@ -84,7 +79,13 @@ export async function executionsView(main, { params }) {
     results,
     rows.length
       ? table("Executions", ["execution", "job", "status", "due", "attempts", "last HTTP", "last error"], rows)
-      : h("p", {}, "No executions match."),
+      : h(
+          "p",
+          {},
+          page.nextCursor
+            ? "None on this page (the API reads a bounded range per page); the next page may have some."
+            : "No executions match.",
+        ),
     h(
       "p",
       { class: "pager" },

@@ -81,8 +81,8 @@ async function signIn(page: Page): Promise<void> {
 
 /**
  * The page's script errors and every failed request outside the API: a console bug shows as what
- * the browser said. API refusals (a 400 the form shows, the 404 of a route an older server lacks)
- * are the console's to show, so only their "Failed to load resource" log lines are let through.
+ * the browser said. API refusals (a 400 the edit form shows, the 401 of a wrong key) are the
+ * console's to show, so only their "Failed to load resource" log lines are let through.
  */
 function watchErrors(page: Page): string[] {
   const errors: string[] = [];
@@ -166,7 +166,7 @@ describe("the operator's console in Chromium", () => {
 
     // the list, filtered by label and by name
     await page.getByLabel("Label").fill("suite:console");
-    await page.getByLabel("Name contains").fill("fires");
+    await page.getByLabel("Name starts with").fill("console-f");
     await page.getByRole("button", { name: "Filter" }).click();
     await page.getByRole("link", { name: "console-fires" }).waitFor();
     expect(await page.getByRole("link", { name: "console-waits" }).count()).toBe(0);
@@ -244,6 +244,14 @@ describe("the operator's console in Chromium", () => {
     // the redrive really ran it again: attempt 2 of the same execution reached the target
     const again = await eventually("the redriven attempt reaches the target", () => receiver.byWebhookId(dead.id)[1], UI_WAIT_MS);
     expect(again.attempt).toBe(2);
+
+    // the executions view finds it by its job and its last HTTP status
+    await page.getByRole("link", { name: "Executions" }).click();
+    await page.getByLabel("Job id").fill(res.body.id);
+    await page.getByLabel("HTTP status").fill("400");
+    await page.getByRole("button", { name: "Filter" }).click();
+    await expect.poll(() => page.locator("tbody").textContent(), { timeout: UI_WAIT_MS }).toContain(dead.id);
+    expect(page.url()).toContain("httpStatus=400");
     expect(errors).toEqual([]);
     await page.close();
   });
