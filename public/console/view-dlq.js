@@ -175,7 +175,7 @@ export async function dlqView(main, { params }) {
  * @param {HTMLElement} region
  * @param {any} action
  */
-export function showAction(region, action) {
+function showAction(region, action) {
   const finished = action.done + action.failed;
   fill(
     region,

@@ -116,7 +116,7 @@ function buttons(job, base, notices, refresh) {
  * "team:ops, env:prod" (or one per line) as a labels object; empty is null (removes them).
  * @param {string} text
  */
-export function parseLabels(text) {
+function parseLabels(text) {
   const pairs = text
     .split(/[,\n]/)
     .map((p) => p.trim())
@@ -246,7 +246,7 @@ function executionList(executions, notices, refresh) {
  * @param {HTMLElement} notices
  * @param {() => Promise<void>} refresh
  */
-export function redriveButton(id, notices, refresh) {
+function redriveButton(id, notices, refresh) {
   return h(
     "button",
     {
