@@ -2,11 +2,14 @@
  * What wrangler.toml must keep for the consumer to isolate slow targets (issue 13, item 1), read
  * by wrangler's own config reader: the queue hands out the next batch without waiting for the
  * deliveries a batch left running in waitUntil, and no fire batch is larger than the connections
- * one invocation may open (a delivery beyond them would wait behind a slow one).
+ * one invocation may open (a delivery beyond them would wait behind a slow one). And that the
+ * console's static assets (issue 16) can never answer in the API's place.
  */
-import { join } from "node:path";
+import { readdirSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { unstable_readConfig } from "wrangler";
+import { ROUTES } from "../../src/api/openapi";
 import { ConfigSchema } from "../../src/config";
 
 const wrangler = unstable_readConfig({ config: join(import.meta.dirname, "../../wrangler.toml") }, { hideWarnings: true });
@@ -21,5 +24,25 @@ describe("wrangler.toml", () => {
     const fire = (wrangler.queues.consumers ?? []).filter((c: { queue: string }) => !c.queue.endsWith("-dlq"));
     expect(fire.length).toBeGreaterThan(0);
     for (const consumer of fire) expect(consumer.max_batch_size, consumer.queue).toBeLessThanOrEqual(defaults.DELIVERY_CONCURRENCY);
+  });
+});
+
+describe("wrangler.toml [assets]: the console", () => {
+  const assets = wrangler.assets!;
+  const patterns: string[] = Array.isArray(assets.run_worker_first) ? assets.run_worker_first : [];
+  /** run_worker_first's glob: `*` matches any characters, "/" included */
+  const runsWorkerFirst = (path: string) =>
+    patterns.some((p) => new RegExp(`^${p.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/\*/g, ".*")}$`).test(path));
+
+  it("runs the Worker first for every route the API documents, and for /metrics", () => {
+    const paths = [...ROUTES.map((r) => r.path.replace(/\{[^}]+\}/g, "x")), "/metrics"];
+    expect(paths).toContain("/healthz");
+    for (const path of paths) expect(runsWorkerFirst(path), path).toBe(true);
+    expect(runsWorkerFirst("/console/app.js")).toBe(false);
+  });
+
+  it("serves only the console's directory: no file in public/ outside console/ but the header rules", () => {
+    const directory = resolve(import.meta.dirname, "../..", assets.directory!);
+    expect(readdirSync(directory).sort()).toEqual(["_headers", "console"]);
   });
 });

@@ -1,0 +1,114 @@
+// Building the page: elements from plain values (text is always set as text, never parsed as HTML,
+// so nothing the API returns can inject markup), and the readable forms of times and durations.
+
+/**
+ * An element: `attrs` sets attributes (on* keys add listeners; false/null/undefined are left
+ * out), children are nodes or text.
+ * @param {string} tag
+ * @param {Record<string, any>} [attrs]
+ * @param {...(Node | string | number | null | undefined | false | (Node | string)[])} children
+ * @returns {HTMLElement}
+ */
+export function h(tag, attrs = {}, ...children) {
+  const element = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (value === false || value === null || value === undefined) continue;
+    if (name.startsWith("on") && typeof value === "function") element.addEventListener(name.slice(2), value);
+    else element.setAttribute(name, value === true ? "" : String(value));
+  }
+  append(element, children);
+  return element;
+}
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+
+/**
+ * An SVG element with attributes.
+ * @param {string} tag
+ * @param {Record<string, string | number>} [attrs]
+ * @param {...(Node | string)} children
+ * @returns {SVGElement}
+ */
+export function svg(tag, attrs = {}, ...children) {
+  const element = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attrs)) element.setAttribute(name, String(value));
+  for (const child of children) element.append(child);
+  return element;
+}
+
+/**
+ * @param {Element} parent
+ * @param {any[]} children
+ */
+function append(parent, children) {
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    parent.append(child instanceof Node ? child : String(child));
+  }
+}
+
+/**
+ * Replaces an element's children.
+ * @param {Element} element
+ * @param {...any} children
+ */
+export function fill(element, ...children) {
+  element.replaceChildren();
+  append(element, children);
+}
+
+/**
+ * An RFC 3339 instant as local date and time with seconds (the instant itself in the title).
+ * @param {string | null | undefined} instant
+ */
+export function time(instant) {
+  if (!instant) return h("span", {}, "—");
+  const at = new Date(instant);
+  const text = at.toLocaleString(undefined, { dateStyle: "short", timeStyle: "medium" });
+  return h("time", { datetime: instant, title: instant }, text);
+}
+
+/**
+ * A duration in ms as "850 ms", "2.4 s", "3.2 min".
+ * @param {number | null | undefined} ms
+ */
+export function duration(ms) {
+  if (ms === null || ms === undefined || !Number.isFinite(ms)) return "—";
+  if (Math.abs(ms) < 1000) return `${Math.round(ms)} ms`;
+  if (Math.abs(ms) < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  if (Math.abs(ms) < 3_600_000) return `${(ms / 60_000).toFixed(1)} min`;
+  return `${(ms / 3_600_000).toFixed(1)} h`;
+}
+
+/**
+ * An error for people, in a live region: the API's code, message and field.
+ * @param {unknown} error
+ */
+export function errorNotice(error) {
+  const text =
+    error && typeof error === "object" && "describe" in error && typeof error.describe === "function" ? error.describe() : String(error);
+  return h("p", { class: "error", role: "alert" }, text);
+}
+
+/**
+ * A status as a badge (its class colours it; the word itself carries the meaning).
+ * @param {string} status
+ */
+export function badge(status) {
+  return h("span", { class: `badge badge-${status}` }, status);
+}
+
+/**
+ * A table in a region that scrolls on its own on a narrow screen (the page itself never does);
+ * focusable, so a keyboard can scroll it.
+ * @param {string} label
+ * @param {string[]} headings
+ * @param {HTMLElement[]} rows
+ */
+export function table(label, headings, rows) {
+  return h(
+    "div",
+    { class: "table", role: "region", "aria-label": label, tabindex: 0 },
+    h("table", {}, h("thead", {}, h("tr", {}, ...headings.map((x) => h("th", { scope: "col" }, x)))), h("tbody", {}, ...rows)),
+  );
+}

@@ -1,0 +1,123 @@
+// Live: GET /v1/metrics every few seconds; charts of attempts started per second and of the fire
+// lag's p50/p95/p99 between reads, and the counters that say something went wrong.
+import { api, apiKey } from "./api.js";
+import { lineChart } from "./chart.js";
+import { duration, errorNotice, fill, h, table } from "./dom.js";
+import { sampleBetween } from "./samples.js";
+
+const POLL_MS = 2000;
+/** ten minutes of points at POLL_MS */
+const KEEP = 300;
+const COUNTERS = [
+  ["retries_total", "retries"],
+  ["duplicates_suppressed_total", "duplicates suppressed"],
+  ["stale_lease_rejects_total", "stale-lease rejects"],
+  ["lease_expired_total", "leases expired"],
+  ["fired_total", "fired"],
+  ["succeeded_total", "succeeded"],
+  ["failed_attempts_total", "failed attempts"],
+  ["redrive_total", "redriven"],
+];
+
+/**
+ * The points survive leaving the view: coming back shows the last minutes, not an empty chart.
+ * They belong to the key that read them (another key may be another tenant).
+ * @type {{ key: string | null, last: import("./samples.js").Read | null, samples: import("./samples.js").Sample[] }}
+ */
+const history = { key: null, last: null, samples: [] };
+
+/** @type {import("./app.js").View} */
+export async function liveView(main) {
+  const charts = h("div", { class: "charts" });
+  const counters = h("section", { "aria-labelledby": "counters-title" });
+  const status = h("p", { class: "note", "aria-live": "polite" });
+  fill(
+    main,
+    h("h1", { tabindex: -1 }, "Live"),
+    h("p", {}, `Read every ${POLL_MS / 1000} s; each point covers the attempts started since the read before it.`),
+    status,
+    charts,
+    counters,
+  );
+
+  async function poll() {
+    let metrics;
+    try {
+      metrics = await api("GET", "/v1/metrics");
+    } catch (error) {
+      fill(status, errorNotice(error));
+      return;
+    }
+    const read = { at: Date.now(), metrics };
+    const sample = history.last ? sampleBetween(history.last, read) : null;
+    history.last = read;
+    if (sample) history.samples = [...history.samples, sample].slice(-KEEP);
+    draw(metrics);
+  }
+
+  /** @param {any} metrics */
+  function draw(metrics) {
+    const samples = history.samples;
+    const times = samples.map((s) => s.at);
+    fill(
+      status,
+      samples.length
+        ? `${samples.length} points, the latest at ${new Date(times[times.length - 1] ?? 0).toLocaleTimeString()}.`
+        : "Waiting for a second read…",
+    );
+    fill(
+      charts,
+      lineChart({
+        title: "Fire lag between reads",
+        unit: "ms, start − due",
+        times,
+        series: [
+          { name: "p50", className: "s1", values: samples.map((s) => s.p50) },
+          { name: "p95", className: "s2", values: samples.map((s) => s.p95) },
+          { name: "p99", className: "s3", values: samples.map((s) => s.p99) },
+        ],
+        format: (v) => duration(v),
+      }),
+      lineChart({
+        title: "Throughput",
+        unit: "per second",
+        times,
+        series: [
+          { name: "attempts started", className: "s1", values: samples.map((s) => s.startedPerSecond) },
+          { name: "succeeded", className: "s2", values: samples.map((s) => s.succeededPerSecond) },
+        ],
+        format: (v) => (v >= 10 ? v.toFixed(0) : v.toFixed(1)),
+      }),
+    );
+    const dead = Object.entries(metrics.dead_total_by_reason);
+    const lag = metrics.fire_lag_ms;
+    fill(
+      counters,
+      h("h2", { id: "counters-title" }, "Totals"),
+      table(
+        "Counters",
+        ["counter", "total"],
+        [
+          ...COUNTERS.map(([name, label]) =>
+            h("tr", { "data-counter": name }, h("th", { scope: "row" }, label), h("td", {}, String(metrics.counters[name] ?? 0))),
+          ),
+          ...(dead.length ? dead : [["any reason", 0]]).map(([reason, n]) =>
+            h("tr", { "data-counter": `dead_total:${reason}` }, h("th", { scope: "row" }, `dead: ${reason}`), h("td", {}, String(n))),
+          ),
+          h(
+            "tr",
+            {},
+            h("th", { scope: "row" }, "fire lag since start (p50 / p95 / p99)"),
+            h("td", {}, `${duration(lag.p50)} / ${duration(lag.p95)} / ${duration(lag.p99)}`),
+          ),
+        ],
+      ),
+    );
+  }
+
+  if (history.key !== apiKey()) Object.assign(history, { key: apiKey(), last: null, samples: [] });
+  if (history.last) draw(history.last.metrics);
+  await poll();
+  const timer = setInterval(() => void poll(), POLL_MS);
+  return () => clearInterval(timer);
+}
