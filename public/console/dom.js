@@ -112,3 +112,13 @@ export function table(label, headings, rows) {
     h("table", {}, h("thead", {}, h("tr", {}, ...headings.map((x) => h("th", { scope: "col" }, x)))), h("tbody", {}, ...rows)),
   );
 }
+
+/** A target that is not a URL: "worker billing" (a handler Worker) or "pull video-encode" (a pull queue). */
+export function targetName(target) {
+  return target.worker !== undefined ? `worker ${target.worker}` : `pull ${target.pull}`;
+}
+
+/** A handler Worker's or pull queue's payload after its name: " {…}", or nothing without one. */
+export function payloadText(payload) {
+  return payload === null || payload === undefined ? "" : ` ${JSON.stringify(payload)}`;
+}

@@ -2,7 +2,7 @@
 // PATCHes; and every execution with a timeline of its attempts. Refreshed every few seconds while
 // open, the form excepted (it keeps what you are typing).
 import { api } from "./api.js";
-import { badge, duration, errorNotice, fill, h, svg, time } from "./dom.js";
+import { badge, duration, errorNotice, fill, h, payloadText, svg, targetName, time } from "./dom.js";
 
 const REFRESH_MS = 2000;
 const TERMINAL = new Set(["succeeded", "dead", "canceled"]);
@@ -46,9 +46,7 @@ export async function jobView(main, { path }) {
 /** @param {any} job */
 function describe(job) {
   const row = (/** @type {string} */ term, /** @type {any} */ detail) => [h("dt", {}, term), h("dd", {}, detail)];
-  const target = job.target.url
-    ? `${job.target.method} ${job.target.url}`
-    : `worker ${job.target.worker}${job.target.payload === null ? "" : ` ${JSON.stringify(job.target.payload)}`}`;
+  const target = job.target.url ? `${job.target.method} ${job.target.url}` : `${targetName(job.target)}${payloadText(job.target.payload)}`;
   const labels = Object.entries(job.labels);
   return h(
     "dl",

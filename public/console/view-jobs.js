@@ -1,7 +1,7 @@
 // Jobs: a page of GET /v1/jobs with its filters (status, label, name, URL), the next page by its
 // cursor, and an id search that opens a job's page.
 import { api, query } from "./api.js";
-import { badge, errorNotice, fill, h, table, time } from "./dom.js";
+import { badge, errorNotice, fill, h, table, targetName, time } from "./dom.js";
 
 /** @type {import("./app.js").View} */
 export async function jobsView(main, { params }) {
@@ -95,7 +95,7 @@ async function jobPage(filters, cursor) {
       h("td", {}, badge(job.status)),
       h("td", {}, job.schedule ? `${job.schedule.cron} (${job.schedule.timezone})` : "once"),
       h("td", {}, time(job.nextRunAt)),
-      h("td", { class: "target" }, job.target.url ?? `worker ${job.target.worker}`),
+      h("td", { class: "target" }, job.target.url ?? targetName(job.target)),
       h(
         "td",
         {},

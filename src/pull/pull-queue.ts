@@ -71,6 +71,8 @@ export class PullQueue extends DurableObject<Env> {
   private readonly waiters = new Set<() => void>();
   /** offers a request is asking their bucket about right now: another request skips them */
   private readonly taking = new Set<string>();
+  /** rows written since this object started (what its storage bills; the tests read it) */
+  rowsWritten = 0;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -80,7 +82,9 @@ export class PullQueue extends DurableObject<Env> {
 
   /** Holds offered executions (the same offer twice is held once) and wakes the waiting requests. */
   async offer(offers: OfferRef[]): Promise<void> {
-    for (const o of offers) this.sql.exec(`INSERT OR IGNORE INTO offers VALUES (?, ?, ?)`, o.dueAt, o.executionId, o.bucket);
+    for (const o of offers) {
+      this.rowsWritten += this.sql.exec(`INSERT OR IGNORE INTO offers VALUES (?, ?, ?)`, o.dueAt, o.executionId, o.bucket).rowsWritten;
+    }
     for (const wake of [...this.waiters]) wake();
   }
 
@@ -138,7 +142,11 @@ export class PullQueue extends DurableObject<Env> {
         );
         for (const { row, result } of answers.flat()) {
           if (result === null) continue; // its bucket did not answer: the offer stays for a later request
-          this.sql.exec(`DELETE FROM offers WHERE due_at = ? AND execution_id = ?`, row.due_at, row.execution_id);
+          this.rowsWritten += this.sql.exec(
+            `DELETE FROM offers WHERE due_at = ? AND execution_id = ?`,
+            row.due_at,
+            row.execution_id,
+          ).rowsWritten;
           if (result.ok) leases.push({ bucket: row.bucket, grant: result });
           else stale += 1;
         }

@@ -8,9 +8,13 @@
  * permanent into the DLQ); long polling answers when work arrives; tenants never see each
  * other's queues or leases; bad input is a 400 naming the field.
  */
+
+import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import type { FireMessage } from "../../src/bucket/protocol";
+import { pullQueueName } from "../../src/core/pull";
+import type { PullQueue } from "../../src/pull/pull-queue";
 import { api, captureFiresForFile, counters, dispatchOf, type Execution, fileClock, fire, KEYS, newExecution, runAlarm } from "./helpers";
 
 const clock = fileClock(20 * 60_000);
@@ -54,6 +58,11 @@ async function offered(queue: string, extra: Record<string, unknown> = {}): Prom
   return { ...e, sent: message };
 }
 
+/** Rows the tenant's queue object wrote since it started (its storage's bill). */
+function queueRowsWritten(queue: string, tenant = "acme"): Promise<number> {
+  return runInDurableObject(env.PULL_QUEUE.getByName(pullQueueName(tenant, queue)), (instance: PullQueue) => instance.rowsWritten);
+}
+
 async function waiting(queue: string): Promise<number> {
   const res = await api(`/v1/pull/${queue}`);
   expect(res.status).toBe(200);
@@ -67,15 +76,17 @@ async function flushed(e: Execution) {
 }
 
 describe("a pull target's execution", () => {
-  it("is offered to its queue by the claim (not leased), held once however often its message comes, and leased by a worker with its payload", async () => {
+  it("is offered to its queue by the claim (not leased), held once however often its message comes, and leased by a worker with its payload; 2 rows written in the queue", async () => {
     const queue = freshQueue();
     const e = await offered(queue);
     expect((await e.view())?.status).toBe("dispatched");
     expect(await waiting(queue)).toBe(1);
-    // the same message again (a redelivery): the same offer, held once
+    expect(await queueRowsWritten(queue)).toBe(1);
+    // the same message again (a redelivery): the same offer, held once, nothing written
     const again = await fire([e.sent]);
     expect(again.explicitAcks).toEqual(["m0"]);
     expect(await waiting(queue)).toBe(1);
+    expect(await queueRowsWritten(queue)).toBe(1);
 
     const [got, ...more] = await lease(queue, { max: 10, leaseMs: 60_000 });
     expect(more).toEqual([]);
@@ -84,6 +95,7 @@ describe("a pull target's execution", () => {
     expect((await e.view())?.status).toBe("running");
     expect(await waiting(queue)).toBe(0);
     expect(await lease(queue)).toEqual([]); // leased: nobody else gets it
+    expect(await queueRowsWritten(queue)).toBe(2); // the offer and its removal
 
     const done = await report(got!.token, "complete");
     expect(done).toEqual({ status: 200, body: { executionId: e.exe.id, status: "succeeded" } });
