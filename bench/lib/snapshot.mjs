@@ -10,9 +10,11 @@ import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, sta
 import { tmpdir } from "node:os";
 import { join, relative } from "node:path";
 
-// the handler kit's source and the example handler Worker run in every local stack too
+// the handler kit's source and the example handler Worker run in every local stack too, and the
+// Worker serves the console's files (wrangler.toml [assets])
 const COPIED = [
   "src",
+  "public",
   "scripts",
   "migrations",
   "wrangler.toml",
