@@ -2,6 +2,7 @@
 // (POST /v1/dlq/redrive answers 202 with a bulk action, whose progress is followed here).
 import { api, query } from "./api.js";
 import { badge, errorNotice, fill, h, table, time } from "./dom.js";
+import { redriveButton } from "./redrive.js";
 
 const ACTION_POLL_MS = 1000;
 /** an action runs 50 a page, a page per alarm: this bounds the wait for one of 1,000 ids with room */
@@ -108,7 +109,7 @@ export async function dlqView(main, { params }) {
         h("td", {}, e.lastHttpStatus === null ? "—" : String(e.lastHttpStatus)),
         h("td", { class: "excerpt" }, e.lastError ?? ""),
         h("td", {}, time(e.finishedAt)),
-        h("td", {}, redriveOne(e.id)),
+        h("td", {}, redriveButton(e.id, notices, load)),
       ),
     );
     const selected = () => boxes.filter((/** @type {any} */ b) => b.checked).map((/** @type {any} */ b) => b.value);
@@ -139,28 +140,6 @@ export async function dlqView(main, { params }) {
         cursor ? h("a", { class: "button", href: "#/dlq" }, "First page") : null,
         page.nextCursor ? h("a", { class: "button", href: `#/dlq${query({ cursor: page.nextCursor })}` }, "Next page") : null,
       ),
-    );
-  }
-
-  /** @param {string} id */
-  function redriveOne(id) {
-    return h(
-      "button",
-      {
-        type: "button",
-        "aria-label": `Redrive ${id}`,
-        onclick: async (/** @type {Event} */ event) => {
-          /** @type {HTMLButtonElement} */ (event.currentTarget).disabled = true;
-          try {
-            await api("POST", `/v1/executions/${encodeURIComponent(id)}/redrive`);
-            fill(notices, h("p", { class: "ok" }, `Redriven: ${id} runs again with a fresh attempt budget.`));
-          } catch (error) {
-            fill(notices, errorNotice(error));
-          }
-          await load();
-        },
-      },
-      "Redrive",
     );
   }
 

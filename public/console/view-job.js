@@ -3,6 +3,7 @@
 // open, the form excepted (it keeps what you are typing).
 import { api } from "./api.js";
 import { badge, duration, errorNotice, fill, h, payloadText, svg, targetName, time } from "./dom.js";
+import { redriveButton } from "./redrive.js";
 
 const REFRESH_MS = 2000;
 const TERMINAL = new Set(["succeeded", "dead", "canceled"]);
@@ -236,31 +237,6 @@ function executionList(executions, notices, refresh) {
         attemptTimeline(e),
       ),
     ),
-  );
-}
-
-/**
- * @param {string} id
- * @param {HTMLElement} notices
- * @param {() => Promise<void>} refresh
- */
-function redriveButton(id, notices, refresh) {
-  return h(
-    "button",
-    {
-      type: "button",
-      onclick: async (/** @type {Event} */ event) => {
-        /** @type {HTMLButtonElement} */ (event.currentTarget).disabled = true;
-        try {
-          await api("POST", `/v1/executions/${encodeURIComponent(id)}/redrive`);
-          fill(notices, h("p", { class: "ok" }, `Redriven: ${id} runs again with a fresh attempt budget.`));
-        } catch (error) {
-          fill(notices, errorNotice(error));
-        }
-        await refresh();
-      },
-    },
-    `Redrive ${id.slice(0, 12)}…`,
   );
 }
 

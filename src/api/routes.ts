@@ -3,6 +3,7 @@ import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { type ActionState, BULK_JOB_KINDS, type BulkKind, bulkActionName, type Selector } from "../actions/bulk-action";
 import { configOf } from "../config";
+import { MAX_BUCKET } from "../consumer/message";
 import { bucketName, bucketOfExecution } from "../core/bucketing";
 import { isOriginKey, ORIGIN_KEY_PREFIX } from "../core/flow";
 import { jobIdOfOneOff, newId, oneOffExecutionId } from "../core/id";
@@ -451,7 +452,7 @@ app.post("/v1/pull/:queue/lease", limit(SINGLE_BODY_BYTES), async (c) => {
   const input = PullLeaseInput.safeParse(await readJson(c, { emptyIs: {} }));
   if (!input.success) throw fromZodError(input.error);
   const tenant = c.get("tenant");
-  const leases = await pullQueueOf(c.env, tenant, queue.data).lease({ tenant, ...input.data });
+  const leases = await pullQueueOf(c.env, tenant, queue.data).lease({ tenant, queue: queue.data, ...input.data });
   return c.json({ leases: leases.map(presentPullLease) });
 });
 
@@ -505,7 +506,9 @@ app.post("/v1/pull/leases/:token/fail", limit(SINGLE_BODY_BYTES), async (c) => {
 /** The bucket and lease a worker's token names, checked against the caller's tenant by the bucket. */
 function pullLeaseOf(c: Context<ApiEnv>) {
   const decoded = decodePullToken(c.req.param("token") ?? "");
-  if (!decoded) throw new ApiError(400, "invalid_field", "token: not a lease token this API handed out", "token");
+  // a bucket number beyond any the consumer accepts would make its object exist just to answer no
+  if (!decoded || decoded.bucket >= MAX_BUCKET)
+    throw new ApiError(400, "invalid_field", "token: not a lease token this API handed out", "token");
   const stub = c.env.BUCKET.getByName(bucketName(decoded.bucket));
   return { stub, ref: { executionId: decoded.executionId, token: decoded.token, tenant: c.get("tenant") } };
 }

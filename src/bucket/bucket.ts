@@ -296,6 +296,7 @@ export class Bucket extends DurableObject<Env> {
     }
     store.updateJobOfExecution(this.sql, updated, def.specJson);
     this.executions.keep(updated);
+    this.offerAgain(updated);
     return def.version;
   }
 
@@ -318,7 +319,10 @@ export class Bucket extends DurableObject<Env> {
       fired,
     });
     this.dirtySchedules.add(def.jobId);
-    if (active && !rescheduled) return def.version;
+    if (active && !rescheduled) {
+      for (const row of this.executions.rowsOfJob(def.jobId)) this.offerAgain(row);
+      return def.version;
+    }
     // pause, cancel or a new schedule: what has not started is canceled, a running attempt finishes
     for (const row of this.executions.rowsOfJob(def.jobId)) {
       if (this.executions.closing.has(row.id)) continue; // already finished, on its way to D1
@@ -395,7 +399,7 @@ export class Bucket extends DurableObject<Env> {
       return { ok: false, executionId: id, code: "duplicate" };
     }
     // the same dispatch claimed again (its message redelivered after the offer failed): the same offer
-    const repeatOffer = this.executions.offered.get(id) === ref.dueAt && row.dueAt === ref.dueAt && row.jobStatus === "active";
+    const repeatOffer = this.executions.offered.get(id)?.dueAt === ref.dueAt && row.dueAt === ref.dueAt && row.jobStatus === "active";
     const state = this.executions.stateOf(row);
     if (!repeatOffer && (row.dueAt !== ref.dueAt || transition(state, "claim") === null || row.jobStatus !== "active")) {
       // a live lease, or a dispatch of an earlier due time (the execution was retried or moved)
@@ -411,7 +415,7 @@ export class Bucket extends DurableObject<Env> {
     if (isPullTarget(parsed.target)) {
       // the scheduler's part ends here: from now on it waits for a worker, not for us
       if (!repeatOffer) this.tally.lag(row.tenant, now - row.dueAt);
-      this.executions.offered.set(id, row.dueAt);
+      this.executions.offered.set(id, { dueAt: row.dueAt, queue: parsed.target.pull });
       return { ok: false, code: "offered", executionId: id, tenant: row.tenant, queue: parsed.target.pull, dueAt: row.dueAt };
     }
     this.tally.lag(row.tenant, now - row.dueAt);
@@ -432,7 +436,9 @@ export class Bucket extends DurableObject<Env> {
         const id = ref.executionId;
         const row = this.executions.held.get(id);
         if (!row || row.tenant !== ref.tenant) return { ok: false, executionId: id, code: "unknown" };
-        if (this.executions.offered.get(id) !== ref.dueAt || row.dueAt !== ref.dueAt || row.jobStatus !== "active") {
+        const offer = this.executions.offered.get(id);
+        // offered at this due time in this queue (a PATCH may have moved it to another since)
+        if (offer?.dueAt !== ref.dueAt || offer.queue !== ref.queue || row.dueAt !== ref.dueAt || row.jobStatus !== "active") {
           return { ok: false, executionId: id, code: "not_offered" };
         }
         const spec = store.specOf(this.sql, row);
@@ -941,6 +947,18 @@ export class Bucket extends DurableObject<Env> {
     this.executions.hold(row);
     this.executions.schedule(row);
     return true;
+  }
+
+  /**
+   * A job changed while its execution waited in a pull queue (its target may now be another queue
+   * or no queue at all): it is dispatched again under the new target, and its old queue drops the
+   * offer when a worker's request meets it.
+   */
+  private offerAgain(row: HeldRow): void {
+    if (!this.executions.offered.has(row.id)) return;
+    this.executions.assertMove(row, "reschedule");
+    this.executions.offered.delete(row.id);
+    this.executions.schedule(row);
   }
 
   /** A failed attempt: back off, die, or (the job was canceled or paused) end canceled (invariant 6). */

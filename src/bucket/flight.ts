@@ -62,10 +62,10 @@ export class Executions {
   /** the running leases of pull workers (pullLeases), checked one by one for expiry */
   private readonly pullLeases = new Set<string>();
   /**
-   * claimed for a pull queue and waiting there for a worker, with the due time offered: out of
+   * claimed for a pull queue and waiting there for a worker, with the due time and queue offered: out of
    * the dispatch order (nothing is re-sent while it waits, however long) and shown as dispatched
    */
-  readonly offered = new Map<string, number>();
+  readonly offered = new Map<string, { dueAt: number; queue: string }>();
   /**
    * the due time an execution had before flow control first made it wait (memory only: after a
    * restart its wait counts from its current due time)

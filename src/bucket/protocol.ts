@@ -95,6 +95,8 @@ export interface OfferedLeaseRef {
   executionId: string;
   dueAt: number;
   tenant: string;
+  /** the pull queue asking: an execution is leased only from the queue it is offered in */
+  queue: string;
   leaseMs: number;
 }
 

@@ -42,9 +42,9 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env, ct
   // 2. ack everything that was claimed or refused as a duplicate: from here the leases own it;
   // an execution offered to its pull queue is acked once the queue holds it
   const offers = claimed.flatMap((c) => c.offers);
-  const offered = new Set(offers.map((o) => o.executionId));
-  for (const c of claimed) if (c.ok) for (const m of c.messages) if (!offered.has(m.body.executionId)) m.message.ack();
-  if (offers.length > 0) await offerToPullQueues(offers, groups, env);
+  const offered = new Set(offers.map((o) => o.message));
+  for (const c of claimed) if (c.ok) for (const m of c.messages) if (!offered.has(m.message)) m.message.ack();
+  if (offers.length > 0) await offerToPullQueues(offers, env);
 
   // 3. deliver after the handler returns
   if (leases.length > 0) ctx.waitUntil(deliverAll(leases, env, config));
@@ -107,27 +107,29 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
  * their messages once held; a queue that did not answer gets its messages again later (the
  * bucket answers a repeated claim with the same offer, and the queue holds an offer once).
  */
-async function offerToPullQueues(
-  offers: PullOffer[],
-  groups: { bucket: number; messages: { message: Message<unknown>; body: FireMessage }[] }[],
-  env: Env,
-): Promise<void> {
-  const messages = new Map(groups.flatMap((g) => g.messages.map((m) => [m.body.executionId, { ...m, bucket: g.bucket }] as const)));
-  const byQueue = Map.groupBy(offers, (o) => pullQueueName(o.tenant, o.queue));
+async function offerToPullQueues(offers: ClaimedOffer[], env: Env): Promise<void> {
+  const byQueue = Map.groupBy(offers, ({ offer }) => pullQueueName(offer.tenant, offer.queue));
   await Promise.all(
     [...byQueue.values()].map(async (group) => {
-      const held = group.flatMap((o) => messages.get(o.executionId) ?? []);
+      const { tenant, queue } = group[0]!.offer;
       try {
-        await pullQueueOf(env, group[0]!.tenant, group[0]!.queue).offer(
-          group.map((o) => ({ executionId: o.executionId, dueAt: o.dueAt, bucket: messages.get(o.executionId)!.bucket })),
+        await pullQueueOf(env, tenant, queue).offer(
+          group.map(({ offer, bucket }) => ({ executionId: offer.executionId, dueAt: offer.dueAt, bucket })),
         );
-        for (const m of held) m.message.ack();
+        for (const { message } of group) message.ack();
       } catch (error) {
-        console.error(`offering to pull queue ${group[0]!.queue} failed`, error);
-        for (const m of held) m.message.retry({ delaySeconds: claimRetryDelaySeconds(m.message.attempts) });
+        console.error(`offering to pull queue ${queue} failed`, error);
+        for (const { message } of group) message.retry({ delaySeconds: claimRetryDelaySeconds(message.attempts) });
       }
     }),
   );
+}
+
+/** A claim's offer, with the message that asked for it (each message is acked or retried by itself). */
+interface ClaimedOffer {
+  offer: PullOffer;
+  bucket: number;
+  message: Message<unknown>;
 }
 
 /** One attempt of a lease: an RPC to its handler Worker, or a signed request to its HTTP target. */
@@ -313,11 +315,14 @@ async function claimGroup(group: {
   bucket: number;
   messages: { message: Message<unknown>; body: FireMessage }[];
   stub: BucketStub;
-}): Promise<{ ok: boolean; stub: BucketStub; leases: Lease[]; offers: PullOffer[]; messages: typeof group.messages }> {
+}): Promise<{ ok: boolean; stub: BucketStub; leases: Lease[]; offers: ClaimedOffer[]; messages: typeof group.messages }> {
   try {
     const results = await group.stub.claim(group.messages.map((m) => ({ executionId: m.body.executionId, dueAt: m.body.dueAt })));
     const leases = results.filter((c): c is Lease => c.ok);
-    const offers = results.filter((c): c is PullOffer => !c.ok && c.code === "offered");
+    // the bucket answers in the order asked: each offer belongs to the message at its place
+    const offers = results.flatMap((c, i): ClaimedOffer[] =>
+      !c.ok && c.code === "offered" ? [{ offer: c, bucket: group.bucket, message: group.messages[i]!.message }] : [],
+    );
     return { ok: true, stub: group.stub, leases, offers, messages: group.messages };
   } catch (error) {
     console.error(`claim on bucket ${group.bucket} failed`, error);

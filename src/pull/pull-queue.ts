@@ -25,6 +25,7 @@ export function pullQueueOf(env: Env, tenant: string, queue: string): DurableObj
 /** A worker's request: at most `max` executions, each leased `leaseMs`, waiting up to `waitMs` for one. */
 export interface PullLeaseRequest {
   tenant: string;
+  queue: string;
   max: number;
   leaseMs: number;
   waitMs: number;
@@ -62,8 +63,12 @@ interface OfferRow extends Record<string, SqlStorageValue> {
   bucket: number;
 }
 
-/** A request that met only stale offers looks again, at most this many times, before it waits. */
-const TAKE_PASSES = 4;
+/** Offers a request asks its buckets about, at most, before it answers or waits (a backlog of stale ones is cleared across requests). */
+const TAKE_ROWS = 1_000;
+/** A bucket that does not answer within this is skipped by the request (its offers stay for a later one). */
+const BUCKET_ANSWER_MS = 5_000;
+/** A request that skipped an unreachable bucket's offers looks again this soon, not at the next offer only. */
+const RETRY_SKIPPED_MS = 1_000;
 
 export class PullQueue extends DurableObject<Env> {
   private readonly sql: SqlStorage;
@@ -71,6 +76,11 @@ export class PullQueue extends DurableObject<Env> {
   private readonly waiters = new Set<() => void>();
   /** offers a request is asking their bucket about right now: another request skips them */
   private readonly taking = new Set<string>();
+  /**
+   * offers made again while a request was asking about them (a bucket that restarted offers the
+   * same execution at the same due time): a "no longer offered" answer from before must not delete them
+   */
+  private readonly offeredAgain = new Set<string>();
   /** rows written since this object started (what its storage bills; the tests read it) */
   rowsWritten = 0;
 
@@ -83,9 +93,11 @@ export class PullQueue extends DurableObject<Env> {
   /** Holds offered executions (the same offer twice is held once) and wakes the waiting requests. */
   async offer(offers: OfferRef[]): Promise<void> {
     for (const o of offers) {
+      const key = offerKey({ due_at: o.dueAt, execution_id: o.executionId });
+      if (this.taking.has(key)) this.offeredAgain.add(key);
       this.rowsWritten += this.sql.exec(`INSERT OR IGNORE INTO offers VALUES (?, ?, ?)`, o.dueAt, o.executionId, o.bucket).rowsWritten;
     }
-    for (const wake of [...this.waiters]) wake();
+    this.wakeAll();
   }
 
   /** A worker's lease request: the oldest offers, leased from their buckets; with none, waits up to waitMs for one. */
@@ -99,13 +111,14 @@ export class PullQueue extends DurableObject<Env> {
           wake?.();
         }, request.waitMs);
     try {
-      // each round leases, or waits for the next offer or the end of the wait
+      // each round leases, or waits for the next offer (or a skipped bucket's retry, or the end of the wait)
       for (let round = 0; round < 10_000; round++) {
-        const leases = await this.take(request);
+        const { leases, skipped } = await this.take(request);
         if (leases.length > 0 || waitOver) return leases;
         await new Promise<void>((resolve) => {
           wake = resolve;
           this.waiters.add(resolve);
+          if (skipped) setTimeout(resolve, RETRY_SKIPPED_MS);
         });
         this.waiters.delete(wake!);
       }
@@ -123,51 +136,90 @@ export class PullQueue extends DurableObject<Env> {
     return { waiting: row.waiting, oldestDueAt: row.oldest, pollers: this.waiters.size };
   }
 
-  /** Leases up to `max` of the oldest offers; stale ones are dropped and the next ones asked. */
-  private async take(request: PullLeaseRequest): Promise<PullLease[]> {
+  private wakeAll(): void {
+    for (const wake of [...this.waiters]) wake();
+  }
+
+  /**
+   * Leases up to `max` of the oldest offers, asking their buckets; an offer its bucket no longer
+   * stands by is dropped and the next one asked, until `max` are leased or none is left (or
+   * TAKE_ROWS were asked about). A bucket that does not answer is skipped for the rest of the
+   * request, its offers kept: one unreachable bucket never holds back the others' work.
+   */
+  private async take(request: PullLeaseRequest): Promise<{ leases: PullLease[]; skipped: boolean }> {
     const leases: PullLease[] = [];
-    for (let pass = 0; pass < TAKE_PASSES && leases.length < request.max; pass++) {
+    const unreachable = new Set<number>();
+    for (let asked = 0; leases.length < request.max && asked < TAKE_ROWS; ) {
       const wanted = request.max - leases.length;
-      const rows = this.sql
-        .exec<OfferRow>(`SELECT due_at, execution_id, bucket FROM offers ORDER BY due_at, execution_id LIMIT ?`, wanted + this.taking.size)
-        .toArray()
-        .filter((r) => !this.taking.has(offerKey(r)))
-        .slice(0, wanted);
+      const rows = this.oldestOffers(wanted, unreachable);
       if (rows.length === 0) break;
+      asked += rows.length;
       for (const r of rows) this.taking.add(offerKey(r));
-      let stale = 0;
       try {
         const answers = await Promise.all(
           [...Map.groupBy(rows, (r) => r.bucket)].map(([bucket, group]) => this.askBucket(bucket, group, request)),
         );
         for (const { row, result } of answers.flat()) {
-          if (result === null) continue; // its bucket did not answer: the offer stays for a later request
+          const key = offerKey(row);
+          if (result === null) {
+            unreachable.add(row.bucket); // the offer stays for a later request
+            continue;
+          }
+          if (!result.ok && this.offeredAgain.has(key)) continue; // offered again meanwhile: the new offer stands
           this.rowsWritten += this.sql.exec(
             `DELETE FROM offers WHERE due_at = ? AND execution_id = ?`,
             row.due_at,
             row.execution_id,
           ).rowsWritten;
           if (result.ok) leases.push({ bucket: row.bucket, grant: result });
-          else stale += 1;
         }
       } finally {
-        for (const r of rows) this.taking.delete(offerKey(r));
+        for (const r of rows) {
+          this.taking.delete(offerKey(r));
+          this.offeredAgain.delete(offerKey(r));
+        }
       }
-      if (stale === 0) break; // nothing stale: fewer leases than asked means nothing else can be had now
     }
-    return leases;
+    return { leases, skipped: unreachable.size > 0 };
   }
 
-  /** One bucket's answers for its offers; null each when it could not be asked. */
+  /** The `count` oldest offers no other request is asking about, of buckets not known unreachable. */
+  private oldestOffers(count: number, unreachable: Set<number>): OfferRow[] {
+    const skip = [...unreachable];
+    const where = skip.length > 0 ? `WHERE bucket NOT IN (${skip.map(() => "?").join(",")})` : "";
+    return this.sql
+      .exec<OfferRow>(
+        `SELECT due_at, execution_id, bucket FROM offers ${where} ORDER BY due_at, execution_id LIMIT ?`,
+        ...skip,
+        count + this.taking.size,
+      )
+      .toArray()
+      .filter((r) => !this.taking.has(offerKey(r)))
+      .slice(0, count);
+  }
+
+  /** One bucket's answers for its offers; null each when it could not be asked (or did not answer in BUCKET_ANSWER_MS). */
   private async askBucket(
     bucket: number,
     rows: OfferRow[],
     request: PullLeaseRequest,
   ): Promise<{ row: OfferRow; result: LeaseGrant | { ok: false } | null }[]> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      const results = await this.env.BUCKET.getByName(bucketName(bucket)).leaseOffered(
-        rows.map((r) => ({ executionId: r.execution_id, dueAt: r.due_at, tenant: request.tenant, leaseMs: request.leaseMs })),
+      const asked = this.env.BUCKET.getByName(bucketName(bucket)).leaseOffered(
+        rows.map((r) => ({
+          executionId: r.execution_id,
+          dueAt: r.due_at,
+          tenant: request.tenant,
+          queue: request.queue,
+          leaseMs: request.leaseMs,
+        })),
       );
+      const timedOut = new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`no answer in ${BUCKET_ANSWER_MS} ms`)), BUCKET_ANSWER_MS);
+      });
+      // a lease granted after the timeout is given to nobody: it expires and the execution runs again
+      const results = await Promise.race([asked, timedOut]);
       return rows.map((row, i) => {
         const result = results[i];
         return { row, result: result?.ok ? result : { ok: false } };
@@ -175,10 +227,12 @@ export class PullQueue extends DurableObject<Env> {
     } catch (error) {
       console.error(`pull queue: leasing from bucket ${bucket} failed`, error);
       return rows.map((row) => ({ row, result: null }));
+    } finally {
+      clearTimeout(timer);
     }
   }
 }
 
-function offerKey(row: OfferRow): string {
+function offerKey(row: { due_at: number; execution_id: string }): string {
   return `${row.due_at}:${row.execution_id}`;
 }

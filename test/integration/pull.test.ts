@@ -15,7 +15,20 @@ import { describe, expect, it, vi } from "vitest";
 import type { FireMessage } from "../../src/bucket/protocol";
 import { pullQueueName } from "../../src/core/pull";
 import type { PullQueue } from "../../src/pull/pull-queue";
-import { api, captureFiresForFile, counters, dispatchOf, type Execution, fileClock, fire, KEYS, newExecution, runAlarm } from "./helpers";
+import {
+  api,
+  captureFiresForFile,
+  counters,
+  dispatchOf,
+  type Execution,
+  fileClock,
+  fire,
+  KEYS,
+  newExecution,
+  receiverUrl,
+  runAlarm,
+  uniquePath,
+} from "./helpers";
 
 const clock = fileClock(20 * 60_000);
 const sent = captureFiresForFile();
@@ -209,6 +222,43 @@ describe("offers its bucket no longer stands by", () => {
     expect(await waiting(queue)).toBe(0);
   });
 
+  it("a backlog of stale offers ahead of a live one does not hold it back: one request drops them and leases the live one", async () => {
+    const queue = freshQueue();
+    const stale = [];
+    for (let i = 0; i < 6; i++) stale.push(await offered(queue));
+    clock.advance(1); // due after them: behind them in the queue
+    const live = await offered(queue);
+    for (const e of stale) expect((await api(`/v1/jobs/${e.job.id}`, { method: "DELETE" })).status).toBeLessThan(300);
+    expect(await waiting(queue)).toBe(7);
+    const got = await lease(queue, { max: 1 });
+    expect(got.map((l) => l.executionId)).toEqual([live.exe.id]);
+    expect(await waiting(queue)).toBe(0);
+  });
+
+  it("a job moved to another queue while it waited is offered there, and the old queue cannot lease it", async () => {
+    const from = freshQueue();
+    const to = freshQueue();
+    const e = await offered(from);
+    const patched = await api(`/v1/jobs/${e.job.id}`, { method: "PATCH", body: { target: { pull: to } } });
+    expect(patched.status).toBeLessThan(300);
+    expect((await e.view())?.status).toBe("scheduled"); // dispatched again under its new target
+    expect(await fire([await dispatch(e)])).toMatchObject({ explicitAcks: ["m0"] });
+    expect(await lease(from, { max: 5 })).toEqual([]);
+    expect(await waiting(from)).toBe(0);
+    const [got] = await lease(to);
+    expect(got).toMatchObject({ executionId: e.exe.id, attempt: 1 });
+  });
+
+  it("a job switched from a pull queue to a URL while it waited is delivered to the URL; the queue's offer is dropped", async () => {
+    const queue = freshQueue();
+    const e = await offered(queue);
+    const url = `${receiverUrl()}${uniquePath("ok")}`;
+    expect((await api(`/v1/jobs/${e.job.id}`, { method: "PATCH", body: { target: { url } } })).status).toBeLessThan(300);
+    expect(await fire([await dispatch(e)])).toMatchObject({ explicitAcks: ["m0"] });
+    expect(await lease(queue, { max: 5 })).toEqual([]);
+    expect(await flushed(e)).toMatchObject({ status: "succeeded", attempts: 1 });
+  });
+
   it("a pull queue that fails to take the offer: the message is retried, and the next claim offers it again (held once)", async () => {
     const queue = freshQueue();
     const e = await newExecution({ target: { pull: queue } });
@@ -250,6 +300,12 @@ describe("bad input", () => {
     ["max above 100", "/v1/pull/q/lease", { max: 101 }, "max"],
     ["an unknown field", "/v1/pull/q/lease", { maxx: 1 }, "maxx"],
     ["a token this API never handed out", "/v1/pull/leases/nope/complete", undefined, "token"],
+    [
+      "a token naming a bucket beyond any",
+      `/v1/pull/leases/plt_999999_exe_${"0".repeat(26)}_00000000-0000-0000-0000-000000000000/heartbeat`,
+      undefined,
+      "token",
+    ],
     ["a fail with a non-boolean retryable", "/v1/pull/leases/nope/fail", { retryable: "yes" }, "token"],
   ])("%s is a 400 (%s) naming the field", async (_case, path, body, field) => {
     const res = await api(path, { method: "POST", ...(body === undefined ? {} : { body }) });

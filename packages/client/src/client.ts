@@ -132,7 +132,8 @@ export interface PullApi {
   /**
    * Leases up to `max` due executions for `leaseMs` each; with none due, waits up to `waitMs`
    * (at most 20 s) for one. Not repeated after a lost answer: leases granted to nobody come back
-   * when they expire. `signal` ends a long poll early.
+   * when they expire. `signal` ends the wait for the answer, not the request: the server may still
+   * lease work to it, which then comes back when its lease expires.
    */
   lease(queue: string, options?: { max?: number; leaseMs?: number; waitMs?: number; signal?: AbortSignal }): Promise<PullLease[]>;
   /** Extends the lease by its length; a SchedulerError with code stale_lease when it is no longer yours. */
@@ -153,6 +154,8 @@ interface Call {
   headers?: Record<string, string>;
   /** ends the call early (with the per-attempt timeout) */
   signal?: AbortSignal;
+  /** this call's per-attempt timeout, when the client's is too short for it (a long poll) */
+  timeoutMs?: number;
   /**
    * false: repeat only after a 429 (the rate limiter refused it before anything ran). true: also
    * after a 5xx or no answer, because repeating the call cannot do it twice.
@@ -256,6 +259,8 @@ export class SchedulerClient {
             path: `/v1/pull/${enc(queue)}/lease`,
             body: options,
             repeatable: false,
+            // a long poll answers after up to waitMs: the timeout must not end it first
+            timeoutMs: Math.max(this.#timeoutMs, (options.waitMs ?? 0) + 10_000),
             ...(signal ? { signal } : {}),
           })
         ).leases,
@@ -307,7 +312,7 @@ export class SchedulerClient {
       let response: Response;
       let text: string;
       try {
-        const timeout = AbortSignal.timeout(this.#timeoutMs);
+        const timeout = AbortSignal.timeout(call.timeoutMs ?? this.#timeoutMs);
         response = await this.#fetch(request.clone(), { signal: call.signal ? AbortSignal.any([timeout, call.signal]) : timeout });
         text = await response.text(); // inside the try: a body that breaks off is no answer either
       } catch (cause) {

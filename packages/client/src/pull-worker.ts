@@ -23,7 +23,11 @@ export interface PullWorkerOptions {
   leaseMs?: number;
   /** long polling: how long one lease request waits for work (default 20_000, the most) */
   waitMs?: number;
-  /** stops leasing; what is running finishes and is reported, then runPullWorker returns */
+  /**
+   * stops leasing: the lease request in flight (a long poll the server cannot be told to end)
+   * finishes, at most waitMs later, and what it leased runs too; what is running finishes and is
+   * reported, then runPullWorker returns
+   */
   signal?: AbortSignal;
   /** a failed lease request or report (default: console.error); the loop goes on */
   onError?(error: unknown, lease: PullLease | null): void;
@@ -33,6 +37,9 @@ export interface PullWorkerOptions {
 export async function runPullWorker(options: PullWorkerOptions): Promise<void> {
   const { client, queue, signal } = options;
   const concurrency = options.concurrency ?? 1;
+  if (!Number.isSafeInteger(concurrency) || concurrency < 1 || concurrency > 100) {
+    throw new RangeError(`concurrency must be a whole number from 1 to 100, not ${concurrency}`);
+  }
   const leaseMs = options.leaseMs ?? 30_000;
   const waitMs = options.waitMs ?? 20_000;
   const onError = options.onError ?? ((error: unknown) => console.error(`pull worker (${queue}):`, error));
@@ -45,7 +52,8 @@ export async function runPullWorker(options: PullWorkerOptions): Promise<void> {
     }
     let leases: PullLease[];
     try {
-      leases = await client.pull.lease(queue, { max: concurrency - running.size, leaseMs, waitMs, ...(signal ? { signal } : {}) });
+      // not given the stop signal: a poll the server still answers may lease work, which must run
+      leases = await client.pull.lease(queue, { max: concurrency - running.size, leaseMs, waitMs });
       failures = 0;
     } catch (error) {
       if (signal?.aborted) break;
@@ -59,6 +67,8 @@ export async function runPullWorker(options: PullWorkerOptions): Promise<void> {
       const run: Promise<void> = runLease(lease, options, leaseMs, onError).finally(() => running.delete(run));
       running.add(run);
     }
+    // without long polling, an empty answer is not followed by another at once
+    if (leases.length === 0 && waitMs < 1_000) await sleep(1_000 - waitMs, signal);
   }
   await Promise.allSettled(running);
 }
@@ -72,17 +82,26 @@ async function runLease(
 ): Promise<void> {
   const { client } = options;
   const lost = new AbortController();
+  let beating = false; // one heartbeat at a time: a slow one is not joined by the next
+  let reported = false;
   const beat = setInterval(
     () => {
-      client.pull.heartbeat(lease.token).then(
-        (answer) => {
-          if (answer.canceled) lost.abort(new Error("the job was canceled or paused"));
-        },
-        (error: unknown) => {
-          if (isStale(error)) lost.abort(error);
-          else onError(error, lease);
-        },
-      );
+      if (beating) return;
+      beating = true;
+      client.pull
+        .heartbeat(lease.token)
+        .then(
+          (answer) => {
+            if (answer.canceled) lost.abort(new Error("the job was canceled or paused"));
+          },
+          (error: unknown) => {
+            if (isStale(error)) lost.abort(error);
+            else if (!reported) onError(error, lease);
+          },
+        )
+        .finally(() => {
+          beating = false;
+        });
     },
     Math.max(250, Math.floor(leaseMs / 3)),
   );
@@ -94,6 +113,7 @@ async function runLease(
   } finally {
     clearInterval(beat);
   }
+  reported = true;
   try {
     if (failure === null) await client.pull.complete(lease.token);
     else await client.pull.fail(lease.token, failureOf(failure));
@@ -103,13 +123,23 @@ async function runLease(
   }
 }
 
+/** The API's longest retryAfterMs (7 days) and error text (4096 characters). */
+const MAX_RETRY_AFTER_MS = 7 * 86_400_000;
+const MAX_ERROR_LENGTH = 4096;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/** A thrown error as the API takes it: always accepted, so the report is never refused and lost. */
 function failureOf(error: unknown): { retryable: boolean; error: string; retryAfterMs?: number } {
   const fields = (typeof error === "object" && error !== null ? error : {}) as { retryable?: unknown; retryAfterMs?: unknown };
-  const message = error instanceof Error ? error.message : String(error);
+  // a lone surrogate has no UTF-8 form: the API refuses it, so it becomes U+FFFD
+  const message = (error instanceof Error ? error.message : String(error)).replace(LONE_SURROGATE, "\uFFFD");
+  // cut at a character, never inside a surrogate pair
+  const cut = message.length > MAX_ERROR_LENGTH ? Array.from(message.slice(0, MAX_ERROR_LENGTH)).slice(0, -1).join("") : message;
+  const after = fields.retryAfterMs;
   return {
     retryable: fields.retryable !== false,
-    error: message.slice(0, 4096),
-    ...(typeof fields.retryAfterMs === "number" && fields.retryAfterMs >= 0 ? { retryAfterMs: Math.ceil(fields.retryAfterMs) } : {}),
+    error: cut,
+    ...(typeof after === "number" && after >= 0 ? { retryAfterMs: Math.min(MAX_RETRY_AFTER_MS, Math.ceil(after)) } : {}),
   };
 }
 

@@ -121,6 +121,38 @@ describe("runPullWorker", () => {
     expect(errors).toEqual([expect.objectContaining({ code: "stale_lease" })]);
   });
 
+  it("a thrown error's report is always one the API accepts: a lone surrogate replaced, retryAfterMs at most 7 days", async () => {
+    const stop = new AbortController();
+    let served = false;
+    const { client, seen } = server((s) => {
+      if (s.path.endsWith("/lease")) {
+        if (served) stop.abort();
+        const leases = served ? [] : [leaseOf(4)];
+        served = true;
+        return { body: { leases } };
+      }
+      return { body: { executionId: "x", status: "scheduled" } };
+    });
+    await runPullWorker({
+      client,
+      queue: "video",
+      signal: stop.signal,
+      waitMs: 1_000,
+      handle: async () => {
+        throw Object.assign(new Error("broken \ud800 text"), { retryAfterMs: 1e12 });
+      },
+    });
+    const fail = seen.find((s) => s.path.endsWith("/fail"));
+    expect(fail?.body).toEqual({ retryable: true, error: "broken \ufffd text", retryAfterMs: 7 * 86_400_000 });
+  });
+
+  it("refuses a concurrency that is not a whole number from 1 to 100", async () => {
+    const { client } = server(() => ({ body: { leases: [] } }));
+    for (const concurrency of [0, 1.5, 101]) {
+      await expect(runPullWorker({ client, queue: "q", concurrency, handle: async () => {} })).rejects.toBeInstanceOf(RangeError);
+    }
+  });
+
   it("a failed lease request is reported and asked again after a pause; stopping ends the loop", async () => {
     const stop = new AbortController();
     const { client } = server((_s, all) => {

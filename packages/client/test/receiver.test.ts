@@ -299,7 +299,11 @@ describe("verifyWebhook (Hono middleware)", () => {
   it("answers a replay 503, so that a genuine duplicate is retried rather than failed for good", async () => {
     const seen = new Set<string>();
     const guarded = new Hono<{ Variables: { delivery: Delivery } }>();
-    const replayGuard = (key: string) => seen.has(key) || (seen.add(key), false);
+    const replayGuard = (key: string) => {
+      if (seen.has(key)) return true;
+      seen.add(key);
+      return false;
+    };
     guarded.post("/hook", verifyWebhook({ secret: SECRET, replayGuard }), (c) => c.text("ok"));
     const headers = schedulerHeaders();
     expect((await guarded.request("/hook", { method: "POST", headers, body: BODY })).status).toBe(200);
