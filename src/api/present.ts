@@ -63,6 +63,7 @@ export function presentAttempt(a: AttemptRecord): AttemptView {
     lagMs: a.startedAt - a.dueAt,
     /** how long flow control held it back before its due time above (0: it did not wait) */
     waitMs: a.waitMs ?? 0,
+    responseExcerpt: a.response ?? null,
   };
 }
 

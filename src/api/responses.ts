@@ -106,6 +106,9 @@ export const AttemptView = z
     error: z.string().nullable(),
     lagMs: z.number().meta({ description: "startedAt − dueAt" }),
     waitMs: z.number().meta({ description: "how long flow control held it back before dueAt (0: it did not wait)" }),
+    responseExcerpt: z.string().nullable().meta({
+      description: "a successful attempt's response body (a handler Worker's detail), its first 256 characters; a failure's is in error",
+    }),
   })
   .meta({ id: "Attempt" });
 

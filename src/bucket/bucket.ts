@@ -23,7 +23,7 @@ import { occurrenceId, oneOffExecutionId } from "../core/id";
 import { isNear, isPullTarget, type JobSpec, parseSpec } from "../core/job";
 import { type TerminalState, transition } from "../core/lifecycle";
 import { type BucketMetrics, type CounterName, SYSTEM_TENANT } from "../core/metrics";
-import { excerpt } from "../core/response";
+import { excerpt, RESPONSE_EXCERPT_LENGTH } from "../core/response";
 import {
   clearRedrives,
   dbOf,
@@ -514,7 +514,7 @@ export class Bucket extends DurableObject<Env> {
         const flowWaitMs = report.flowWaitMs ?? 0;
         if (flowWaitMs > 0) this.tally.add("flow_waits_total", row.tenant);
         if (outcome.kind === "succeeded") {
-          const attempt = this.attemptRecord(row, lease, now, "succeeded", outcome.httpStatus, null, flowWaitMs);
+          const attempt = this.attemptRecord(row, lease, now, "succeeded", outcome.httpStatus, null, flowWaitMs, outcome.excerpt);
           this.tally.add("succeeded_total", row.tenant);
           if (row.occurrenceAt !== lease.occurrenceAt) {
             this.reschedule(row, attempt);
@@ -1063,6 +1063,7 @@ export class Bucket extends DurableObject<Env> {
     httpStatus: number | null,
     error: string | null,
     flowWaitMs: number,
+    response = "",
   ): AttemptRecord {
     const waitedFrom = this.executions.waitingSince.get(row.id);
     this.executions.waitingSince.delete(row.id);
@@ -1078,6 +1079,7 @@ export class Bucket extends DurableObject<Env> {
       httpStatus,
       error,
       ...(waitMs > 0 || waitedFrom !== undefined ? { waitMs } : {}),
+      ...(response ? { response: excerpt(response, RESPONSE_EXCERPT_LENGTH) } : {}),
     };
   }
 
@@ -1085,7 +1087,8 @@ export class Bucket extends DurableObject<Env> {
     const lease = this.executions.running.get(ref.executionId);
     const tenantOk = ref.tenant === undefined || this.executions.held.get(ref.executionId)?.tenant === ref.tenant;
     if (lease && lease.token === ref.token && lease.deadlineAt > now && tenantOk) return lease;
-    this.tally.add("stale_lease_rejects_total", this.executions.held.get(ref.executionId)?.tenant ?? SYSTEM_TENANT);
+    // counted for the caller: a pull worker's tenant (another tenant's token is its own mistake), else the execution's
+    this.tally.add("stale_lease_rejects_total", ref.tenant ?? this.executions.held.get(ref.executionId)?.tenant ?? SYSTEM_TENANT);
     return undefined;
   }
 

@@ -174,6 +174,8 @@ export interface AttemptRecord {
   error: string | null;
   /** how long flow control held it back: from its first due time to `dueAt` (absent: it did not wait) */
   waitMs?: number;
+  /** a successful attempt's response body (an HTTP target's) or detail (a handler Worker's), its first 256 characters; absent when empty */
+  response?: string;
 }
 
 /** An attempt log as stored (D1 and the bucket keep it as JSON text); none is an empty log. */

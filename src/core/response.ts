@@ -30,6 +30,12 @@ export function parseRetryAfterMs(header: string | null, now: number): number | 
 
 export const EXCERPT_LENGTH = 1024;
 
+/**
+ * What is kept of a successful attempt's response (a failure's is in its error, up to
+ * EXCERPT_LENGTH): enough to recognise it, little enough that every succeeded attempt carries it.
+ */
+export const RESPONSE_EXCERPT_LENGTH = 256;
+
 /** A bounded excerpt (in UTF-16 units) of a body or error kept on the attempt, never splitting a character. */
 export function excerpt(text: string, limit = EXCERPT_LENGTH): string {
   if (text.length <= limit) return text;

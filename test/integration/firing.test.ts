@@ -180,7 +180,8 @@ describe("firing", () => {
     expect(executions.executions).toHaveLength(1);
     expect(executions.executions[0]).toMatchObject({ id: exe.id, status: "succeeded" });
     expect(executions.executions[0]!.attempts).toEqual([
-      expect.objectContaining({ attempt: 1, outcome: "succeeded", httpStatus: 200, lagMs: expect.any(Number) }),
+      // the receiver answers "ok": kept as the attempt's response excerpt
+      expect.objectContaining({ attempt: 1, outcome: "succeeded", httpStatus: 200, lagMs: expect.any(Number), responseExcerpt: "ok" }),
     ]);
     expect(executions.executions[0]!.attempts[0]!.lagMs).toBeGreaterThanOrEqual(0);
     const shown = (await (await api(`/v1/jobs/${job.id}`)).json()) as { status: string; latestExecution: { status: string } };

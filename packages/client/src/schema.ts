@@ -922,6 +922,8 @@ export interface components {
             lagMs: number;
             /** @description how long flow control held it back before dueAt (0: it did not wait) */
             waitMs: number;
+            /** @description a successful attempt's response body (a handler Worker's detail), its first 256 characters; a failure's is in error */
+            responseExcerpt: string | null;
         };
         ExecutionList: {
             executions: components["schemas"]["Execution"][];
