@@ -413,8 +413,10 @@ export class Bucket extends DurableObject<Env> {
     const dispatch = this.executions.claimed(id);
     if (dispatch) this.window.onClaimed(now - dispatch.at, now);
     if (isPullTarget(parsed.target)) {
-      // the scheduler's part ends here: from now on it waits for a worker, not for us
-      if (!repeatOffer) this.tally.lag(row.tenant, now - row.dueAt);
+      // the scheduler's part ends here: from now on it waits for a worker, not for us; a repeated
+      // claim (a redelivered message) is a duplicate whose offer its queue holds once
+      if (repeatOffer) this.tally.add("duplicates_suppressed_total", row.tenant);
+      else this.tally.lag(row.tenant, now - row.dueAt);
       this.executions.offered.set(id, { dueAt: row.dueAt, queue: parsed.target.pull });
       return { ok: false, code: "offered", executionId: id, tenant: row.tenant, queue: parsed.target.pull, dueAt: row.dueAt };
     }

@@ -95,9 +95,11 @@ describe("a pull target's execution", () => {
     expect((await e.view())?.status).toBe("dispatched");
     expect(await waiting(queue)).toBe(1);
     expect(await queueRowsWritten(queue)).toBe(1);
-    // the same message again (a redelivery): the same offer, held once, nothing written
+    // the same message again (a redelivery): the same offer, held once, nothing written; counted as a duplicate
+    const before = (await counters()).duplicates_suppressed_total ?? 0;
     const again = await fire([e.sent]);
     expect(again.explicitAcks).toEqual(["m0"]);
+    expect(((await counters()).duplicates_suppressed_total ?? 0) - before).toBe(1);
     expect(await waiting(queue)).toBe(1);
     expect(await queueRowsWritten(queue)).toBe(1);
 
