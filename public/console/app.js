@@ -10,8 +10,9 @@ import { liveView } from "./view-live.js";
 
 /**
  * A view draws itself into `main` and answers how to stop its timers when the route changes.
+ * `unreadable` is a hash that could not be decoded (shown as the jobs, with a notice).
  * @typedef {(main: HTMLElement, route: Route) => Promise<(() => void) | void>} View
- * @typedef {{ path: string[], params: URLSearchParams }} Route
+ * @typedef {{ path: string[], params: URLSearchParams, unreadable?: string }} Route
  */
 
 const main = /** @type {HTMLElement} */ (document.getElementById("main"));
@@ -24,7 +25,12 @@ let signedOutBecause = "";
 /** @returns {Route} */
 function currentRoute() {
   const [path = "", search = ""] = location.hash.replace(/^#\/?/, "").split("?");
-  return { path: path.split("/").filter(Boolean).map(decodeURIComponent), params: new URLSearchParams(search) };
+  try {
+    return { path: path.split("/").filter(Boolean).map(decodeURIComponent), params: new URLSearchParams(search) };
+  } catch {
+    // a malformed escape ("#/jobs/%E0"): decodeURIComponent throws a URIError
+    return { path: [], params: new URLSearchParams(), unreadable: location.hash };
+  }
 }
 
 /** @param {Route} route @returns {View} */
@@ -40,6 +46,8 @@ function viewOf(route) {
 async function show() {
   stopView?.();
   stopView = undefined;
+  const token = {};
+  showing = token;
   if (!apiKey()) {
     nav.hidden = true;
     signInForm();
@@ -53,16 +61,22 @@ async function show() {
     else link.removeAttribute("aria-current");
   }
   const view = viewOf(route);
-  const token = {};
-  showing = token;
   try {
     const stop = await view(main, route);
     // the route changed while it loaded: stop what it started at once
     if (showing !== token) stop?.();
     else stopView = stop;
   } catch (error) {
+    // a view left already: its error is not the newer view's to show
+    if (showing !== token) return;
     if (error instanceof ApiError && error.status === 401) return; // the unauthorized handler shows sign-in
     main.append(errorNotice(error));
+  }
+  if (route.unreadable !== undefined && showing === token) {
+    const notice = h("p", { class: "error", role: "alert" }, `This address could not be read (${route.unreadable}); here are the jobs.`);
+    const heading = main.querySelector("h1");
+    if (heading) heading.after(notice);
+    else main.prepend(notice);
   }
 }
 /** @type {object} the latest show(), so a slow one cannot keep timers of a page left already */

@@ -87,12 +87,18 @@ export function lineChart({ title, unit, times, series, format }) {
     )
     .reverse()
     .slice(0, 10);
+  // hidden by a wrapper: a table keeps its content's width whatever width it is given, and could
+  // widen the page on a narrow screen
   const data = h(
-    "table",
+    "div",
     { class: "visually-hidden" },
-    h("caption", {}, `${title} (${unit}), latest first`),
-    h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "time"), ...series.map((s) => h("th", { scope: "col" }, s.name)))),
-    h("tbody", {}, ...rows),
+    h(
+      "table",
+      {},
+      h("caption", {}, `${title} (${unit}), latest first`),
+      h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "time"), ...series.map((s) => h("th", { scope: "col" }, s.name)))),
+      h("tbody", {}, ...rows),
+    ),
   );
   return h("figure", { class: "figure" }, h("figcaption", {}, `${title} (${unit})`), picture, legend, data);
 }

@@ -48,13 +48,32 @@ function append(parent, children) {
 }
 
 /**
- * Replaces an element's children.
+ * Replaces an element's children, keeping the keyboard focus: when the focused element is inside
+ * and carries a `data-key`, its replacement (the new element with the same key) is focused
+ * afterwards; if that one is gone or disabled, the nearest keyed control after it (else before it)
+ * that can take focus. A view that redraws every few seconds then does not throw a keyboard user
+ * back to the top of the page.
  * @param {Element} element
  * @param {...any} children
  */
 export function fill(element, ...children) {
+  const active = document.activeElement;
+  const inside = active instanceof HTMLElement && active !== element && element.contains(active);
+  /** the keys of the controls inside, in page order, from the focused one on, then those before it */
+  let keys = [];
+  if (inside && active.dataset.key !== undefined) {
+    const all = [...element.querySelectorAll("[data-key]")].map((e) => /** @type {HTMLElement} */ (e).dataset.key ?? "");
+    const at = all.indexOf(active.dataset.key);
+    keys = [...all.slice(at), ...all.slice(0, at).reverse()];
+  }
   element.replaceChildren();
   append(element, children);
+  for (const key of keys) {
+    const next = /** @type {HTMLElement | null} */ (element.querySelector(`[data-key="${CSS.escape(key)}"]`));
+    if (!next) continue;
+    next.focus({ preventScroll: true });
+    if (document.activeElement === next) break;
+  }
 }
 
 /**
@@ -108,7 +127,7 @@ export function badge(status) {
 export function table(label, headings, rows) {
   return h(
     "div",
-    { class: "table", role: "region", "aria-label": label, tabindex: 0 },
+    { class: "table", role: "region", "aria-label": label, tabindex: 0, "data-key": `table:${label}` },
     h("table", {}, h("thead", {}, h("tr", {}, ...headings.map((x) => h("th", { scope: "col" }, x)))), h("tbody", {}, ...rows)),
   );
 }

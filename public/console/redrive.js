@@ -14,13 +14,19 @@ export function redriveButton(id, notices, refresh) {
     {
       type: "button",
       "aria-label": `Redrive ${id}`,
+      // the view's refresh draws a new button: fill() gives it the focus back by this key
+      "data-key": `redrive:${id}`,
       onclick: async (/** @type {Event} */ event) => {
-        /** @type {HTMLButtonElement} */ (event.currentTarget).disabled = true;
+        const target = /** @type {HTMLButtonElement} */ (event.currentTarget);
+        // busy, not disabled: a disabled button would drop the keyboard focus
+        if (target.getAttribute("aria-disabled") === "true") return;
+        target.setAttribute("aria-disabled", "true");
         try {
           await api("POST", `/v1/executions/${encodeURIComponent(id)}/redrive`);
           fill(notices, h("p", { class: "ok" }, `Redriven: ${id} runs again with a fresh attempt budget.`));
         } catch (error) {
           fill(notices, errorNotice(error));
+          target.removeAttribute("aria-disabled"); // it may be tried again (a redriven one is drawn no more)
         }
         await refresh();
       },

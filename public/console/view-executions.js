@@ -10,7 +10,7 @@ const FILTERS = /** @type {const} */ ([
   ["url", "Target URL starts with", "https://api.example.com"],
   ["httpStatus", "HTTP status", "500"],
   ["from", "Due from", "2026-12-01T00:00:00Z"],
-  ["to", "Due before", "2026-12-02T00:00:00Z"],
+  ["to", "Due at or before", "2026-12-02T00:00:00Z"],
 ]);
 
 /** @type {import("./app.js").View} */

@@ -1,12 +1,14 @@
 // A job's page: its schedule, target, labels and status; cancel, pause, resume; an edit form that
 // PATCHes; and every execution with a timeline of its attempts. Refreshed every few seconds while
 // open, the form excepted (it keeps what you are typing).
-import { api } from "./api.js";
+import { api, query } from "./api.js";
 import { badge, duration, errorNotice, fill, h, payloadText, svg, targetName, time } from "./dom.js";
 import { redriveButton } from "./redrive.js";
 
 const REFRESH_MS = 2000;
 const TERMINAL = new Set(["succeeded", "dead", "canceled"]);
+/** GET /v1/jobs/:id/executions answers at most this many (the latest due first) */
+const JOB_EXECUTIONS_MAX = 100;
 
 /** @type {import("./app.js").View} */
 export async function jobView(main, { path }) {
@@ -26,20 +28,46 @@ export async function jobView(main, { path }) {
 
   function draw() {
     fill(summary, h("h2", { id: "summary-title" }, "Job"), describe(job), buttons(job, base, notices, refresh));
-    fill(executions, h("h2", { id: "executions-title" }, "Executions"), executionList(list.executions, notices, refresh));
+    fill(
+      executions,
+      h("h2", { id: "executions-title" }, "Executions"),
+      h(
+        "p",
+        {},
+        list.executions.length >= JOB_EXECUTIONS_MAX ? `The latest ${JOB_EXECUTIONS_MAX} are shown here. ` : null,
+        // the job's own list stops at 100; the executions view pages through all of them
+        h("a", { href: `#/executions${query({ jobId: job.id })}`, "data-key": "all-executions" }, "All executions of this job"),
+      ),
+      executionList(list.executions, notices, refresh),
+    );
   }
 
+  /** one read at a time (a slow answer is not overtaken by the next tick's); asked for meanwhile, one more after it */
+  let reading = false;
+  let again = false;
   async function refresh() {
+    if (reading) {
+      again = true;
+      return;
+    }
+    reading = true;
     try {
       [job, list] = await Promise.all([api("GET", base), api("GET", `${base}/executions`)]);
       draw();
     } catch (error) {
       fill(notices, errorNotice(error));
+    } finally {
+      reading = false;
+    }
+    if (again) {
+      again = false;
+      await refresh();
     }
   }
 
   const timer = setInterval(() => {
-    if (document.visibilityState === "visible") void refresh();
+    // a tick while a read is in flight is skipped (only a change made here asks for one more)
+    if (document.visibilityState === "visible" && !reading) void refresh();
   }, REFRESH_MS);
   return () => clearInterval(timer);
 }
@@ -87,17 +115,21 @@ function buttons(job, base, notices, refresh) {
       {
         type: "button",
         disabled: !enabled,
+        // the refresh draws a new button: fill() gives it the focus back by this key
+        "data-key": `action:${label}`,
         onclick: async (/** @type {Event} */ event) => {
           const target = /** @type {HTMLButtonElement} */ (event.currentTarget);
-          target.disabled = true;
+          // busy, not disabled: a disabled button would drop the keyboard focus
+          if (target.getAttribute("aria-disabled") === "true") return;
+          target.setAttribute("aria-disabled", "true");
           try {
             const changed = await api(method, `${base}${path}`);
             fill(notices, h("p", { class: "ok" }, `${label}: the job is ${changed.status}.`));
-            await refresh();
           } catch (error) {
             fill(notices, errorNotice(error));
-            target.disabled = false;
           }
+          target.removeAttribute("aria-disabled");
+          await refresh();
         },
       },
       label,
@@ -290,6 +322,10 @@ function attemptTimeline(e) {
       ` · lag ${duration(a.lagMs)}`,
       a.waitMs ? ` · waited ${duration(a.waitMs)} for flow control` : null,
       a.error ? h("div", { class: "excerpt" }, a.error) : null,
+      // the first 256 characters of a successful attempt's response body, as text (never markup)
+      typeof a.responseExcerpt === "string"
+        ? h("div", { class: "excerpt response" }, h("span", { class: "excerpt-label" }, "response"), " ", a.responseExcerpt)
+        : null,
     ),
   );
   return h("div", { class: "attempts" }, picture, h("ol", { class: "timeline-list", "aria-label": `Attempts of ${e.id}` }, ...items));

@@ -30,12 +30,16 @@ const history = { key: null, last: null, samples: [] };
 export async function liveView(main) {
   const charts = h("div", { class: "charts" });
   const counters = h("section", { "aria-labelledby": "counters-title" });
-  const status = h("p", { class: "note", "aria-live": "polite" });
+  // the point count changes every read: not a live region (a screen reader would announce it every
+  // 2 s); a failed read is said in `problems`, once, and cleared by the next good one
+  const status = h("p", { class: "note" });
+  const problems = h("div", { "aria-live": "polite" });
   fill(
     main,
     h("h1", { tabindex: -1 }, "Live"),
     h("p", {}, `Read every ${POLL_MS / 1000} s; each point covers the attempts started since the read before it.`),
     status,
+    problems,
     charts,
     counters,
   );
@@ -45,9 +49,10 @@ export async function liveView(main) {
     try {
       metrics = await api("GET", "/v1/metrics");
     } catch (error) {
-      fill(status, errorNotice(error));
+      fill(problems, errorNotice(error));
       return;
     }
+    if (problems.firstChild) fill(problems);
     const read = { at: Date.now(), metrics };
     const sample = history.last ? sampleBetween(history.last, read) : null;
     history.last = read;
@@ -118,6 +123,14 @@ export async function liveView(main) {
   if (history.key !== apiKey()) Object.assign(history, { key: apiKey(), last: null, samples: [] });
   if (history.last) draw(history.last.metrics);
   await poll();
-  const timer = setInterval(() => void poll(), POLL_MS);
+  /** a tick while the last read is still out is skipped: reads never overlap or arrive out of order */
+  let reading = false;
+  const timer = setInterval(() => {
+    if (reading) return;
+    reading = true;
+    void poll().finally(() => {
+      reading = false;
+    });
+  }, POLL_MS);
   return () => clearInterval(timer);
 }

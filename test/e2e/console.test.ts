@@ -1,8 +1,10 @@
 /**
  * The operator's console (public/console, README "Console") in Chromium against the real local
- * stack: sign-in (also by keyboard only), a job firing on its page with its attempt timeline, the
- * edit form and cancel, a dead letter redriven in bulk from the DLQ view with the action's
- * progress, the live lag chart growing from successive metrics reads, a 360 px wide screen
+ * stack: sign-in (also by keyboard only), a job waiting and then firing on its page with its
+ * attempt timeline, the link to all its executions, the edit form and cancel, the keyboard focus
+ * kept across the job page's and the live view's refreshes, a dead letter redriven in bulk from
+ * the DLQ view with the action's progress, the live lag chart drawn from successive metrics reads
+ * and the totals equal to GET /v1/metrics, a malformed address, a 360 px wide screen
  * without horizontal scroll, a 401 back to sign-in, and the API's paths still answered by the
  * Worker. Prints the console's first-load weight and time to first render. Screenshots go to
  * .wrangler/test-logs/console/ (UPDATE_DOCS_SCREENSHOTS=1 also copies two to docs/).
@@ -18,7 +20,7 @@ import { fileURLToPath } from "node:url";
 import { gzipSync } from "node:zlib";
 import { type BrowserContext, chromium, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it, onTestFailed } from "vitest";
-import { type ExecutionView, eventually, report, settledExecution, stackForFile } from "./harness.js";
+import { type AttemptView, type ExecutionView, eventually, report, settledExecution, stackForFile } from "./harness.js";
 
 const PORT = 18910;
 const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
@@ -52,6 +54,8 @@ beforeAll(async () => {
       "--disable-background-networking",
       "--disable-component-update",
       "--disable-sync",
+      // /dev/shm is small in containers: Chromium's shared memory goes to /tmp instead
+      "--disable-dev-shm-usage",
     ],
     viewport: { width: 1200, height: 900 },
     timeout: 60_000,
@@ -77,6 +81,33 @@ async function signIn(page: Page): Promise<void> {
   await page.getByLabel("API key").fill(local.creds.apiKey);
   await page.getByRole("button", { name: "Sign in" }).click();
   await page.getByRole("heading", { level: 1, name: "Jobs" }).waitFor();
+}
+
+/** The focused element's accessible name as the tests use it: its aria-label, else its text. */
+function focusedName(page: Page): Promise<string> {
+  return page.evaluate(() => {
+    const active = document.activeElement;
+    if (!active || active === document.body) return "<body>";
+    return active.getAttribute("aria-label") || active.textContent?.trim() || "";
+  });
+}
+
+/**
+ * Tabs (at most `limit` times) until the control named `name` has the focus; then waits past a
+ * refresh (a view redraws every 2 s) and answers whether the focus is still on a control of that
+ * name and whether that control is a new element (the refresh really redrew it).
+ */
+async function focusSurvivesRefresh(page: Page, name: string, limit = 8): Promise<{ name: string; redrawn: boolean }> {
+  for (let i = 0; i < limit && (await focusedName(page)) !== name; i++) await page.keyboard.press("Tab");
+  expect(await focusedName(page)).toBe(name);
+  await page.evaluate(() => {
+    (window as unknown as { focusedBefore: Element | null }).focusedBefore = document.activeElement;
+  });
+  await page.waitForTimeout(2_600);
+  const redrawn = await page.evaluate(
+    () => document.activeElement !== (window as unknown as { focusedBefore: Element | null }).focusedBefore,
+  );
+  return { name: await focusedName(page), redrawn };
 }
 
 /**
@@ -149,13 +180,6 @@ describe("the operator's console in Chromium", () => {
     expect(await page.evaluate(() => document.cookie)).toBe("");
     expect(page.url()).not.toContain(local.creds.apiKey);
 
-    const fired = await local.api.createJob({
-      name: "console-fires",
-      target: { url: `${receiver.url}/console-ok`, body: { from: "console test" } },
-      delay: "1s",
-      labels: { suite: "console" },
-    });
-    expect(fired.status).toBe(201);
     const waiting = await local.api.createJob({
       name: "console-waits",
       target: { url: `${receiver.url}/console-ok` },
@@ -163,26 +187,77 @@ describe("the operator's console in Chromium", () => {
       labels: { suite: "console", kind: "later" },
     });
     expect(waiting.status).toBe(201);
+    // due in 4 s: time to open its page and see it waiting before it fires
+    const fired = await local.api.createJob({
+      name: "console-fires",
+      target: { url: `${receiver.url}/console-ok`, body: { from: "console test" } },
+      delay: "4s",
+      labels: { suite: "console" },
+    });
+    expect(fired.status).toBe(201);
+    const firesAt = Date.parse(fired.body.nextRunAt ?? "");
 
-    // the list, filtered by label and by name
-    await page.getByLabel("Label").fill("suite:console");
-    await page.getByLabel("Name starts with").fill("console-f");
-    await page.getByRole("button", { name: "Filter" }).click();
-    await page.getByRole("link", { name: "console-fires" }).waitFor();
-    expect(await page.getByRole("link", { name: "console-waits" }).count()).toBe(0);
-
-    // the id search opens the job's page; it fires, and the attempt shows on its timeline
+    // the id search opens the job's page: waiting first, then it fires, and the attempt shows on its timeline
     await page.getByLabel("Job id").fill(fired.body.id);
     await page.getByLabel("Job id").press("Enter");
     await page.getByRole("heading", { level: 1, name: "console-fires" }).waitFor();
-    await page.locator('.execution[data-status="succeeded"] .attempt[data-outcome="succeeded"]').waitFor();
+    const before = await page.locator(".execution").first().getAttribute("data-status");
+    expect(Date.now(), "the page opened before the job was due").toBeLessThan(firesAt);
+    expect(["pending", "scheduled"]).toContain(before);
+    expect(receiver.to("/console-ok")).toHaveLength(0);
+    await page.locator('.execution[data-status="succeeded"] .attempt[data-outcome="succeeded"]').waitFor({ timeout: UI_WAIT_MS });
     const attempt = (await page.locator(".attempt").first().textContent()) ?? "";
     expect(attempt).toContain("#1 succeeded");
     expect(attempt).toContain("HTTP 200");
     expect(attempt).toMatch(/lag \d/);
     expect(await page.locator(".execution svg.timeline rect.outcome-succeeded").count()).toBe(1);
     expect(receiver.to("/console-ok")).toHaveLength(1);
+    // the response's excerpt, when the API gives one, is shown as text labelled "response"
+    const settled = (await settledExecution(local.api, fired.body.id, "succeeded", 1, UI_WAIT_MS)) as unknown as ExecutionView<
+      (AttemptView & { responseExcerpt?: string | null })[]
+    >;
+    const excerpt = settled.attempts[0]?.responseExcerpt;
+    if (typeof excerpt === "string" && excerpt !== "") {
+      await expect
+        .poll(() => page.locator(".attempt .excerpt.response").first().textContent(), { timeout: UI_WAIT_MS })
+        .toBe(`response ${excerpt}`);
+    } else expect(await page.locator(".attempt .excerpt.response").count()).toBe(0);
     await shot(page, "job", "console-job.png");
+
+    // every execution of the job, past the 100 of its own page: the executions view, filtered by job
+    const executionId = (await page.locator(".execution").first().getAttribute("data-execution")) ?? "";
+    await page.getByRole("link", { name: "All executions of this job" }).click();
+    await page.getByRole("heading", { level: 1, name: "Executions" }).waitFor();
+    expect(new URL(page.url()).hash).toBe(`#/executions?jobId=${fired.body.id}`);
+    await expect.poll(() => page.locator("tbody").textContent(), { timeout: UI_WAIT_MS }).toContain(executionId);
+
+    // the list, filtered by label and by name
+    await page.getByRole("link", { name: "Jobs" }).click();
+    await page.getByRole("heading", { level: 1, name: "Jobs" }).waitFor();
+    await page.getByLabel("Label").fill("suite:console");
+    await page.getByLabel("Name starts with").fill("console-f");
+    await page.getByRole("button", { name: "Filter" }).click();
+    await page.getByRole("link", { name: "console-fires" }).waitFor();
+    expect(await page.getByRole("link", { name: "console-waits" }).count()).toBe(0);
+
+    // a recurring job's Pause keeps the keyboard focus across the page's refresh; pressed, the
+    // focus moves to Resume (Pause is disabled then), again across a refresh
+    const recurring = await local.api.createJob({
+      name: "console-recurs",
+      target: { url: `${receiver.url}/console-ok` },
+      cron: "0 0 1 1 *",
+      labels: { suite: "console-cron" },
+    });
+    expect(recurring.status).toBe(201);
+    await page.goto(`${consoleUrl()}#/jobs/${recurring.body.id}`);
+    await page.getByRole("heading", { level: 1, name: "console-recurs" }).focus();
+    expect(await focusSurvivesRefresh(page, "Pause")).toEqual({ name: "Pause", redrawn: true });
+    await page.keyboard.press("Enter");
+    await page.getByText("Pause: the job is paused.").waitFor();
+    await expect.poll(() => focusedName(page), { timeout: UI_WAIT_MS }).toBe("Resume");
+    expect(await focusSurvivesRefresh(page, "Resume")).toEqual({ name: "Resume", redrawn: true });
+    expect((await local.api.job(recurring.body.id)).body.status).toBe("paused");
+    expect((await local.api.request("DELETE", `/v1/jobs/${recurring.body.id}`)).status).toBe(200);
 
     // the edit form PATCHes what changed; an invalid value is shown with its field
     await page.goto(`${consoleUrl()}#/jobs/${waiting.body.id}`);
@@ -252,6 +327,11 @@ describe("the operator's console in Chromium", () => {
     await page.getByRole("button", { name: "Filter" }).click();
     await expect.poll(() => page.locator("tbody").textContent(), { timeout: UI_WAIT_MS }).toContain(dead.id);
     expect(page.url()).toContain("httpStatus=400");
+
+    // an address that cannot be decoded shows the jobs, saying so (no script error)
+    await page.goto(`${consoleUrl()}#/jobs/%E0`);
+    await page.getByRole("heading", { level: 1, name: "Jobs" }).waitFor();
+    await expect.poll(() => page.getByRole("alert").textContent(), { timeout: UI_WAIT_MS }).toContain("could not be read");
     expect(errors).toEqual([]);
     await page.close();
   });
@@ -263,20 +343,71 @@ describe("the operator's console in Chromium", () => {
     await page.getByRole("link", { name: "Live" }).click();
     const lagChart = page.locator("svg.chart").first();
     await lagChart.waitFor();
-    const points = async () => Number(await page.locator("svg.chart").first().getAttribute("data-points"));
-    const before = await points();
-    const created = await local.api.createJobs(Array.from({ length: 5 }, () => ({ target: { url: `${receiver.url}/console-ok` } })));
+    // attempts in every 2 s read interval for 8 s: one a second, so consecutive points have a p50
+    const created = await local.api.createJobs(
+      Array.from({ length: 8 }, (_, i) => ({ target: { url: `${receiver.url}/console-ok` }, delay: `${i + 1}s` })),
+    );
     for (const job of created) await settledExecution(local.api, job.id, "succeeded", 1, UI_WAIT_MS);
-    // the points grow with each read, and one covers those attempts: its p50 is a number
-    await expect.poll(points, { timeout: UI_WAIT_MS }).toBeGreaterThanOrEqual(before + 3);
+    // the p50 line joins at least two points (an L after the M: not the empty series' "M0,0"),
+    // each a drawn point, and the data table has a p50 that is a number
     await expect
-      .poll(() => page.locator("figure").first().locator("tbody td").allTextContents(), { timeout: UI_WAIT_MS })
-      .toContainEqual(expect.stringMatching(/^\d+(\.\d)? m?s$/));
-    expect(await lagChart.locator("path.s1").getAttribute("d")).toMatch(/^M[\d.]+,[\d.]+/);
-    const dead = (await page.locator('tr[data-counter="dead_total:permanent"] td').textContent()) ?? "";
-    expect(Number(dead)).toBeGreaterThanOrEqual(1);
-    await page.locator('tr[data-counter="stale_lease_rejects_total"]').waitFor();
-    await page.locator('tr[data-counter="duplicates_suppressed_total"]').waitFor();
+      .poll(() => lagChart.locator("path.s1").getAttribute("d"), { timeout: UI_WAIT_MS })
+      .toMatch(/M\d[\d.]*,[\d.]+L\d[\d.]*,[\d.]+/);
+    expect(await lagChart.locator("circle.s1").count()).toBeGreaterThanOrEqual(2);
+    const p50s = await page.locator("figure").first().locator("tbody tr td:first-of-type").allTextContents();
+    expect(p50s).toContainEqual(expect.stringMatching(/^\d+(\.\d)? m?s$/));
+
+    // the totals are what GET /v1/metrics says: the API and the view read until both agree (the
+    // view reads every 2 s; nothing runs now, so they must), with the dead letter of the DLQ test
+    // and its redrive among them
+    const shown = () =>
+      page.evaluate(() =>
+        Object.fromEntries(
+          Array.from(document.querySelectorAll("tr[data-counter]"), (row) => [
+            row.getAttribute("data-counter"),
+            Number(row.querySelector("td")?.textContent),
+          ]),
+        ),
+      );
+    const expected = async () => {
+      const metrics = (await local.api.metrics()).body;
+      const dead = Object.entries(metrics.dead_total_by_reason);
+      return Object.fromEntries([
+        ...Object.keys(await shown())
+          .filter((name) => !name.startsWith("dead_total:"))
+          .map((name) => [name, metrics.counters[name] ?? 0]),
+        ...(dead.length ? dead : [["any reason", 0]]).map(([reason, n]) => [`dead_total:${reason}`, n]),
+      ]);
+    };
+    // the DLQ test's dead letter (its redrive died again) is counted by the API first
+    await eventually(
+      "GET /v1/metrics counts the DLQ test's dead letter",
+      async () => ((await local.api.metrics()).body.dead_total_by_reason.permanent ?? 0) >= 1,
+      UI_WAIT_MS,
+      500,
+    ).catch(async (error) => {
+      throw new Error(`${error}; GET /v1/metrics: ${JSON.stringify((await local.api.metrics()).body)}`);
+    });
+    const sorted = (counts: Record<string, unknown>) => JSON.stringify(Object.entries(counts).sort(([a], [b]) => a.localeCompare(b)));
+    let agreed: Record<string, number> = {};
+    await eventually(
+      "the counters shown equal GET /v1/metrics",
+      async () => {
+        const [api, view] = [await expected(), await shown()];
+        agreed = view;
+        return sorted(api) === sorted(view);
+      },
+      UI_WAIT_MS,
+      500,
+    );
+    expect(agreed["dead_total:permanent"]).toBeGreaterThanOrEqual(1);
+    expect(agreed.redrive_total).toBeGreaterThanOrEqual(1);
+    expect(agreed.succeeded_total).toBeGreaterThanOrEqual(8);
+    expect(Object.keys(agreed)).toEqual(expect.arrayContaining(["stale_lease_rejects_total", "duplicates_suppressed_total"]));
+
+    // the counters' scrolling region keeps the keyboard focus across the view's redraw
+    await page.getByRole("heading", { level: 1, name: "Live" }).focus();
+    expect(await focusSurvivesRefresh(page, "Counters")).toEqual({ name: "Counters", redrawn: true });
     await shot(page, "live");
     expect(errors).toEqual([]);
     await page.close();
@@ -330,7 +461,17 @@ describe("the operator's console in Chromium", () => {
       if (heading) await page.getByRole("heading", { level: 1, name: heading }).waitFor();
       else await page.locator(".execution").first().waitFor();
       await page.waitForLoadState("networkidle");
-      expect(await overflow(), route).toBe(0);
+      // on failure, the message names the elements that reach past the screen's right edge
+      const wide = () =>
+        page.evaluate(() =>
+          Array.from(document.querySelectorAll("body *"))
+            .filter((e) => e.getBoundingClientRect().right > document.documentElement.clientWidth + 0.5)
+            .slice(0, 5)
+            .map((e) => `${e.tagName.toLowerCase()}.${e.getAttribute("class") ?? ""} ${Math.round(e.getBoundingClientRect().right)}`)
+            .join("; "),
+        );
+      if ((await overflow()) !== 0) await shot(page, `narrow-overflow-${route.slice(2).split("/")[0]}`);
+      expect(await overflow(), `${route}: ${await wide()}`).toBe(0);
       await shot(page, `narrow-${route.slice(2).split("/")[0]}${heading ? "" : "-page"}`);
     }
     expect(errors).toEqual([]);
