@@ -12,6 +12,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
+import type { PullLeaseView } from "../../src/api/responses";
 import type { FireMessage } from "../../src/bucket/protocol";
 import { pullQueueName } from "../../src/core/pull";
 import type { PullQueue } from "../../src/pull/pull-queue";
@@ -34,15 +35,8 @@ const clock = fileClock(20 * 60_000);
 const sent = captureFiresForFile();
 const dispatch = dispatchOf(clock, sent);
 
-interface Lease {
-  token: string;
-  executionId: string;
-  jobId: string;
-  attempt: number;
-  dueAt: string;
-  leaseDeadlineAt: string;
-  payload: unknown;
-}
+/** A lease as the API answers it (the document's PullLease). */
+type Lease = PullLeaseView;
 
 let queues = 0;
 /** A queue name of its own for each test: queues are per tenant and name, and storage is per file. */
