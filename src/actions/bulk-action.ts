@@ -11,6 +11,7 @@ import { DurableObject } from "cloudflare:workers";
 import { ApiError } from "../api/errors";
 import type { ChangeResult, Deps } from "../api/job-changes";
 import { cancelJob, pauseJob, redriveExecution, resumeJob } from "../api/job-changes";
+import { decodeCursor, encodeCursor } from "../api/present";
 import { configOf } from "../config";
 import type { JobState } from "../core/lifecycle";
 import { mergeScans } from "../core/page";
@@ -181,12 +182,12 @@ export class BulkAction extends DurableObject<Env> {
       return { ids: selector.ids.slice(from, from + PAGE), next, resumeAt: (i) => from + i };
     }
     if ("dead" in selector) {
-      const [at, id] = typeof state.next === "string" ? state.next.split(":") : [];
-      const cursor = at !== undefined && id !== undefined ? { deadAt: Number(at), id } : undefined;
+      const at = typeof state.next === "string" ? decodeCursor(state.next) : null;
+      const cursor = at ? { deadAt: at.at, id: at.id } : undefined;
       // one already on its way back (redriven, not yet cleared) is not dead any more
       const rows = await listDead(db, state.tenant, cursor, PAGE + 1, { ...selector.dead, redriving: false });
       const page = rows.slice(0, PAGE);
-      const after = (d: { deadAt: number; executionId: string } | undefined) => (d ? `${d.deadAt}:${d.executionId}` : null);
+      const after = (d: { deadAt: number; executionId: string } | undefined) => (d ? encodeCursor(d.deadAt, d.executionId) : null);
       return {
         ids: page.map((d) => d.executionId),
         next: rows.length > PAGE ? after(page[page.length - 1]) : null,

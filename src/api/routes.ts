@@ -12,6 +12,7 @@ import { parseJsonBytes } from "../core/json-text";
 import { type BucketMetrics, summarize, toPrometheus } from "../core/metrics";
 import { mergeScans } from "../core/page";
 import { decodePullToken, encodePullToken } from "../core/pull";
+import type { DeliveryOutcome } from "../core/response";
 import { toRfc3339 } from "../core/when";
 import {
   dbOf,
@@ -198,8 +199,7 @@ app.post("/v1/jobs/batch", limit(BATCH_BODY_BYTES), async (c) => {
 app.get("/v1/jobs", async (c) => {
   const query = ListJobsQuery.safeParse(singleQuery(c));
   if (!query.success) throw fromZodError(query.error);
-  const cursor = query.data.cursor === undefined ? undefined : decodeCursor(query.data.cursor);
-  if (cursor === null) throw new ApiError(400, "invalid_field", "cursor is not one this API returned", "cursor");
+  const cursor = cursorOf(query.data.cursor);
   const { status, label, name, url, limit } = query.data;
   const scan = await listJobs(dbOf(c.env.DB), c.get("tenant"), { status, label, name, url }, cursor?.id, limit);
   const { page, next } = mergeScans([scan], (j) => j.id, limit);
@@ -390,10 +390,8 @@ app.get("/v1/executions", async (c) => {
   const query = ListExecutionsQuery.safeParse(singleQuery(c));
   if (!query.success) throw fromZodError(query.error);
   const { cursor, limit, jobId, ...filter } = query.data;
-  const cursorId = cursor === undefined ? undefined : decodeCursor(cursor)?.id;
-  if (cursor !== undefined && (cursorId === undefined || !/^exe_[0-9a-z]{26}$/.test(cursorId))) {
-    throw new ApiError(400, "invalid_field", "cursor is not one this API returned", "cursor");
-  }
+  const cursorId = cursorOf(cursor)?.id;
+  if (cursorId !== undefined && !/^exe_[0-9a-z]{26}$/.test(cursorId)) throw badCursor();
   const { page, next } =
     jobId === undefined ? await listExecutions(c, filter, cursorId, limit) : await listExecutionsOfJob(c, jobId, filter, cursorId, limit);
   return c.json({ executions: page.map(presentExecution), nextCursor: next === null ? null : encodeCursor(0, next) });
@@ -408,8 +406,7 @@ app.get("/v1/executions/:id", async (c) => {
 app.get("/v1/dlq", async (c) => {
   const query = ListDeadQuery.safeParse(singleQuery(c));
   if (!query.success) throw fromZodError(query.error);
-  const cursor = query.data.cursor === undefined ? undefined : decodeCursor(query.data.cursor);
-  if (cursor === null) throw new ApiError(400, "invalid_field", "cursor is not one this API returned", "cursor");
+  const cursor = cursorOf(query.data.cursor);
   const rows = await listDead(
     dbOf(c.env.DB),
     c.get("tenant"),
@@ -479,29 +476,30 @@ app.post("/v1/pull/leases/:token/heartbeat", async (c) => {
   });
 });
 
-app.post("/v1/pull/leases/:token/complete", limit(SINGLE_BODY_BYTES), async (c) => {
-  const { stub, ref } = pullLeaseOf(c);
-  const [result] = await stub.complete([{ ...ref, outcome: { kind: "succeeded", httpStatus: null, excerpt: "" } }]);
-  if (!result?.ok) throw staleLease();
-  return c.json({ executionId: result.executionId, status: result.status });
-});
+app.post("/v1/pull/leases/:token/complete", limit(SINGLE_BODY_BYTES), (c) =>
+  reportPull(c, pullLeaseOf(c), { kind: "succeeded", httpStatus: null, excerpt: "" }),
+);
 
 app.post("/v1/pull/leases/:token/fail", limit(SINGLE_BODY_BYTES), async (c) => {
-  const { stub, ref } = pullLeaseOf(c);
+  const lease = pullLeaseOf(c); // the token first: a bad one is named before the body
   const input = PullFailInput.safeParse(await readJson(c, { emptyIs: {} }));
   if (!input.success) throw fromZodError(input.error);
   const { retryable, error, retryAfterMs } = input.data;
-  const outcome = {
-    kind: "failed" as const,
-    failure: retryable ? ("retryable" as const) : ("permanent" as const),
+  return reportPull(c, lease, {
+    kind: "failed",
+    failure: retryable ? "retryable" : "permanent",
     httpStatus: null,
     error: `the pull worker failed: ${error ?? (retryable ? "no reason given" : "permanent failure, no reason given")}`,
     ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-  };
+  });
+});
+
+/** A pull worker's report on its lease, recorded by the bucket as the consumer's is (fenced). */
+async function reportPull(c: Context<ApiEnv>, { stub, ref }: ReturnType<typeof pullLeaseOf>, outcome: DeliveryOutcome) {
   const [result] = await stub.complete([{ ...ref, outcome }]);
   if (!result?.ok) throw staleLease();
   return c.json({ executionId: result.executionId, status: result.status });
-});
+}
 
 /** The bucket and lease a worker's token names, checked against the caller's tenant by the bucket. */
 function pullLeaseOf(c: Context<ApiEnv>) {
@@ -612,6 +610,18 @@ function methodsAllowedOn(path: string): string[] {
   return [...methods].sort();
 }
 
+/** A list's cursor as the request gave it (undefined: the first page); one this API did not hand out is a 400. */
+function cursorOf(cursor: string | undefined): { at: number; id: string } | undefined {
+  if (cursor === undefined) return undefined;
+  const decoded = decodeCursor(cursor);
+  if (decoded === null) throw badCursor();
+  return decoded;
+}
+
+function badCursor(): ApiError {
+  return new ApiError(400, "invalid_field", "cursor is not one this API returned", "cursor");
+}
+
 function notFound(what: string): ApiError {
   // another tenant's id is indistinguishable from a missing one
   return new ApiError(404, "not_found", `${what} not found`, "id");
@@ -638,8 +648,10 @@ async function listExecutions(
   const db = dbOf(c.env.DB);
   const tenant = c.get("tenant");
   // a one-off execution's id is its job's id under another prefix: the same order
-  const oneOffs = await listOneOffExecutions(db, tenant, filter, cursorId && jobIdOfOneOff(cursorId), limit);
-  const history = await listOccurrenceExecutions(db, tenant, filter, cursorId, limit);
+  const [oneOffs, history] = await Promise.all([
+    listOneOffExecutions(db, tenant, filter, cursorId && jobIdOfOneOff(cursorId), limit),
+    listOccurrenceExecutions(db, tenant, filter, cursorId, limit),
+  ]);
   return mergeScans(
     [
       { rows: oneOffs.rows.map(viewOfOneOff), covered: oneOffs.covered && oneOffExecutionId(oneOffs.covered) },
