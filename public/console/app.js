@@ -73,7 +73,7 @@ async function show() {
     main.append(errorNotice(error));
   }
   if (route.unreadable !== undefined && showing === token) {
-    const notice = h("p", { class: "error", role: "alert" }, `This address could not be read (${route.unreadable}); here are the jobs.`);
+    const notice = errorNotice(`This address could not be read (${route.unreadable}); here are the jobs.`);
     const heading = main.querySelector("h1");
     if (heading) heading.after(notice);
     else main.prepend(notice);
@@ -92,7 +92,7 @@ function signInForm() {
     spellcheck: "false",
     autofocus: true,
   });
-  const status = h("div", { "aria-live": "polite" }, signedOutBecause ? h("p", { class: "error", role: "alert" }, signedOutBecause) : null);
+  const status = h("div", { "aria-live": "polite" }, signedOutBecause ? errorNotice(signedOutBecause) : null);
   const form = h(
     "form",
     { class: "sign-in", onsubmit: submit },

@@ -1,5 +1,6 @@
 // Building the page: elements from plain values (text is always set as text, never parsed as HTML,
 // so nothing the API returns can inject markup), and the readable forms of times and durations.
+import { query } from "./api.js";
 
 /**
  * An element: `attrs` sets attributes (on* keys add listeners; false/null/undefined are left
@@ -97,6 +98,22 @@ export function duration(ms) {
   if (Math.abs(ms) < 60_000) return `${(ms / 1000).toFixed(1)} s`;
   if (Math.abs(ms) < 3_600_000) return `${(ms / 60_000).toFixed(1)} min`;
   return `${(ms / 3_600_000).toFixed(1)} h`;
+}
+
+/**
+ * A list's page links: "First page" when not on it, "Next page" when the API gave a cursor.
+ * @param {string} route e.g. "#/jobs"
+ * @param {Record<string, string>} filters the route's query, without the cursor
+ * @param {string | undefined} cursor this page's
+ * @param {string | null} nextCursor
+ */
+export function pager(route, filters, cursor, nextCursor) {
+  return h(
+    "p",
+    { class: "pager" },
+    cursor ? h("a", { class: "button", href: `${route}${query(filters)}` }, "First page") : null,
+    nextCursor ? h("a", { class: "button", href: `${route}${query({ ...filters, cursor: nextCursor })}` }, "Next page") : null,
+  );
 }
 
 /**

@@ -1,7 +1,7 @@
 // Dead letters: GET /v1/dlq page by page; redrive one, the selected ones, or all matching a filter
 // (POST /v1/dlq/redrive answers 202 with a bulk action, whose progress is followed here).
 import { api, query } from "./api.js";
-import { badge, errorNotice, fill, h, table, time } from "./dom.js";
+import { badge, errorNotice, fill, h, pager, table, time } from "./dom.js";
 import { redriveButton } from "./redrive.js";
 
 const ACTION_POLL_MS = 1000;
@@ -79,11 +79,7 @@ export async function dlqView(main, { params }) {
       return;
     }
     if (page.executions.length === 0) {
-      fill(
-        listing,
-        h("p", {}, cursor ? "No more dead letters." : "No dead letters."),
-        cursor ? h("a", { class: "button", href: "#/dlq" }, "First page") : null,
-      );
+      fill(listing, h("p", {}, cursor ? "No more dead letters." : "No dead letters."), pager("#/dlq", {}, cursor, null));
       return;
     }
     const boxes = page.executions.map((/** @type {any} */ e) =>
@@ -126,7 +122,7 @@ export async function dlqView(main, { params }) {
             id: "redrive-selected",
             onclick: () => {
               const ids = selected();
-              if (ids.length === 0) fill(notices, h("p", { class: "error", role: "alert" }, "Select at least one dead letter."));
+              if (ids.length === 0) fill(notices, errorNotice("Select at least one dead letter."));
               else void bulkRedrive({ ids });
             },
           },
@@ -134,12 +130,7 @@ export async function dlqView(main, { params }) {
         ),
       ),
       table("Dead letters", ["", "execution", "job", "reason", "attempts", "last HTTP", "last error", "dead at", ""], rows),
-      h(
-        "p",
-        { class: "pager" },
-        cursor ? h("a", { class: "button", href: "#/dlq" }, "First page") : null,
-        page.nextCursor ? h("a", { class: "button", href: `#/dlq${query({ cursor: page.nextCursor })}` }, "Next page") : null,
-      ),
+      pager("#/dlq", {}, cursor, page.nextCursor),
     );
   }
 

@@ -1,7 +1,7 @@
 // Executions across jobs: GET /v1/executions with its filters (status, job, label, target URL,
 // HTTP status, a due-time window), page by page.
 import { api, query } from "./api.js";
-import { badge, errorNotice, fill, h, table, time } from "./dom.js";
+import { badge, errorNotice, fill, h, pager, table, time } from "./dom.js";
 
 const FILTERS = /** @type {const} */ ([
   ["status", "Status", "dead"],
@@ -86,13 +86,6 @@ export async function executionsView(main, { params }) {
             ? "None on this page (the API reads a bounded range per page); the next page may have some."
             : "No executions match.",
         ),
-    h(
-      "p",
-      { class: "pager" },
-      cursor ? h("a", { class: "button", href: `#/executions${query(filters)}` }, "First page") : null,
-      page.nextCursor
-        ? h("a", { class: "button", href: `#/executions${query({ ...filters, cursor: page.nextCursor })}` }, "Next page")
-        : null,
-    ),
+    pager("#/executions", filters, cursor, page.nextCursor),
   );
 }

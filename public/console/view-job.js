@@ -20,7 +20,9 @@ export async function jobView(main, { path }) {
   const heading = h("h1", { tabindex: -1 }, id);
   fill(main, heading, notices, summary, executions);
 
-  let [job, list] = await Promise.all([api("GET", base), api("GET", `${base}/executions`)]);
+  /** the job and its executions, read together */
+  const read = () => Promise.all([api("GET", base), api("GET", `${base}/executions`)]);
+  let [job, list] = await read();
   heading.textContent = job.name ? `${job.name}` : "Job";
   const editor = editForm(job, base, notices, refresh);
   draw();
@@ -52,7 +54,7 @@ export async function jobView(main, { path }) {
     }
     reading = true;
     try {
-      [job, list] = await Promise.all([api("GET", base), api("GET", `${base}/executions`)]);
+      [job, list] = await read();
       draw();
     } catch (error) {
       fill(notices, errorNotice(error));

@@ -1,7 +1,7 @@
 // Jobs: a page of GET /v1/jobs with its filters (status, label, name, URL), the next page by its
 // cursor, and an id search that opens a job's page.
 import { api, query } from "./api.js";
-import { badge, errorNotice, fill, h, table, targetName, time } from "./dom.js";
+import { badge, errorNotice, fill, h, pager, table, targetName, time } from "./dom.js";
 
 /** @type {import("./app.js").View} */
 export async function jobsView(main, { params }) {
@@ -103,16 +103,12 @@ async function jobPage(filters, cursor) {
       ),
     ),
   );
-  const next = page.nextCursor
-    ? h("a", { class: "button", href: `#/jobs${query({ ...filters, cursor: page.nextCursor })}` }, "Next page")
-    : null;
-  const first = cursor ? h("a", { class: "button", href: `#/jobs${query(filters)}` }, "First page") : null;
   return h(
     "div",
     {},
     rows.length
       ? table("Jobs", ["job", "status", "schedule", "next run", "target", "labels"], rows)
       : h("p", {}, page.nextCursor ? "None on this page; the next page may have some." : "No jobs match."),
-    h("p", { class: "pager" }, first, next),
+    pager("#/jobs", filters, cursor, page.nextCursor),
   );
 }

@@ -26,6 +26,32 @@ const COUNTERS = [
  */
 const history = { key: null, last: null, samples: [] };
 
+/**
+ * The charts, in order (the lag first), each series a field of a sample (samples.js).
+ * @type {{ title: string, unit: string, format: (v: number) => string, series: [string, string][] }[]}
+ */
+const CHARTS = [
+  {
+    title: "Fire lag between reads",
+    unit: "ms, start − due",
+    format: duration,
+    series: [
+      ["p50", "p50"],
+      ["p95", "p95"],
+      ["p99", "p99"],
+    ],
+  },
+  {
+    title: "Throughput",
+    unit: "per second",
+    format: (v) => (v >= 10 ? v.toFixed(0) : v.toFixed(1)),
+    series: [
+      ["attempts started", "startedPerSecond"],
+      ["succeeded", "succeededPerSecond"],
+    ],
+  },
+];
+
 /** @type {import("./app.js").View} */
 export async function liveView(main) {
   const charts = h("div", { class: "charts" });
@@ -72,27 +98,13 @@ export async function liveView(main) {
     );
     fill(
       charts,
-      lineChart({
-        title: "Fire lag between reads",
-        unit: "ms, start − due",
-        times,
-        series: [
-          { name: "p50", className: "s1", values: samples.map((s) => s.p50) },
-          { name: "p95", className: "s2", values: samples.map((s) => s.p95) },
-          { name: "p99", className: "s3", values: samples.map((s) => s.p99) },
-        ],
-        format: (v) => duration(v),
-      }),
-      lineChart({
-        title: "Throughput",
-        unit: "per second",
-        times,
-        series: [
-          { name: "attempts started", className: "s1", values: samples.map((s) => s.startedPerSecond) },
-          { name: "succeeded", className: "s2", values: samples.map((s) => s.succeededPerSecond) },
-        ],
-        format: (v) => (v >= 10 ? v.toFixed(0) : v.toFixed(1)),
-      }),
+      ...CHARTS.map(({ series, ...chart }) =>
+        lineChart({
+          ...chart,
+          times,
+          series: series.map(([name, field], i) => ({ name, className: `s${i + 1}`, values: samples.map((s) => s[field]) })),
+        }),
+      ),
     );
     const dead = Object.entries(metrics.dead_total_by_reason);
     const lag = metrics.fire_lag_ms;
