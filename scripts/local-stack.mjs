@@ -4,10 +4,14 @@
 // / kill9() signal exactly that group (wrangler and the workerd it started), by the child's id.
 // Everything wrangler prints (the migration tables, the dev server's output) goes to `log` only,
 // so the tests and the bench show their own output; a failure to start quotes the last of it.
+// wrangler dev never fires cron triggers by itself: once the stack is up, scripts/lib/cron.mjs
+// fires wrangler.toml's [triggers] crons at it as production does (the scan every minute), and
+// stops with it; each run's outcome goes to `log` too.
 import { spawn } from "node:child_process";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { readCrons, startCron } from "./lib/cron.mjs";
 import { LOCAL_RUNTIME_ENV, localProfile, ROOT, WRANGLER, writeLocalConfig } from "./local-env.mjs";
 
 /** how much of wrangler's last output a start failure quotes */
@@ -21,6 +25,7 @@ const TAIL_CHARS = 2000;
  *   v8Flags: V8 flags for the runtime, e.g. ["--expose-gc"] (miniflare's MINIFLARE_WORKERD_V8_FLAGS)
  */
 export async function startStack(options) {
+  const crons = readCrons(join(ROOT, "wrangler.toml")); // a form it cannot read fails here, before anything starts
   const persistTo = options.persistTo ?? mkdtempSync(join(tmpdir(), "scheduler-state-"));
   const output = tailOf(options.log ?? (() => {}));
   await applyMigrations(persistTo, output);
@@ -52,8 +57,11 @@ export async function startStack(options) {
   child.stderr.on("data", (d) => output.log(String(d)));
   const url = `http://127.0.0.1:${options.port}`;
   let exited = false;
+  /** @type {ReturnType<typeof startCron> | null} */
+  let cron = null;
   child.on("exit", () => {
     exited = true;
+    cron?.stop();
   });
   const signalGroup = (signal) => {
     if (exited) return;
@@ -69,12 +77,14 @@ export async function startStack(options) {
     pid: child.pid,
     /** SIGTERM to the group, then SIGKILL if it lingers */
     async stop() {
+      cron?.stop();
       signalGroup("SIGTERM");
       for (let i = 0; i < 50 && !exited; i++) await sleep(100);
       signalGroup("SIGKILL");
     },
     /** the crash: kill -9 of the whole runtime */
     kill9() {
+      cron?.stop();
       signalGroup("SIGKILL");
     },
     exited: () => exited,
@@ -84,7 +94,10 @@ export async function startStack(options) {
     if (exited) throw new Error(`wrangler dev exited during start; its last output:\n${output.tail()}`);
     try {
       const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(5000) });
-      if (res.ok) return stack;
+      if (res.ok) {
+        cron = startCron({ url, crons, log: (line) => output.log(`[local cron] ${line}\n`), logRuns: true });
+        return stack;
+      }
     } catch {
       /* not up yet */
     }
