@@ -374,9 +374,15 @@ export async function settledExecution(
  * One local stack and one signing receiver for a test file, with fresh credentials and a log
  * sink: the receiver listens and the stack starts before the file's tests, and both stop after
  * them. `routes` says how the receiver answers paths (others: byPath(), so mostly 200); `hooks`
- * see every request arrive and every answer leave. `stack` and `api` are set by beforeAll.
+ * see every request arrive and every answer leave; `vars` are settings for the stack (e.g.
+ * LOOKAHEAD_MS). `stack` and `api` are set by beforeAll.
  */
-export function stackForFile(options: { port: number; routes?: Record<string, Behaviour>; hooks?: ReceiverHooks }): {
+export function stackForFile(options: {
+  port: number;
+  routes?: Record<string, Behaviour>;
+  hooks?: ReceiverHooks;
+  vars?: Record<string, string>;
+}): {
   receiver: Receiver;
   sink: ReturnType<typeof logSink>;
   stack: LocalStack;
@@ -384,7 +390,7 @@ export function stackForFile(options: { port: number; routes?: Record<string, Be
   /** the stack's API key and signing secret, for clients other than `api` */
   creds: Credentials;
 } {
-  const creds = credentials();
+  const creds = credentials(options.vars);
   const receiver = new Receiver(creds.secret, options.hooks);
   for (const [path, behaviour] of Object.entries(options.routes ?? {})) receiver.on(path, behaviour);
   const handle = { receiver, sink: logSink(), creds } as {
