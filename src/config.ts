@@ -52,6 +52,14 @@ export const ConfigSchema = z.object({
    * 100 ms a response) yet a cap on the ~6,000 the fire consumers could open at once. 0: off.
    */
   ORIGIN_PARALLELISM: int(1_000, 0),
+  /**
+   * the longest one answer of a flow-control key holds an execution back: a target's 429/503
+   * Retry-After slows the whole key at most this long (one answer must not park a key for the
+   * year it may say; after this long a few deliveries probe again), and a waiter whose rate slot
+   * is farther away asks again after it, keeping its slot. The default equals retry.maxDelayMs's
+   * default: the key holds the others no longer than the execution that got the answer waits.
+   */
+  FLOW_WAIT_MAX_MS: int(300_000, 1_000),
   /** finished outcomes are written to D1 at most this often, in one batch per bucket */
   FLUSH_DELAY_MS: int(1_000, 0),
   /**

@@ -38,6 +38,7 @@ declare global {
       DISPATCH_QUEUE_TARGET_MS?: string;
       DELIVERY_CONCURRENCY?: string;
       ORIGIN_PARALLELISM?: string;
+      FLOW_WAIT_MAX_MS?: string;
       ALARM_QUANTUM_MS?: string;
       FLUSH_DELAY_MS?: string;
       FIRE_BATCH_LIMIT?: string;

@@ -229,7 +229,7 @@ function askKey(env: Env, tenant: string, flow: GoverningKey, asks: FlowAsk[]): 
     });
 }
 
-/** Frees the delivery's slot of its key; a 429 or 503 with Retry-After slows the whole key that long. */
+/** Frees the delivery's slot of its key; a 429 or 503 with Retry-After slows the whole key that long (at most FLOW_WAIT_MAX_MS: FlowGate.release caps it). */
 function flowReleaseOf(lease: Lease, outcome: DeliveryOutcome): FlowRelease {
   const slowDown =
     outcome.kind === "failed" && (outcome.httpStatus === 429 || outcome.httpStatus === 503) ? outcome.retryAfterMs : undefined;

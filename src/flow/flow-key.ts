@@ -6,8 +6,9 @@
  * Kept durably (SQLite): the limits set through the API, the pause, a target's slow-down, and
  * the permits in flight of a job's own key (a restart must not forget a slot that a delivery
  * still holds: three rows written per delivery, an insert with its index entry and a delete).
- * Kept in memory only: the start times of the current rate window, the waiters' order (after a
- * restart the window starts empty: at most one period may then start up to twice the rate), and
+ * Kept in memory only: the start times of the current rate window, the waiters' order and rate
+ * slots (after a restart the window starts empty: at most one period may then start up to twice
+ * the rate; a waiter told a slot is then served as a new asker), and
  * the permits of an origin's implicit key: that limit is a default guard against bursts, not a
  * promise the user made to a target, so after a restart it may briefly admit up to twice its
  * parallelism rather than write three rows for every key-less delivery.
@@ -16,6 +17,7 @@
  * resume, a limits change; never a read) lists it in D1's flow_keys for the metrics, once.
  */
 import { DurableObject } from "cloudflare:workers";
+import { configOf } from "../config";
 import { type FlowAnswer, type FlowAsk, FlowGate, type FlowLimits, type FlowView, isOriginKey } from "../core/flow";
 import { dbOf, registerFlowKey } from "../db/queries";
 import { applyMigrations, type SqliteMigration } from "../sqlite-migrations";
@@ -27,7 +29,7 @@ export interface FlowKeyView extends FlowView {
 
 export interface FlowRelease {
   executionId: string;
-  /** a 429/503 Retry-After from the target: the whole key waits this long */
+  /** a 429/503 Retry-After from the target: the whole key waits this long, at most FLOW_WAIT_MAX_MS */
   retryAfterMs?: number;
 }
 
@@ -84,13 +86,18 @@ export class FlowKey extends DurableObject<Env> {
     this.apiLimits = (settings.get("limits") as FlowLimits | undefined) ?? null;
     this.registered = settings.get("registered") === true;
     this.durablePermits = !isOriginKey(tenantAndKeyOf(ctx.id.name)?.key ?? "");
-    this.gate = new FlowGate(
-      this.apiLimits ?? NO_LIMITS,
-      settings.get("paused") === true,
-      (settings.get("throttledUntil") as number | undefined) ?? null,
-    );
-    this.dropLapsedPermits(Date.now());
-    for (const p of this.sql.exec<{ execution_id: string; lapse_at: number; hold_ms: number }>(`SELECT * FROM flow_permits`)) {
+    const now = Date.now();
+    const maxWaitMs = configOf(env).FLOW_WAIT_MAX_MS;
+    // a slow-down stored before the cap (or under a larger one) holds at most maxWaitMs from now
+    const stored = (settings.get("throttledUntil") as number | null | undefined) ?? null;
+    const throttledUntil = stored === null ? null : Math.min(stored, now + maxWaitMs);
+    if (throttledUntil !== stored) this.put("throttledUntil", throttledUntil);
+    this.gate = new FlowGate(this.apiLimits ?? NO_LIMITS, { maxWaitMs, paused: settings.get("paused") === true, throttledUntil });
+    this.dropLapsedPermits(now);
+    // oldest lapse first: past the gate's bound it keeps the latest
+    for (const p of this.sql.exec<{ execution_id: string; lapse_at: number; hold_ms: number }>(
+      `SELECT * FROM flow_permits ORDER BY lapse_at`,
+    )) {
       this.gate.restore(p.execution_id, p.lapse_at, p.hold_ms);
     }
   }
@@ -134,12 +141,16 @@ export class FlowKey extends DurableObject<Env> {
     return this.view();
   }
 
-  /** Changes the given limits (null lifts one), merged here so two changes never overwrite each other; they win over the jobs' until changed again. */
+  /**
+   * Changes the given limits (null lifts one), merged here so two changes never overwrite each
+   * other; they win over the jobs' until changed again.
+   */
   async changeLimits(change: Partial<FlowLimits>): Promise<FlowKeyView> {
     this.register();
     const limits = { ...this.gate.limits, ...change };
     this.apiLimits = limits;
     this.gate.limits = limits;
+    this.gate.dropSlots();
     this.put("limits", limits);
     return this.view();
   }
