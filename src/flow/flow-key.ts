@@ -134,16 +134,18 @@ export class FlowKey extends DurableObject<Env> {
     return { ...this.gate.view(Date.now()), limitsFrom: this.apiLimits ? "api" : this.jobLimits ? "job" : null };
   }
 
+  /** Pauses or resumes; a resume also ends a target's slow-down (who resumes wants deliveries now). */
   async setPaused(paused: boolean): Promise<FlowKeyView> {
     this.register();
     this.gate.paused = paused;
     this.put("paused", paused);
+    if (!paused) this.endSlowDown();
     return this.view();
   }
 
   /**
    * Changes the given limits (null lifts one), merged here so two changes never overwrite each
-   * other; they win over the jobs' until changed again.
+   * other; they win over the jobs' until changed again. Ends a target's slow-down, as a resume does.
    */
   async changeLimits(change: Partial<FlowLimits>): Promise<FlowKeyView> {
     this.register();
@@ -152,7 +154,15 @@ export class FlowKey extends DurableObject<Env> {
     this.gate.limits = limits;
     this.gate.dropSlots();
     this.put("limits", limits);
+    this.endSlowDown();
     return this.view();
+  }
+
+  /** Executions already told to wait for it keep their due time (at most FLOW_WAIT_MAX_MS away); new asks start at once. */
+  private endSlowDown(): void {
+    if (this.gate.throttledUntil === null) return;
+    this.gate.throttledUntil = null;
+    this.put("throttledUntil", null);
   }
 
   /**

@@ -2,7 +2,7 @@
  * Flow control per key (issue 13, items 2 and 3), through the real consumer, the FlowKey object
  * and the API: over its key's limits an attempt waits (its lease goes back to the bucket, due
  * again later, no attempt used), a paused key starts nothing, a 429 with Retry-After slows the
- * whole key, and a key belongs to one tenant. A job without a key is governed by its target
+ * whole key (at most FLOW_WAIT_MAX_MS; a resume or a PATCH ends it), and a key belongs to one tenant. A job without a key is governed by its target
  * origin's implicit key: at most ORIGIN_PARALLELISM at once per origin, and a 429 with
  * Retry-After slows that origin's other key-less jobs. The gate's own promises (no window over the rate,
  * never over the parallelism, order of due time) are property-tested in test/unit/flow.test.ts;
@@ -32,6 +32,8 @@ import {
 } from "./helpers";
 
 const clock = fileClock(10 * 60_000);
+/** config FLOW_WAIT_MAX_MS's default: the longest a key's answer holds an execution back */
+const FLOW_WAIT_MAX_MS = 300_000;
 const sent = captureFiresForFile();
 const dispatch = dispatchOf(clock, sent);
 
@@ -179,6 +181,44 @@ describe("flow control", () => {
     const view = await next!.e.view();
     expect(view?.status).toBe("scheduled");
     expect(view!.dueAt).toBeGreaterThanOrEqual(Date.parse(key.throttledUntil!));
+  });
+
+  it("holds a key at most FLOW_WAIT_MAX_MS for one Retry-After of a year: the next execution waits no longer; the one that got it retries within its retry.maxDelayMs", async () => {
+    const year = 365 * 86_400;
+    const flowControl = { key: "slow-down-year", parallelism: 10 };
+    const [throttled] = await dispatchedJobs(1, flowControl, () => `${uniquePath("fail/429")}&retryAfter=${year}`);
+    await (await startFire([throttled!.message])).done;
+    const key = await flowKey("slow-down-year");
+    expect(Date.parse(key.throttledUntil!)).toBe(clock.at + FLOW_WAIT_MAX_MS);
+    // the execution's own retry honours Retry-After up to its policy's maxDelayMs (5 min by default)
+    const own = await throttled!.e.view();
+    expect(own).toMatchObject({ status: "scheduled", attempts: 1 });
+    expect(own!.dueAt).toBeLessThanOrEqual(clock.at + 300_000);
+
+    const [next] = await dispatchedJobs(1, flowControl, () => uniquePath());
+    await (await startFire([next!.message])).done;
+    const view = await next!.e.view();
+    expect(view).toMatchObject({ status: "scheduled", attempts: 0 });
+    expect(view!.dueAt).toBe(clock.at + FLOW_WAIT_MAX_MS);
+  });
+
+  it.each([
+    ["POST /resume", (key: string) => api(`/v1/flow-control/${key}/resume`, { method: "POST" })],
+    ["PATCH", (key: string) => api(`/v1/flow-control/${key}`, { method: "PATCH", body: { parallelism: 10 } })],
+  ])("%s ends a target's slow-down: the key's next execution starts at once", async (_, end) => {
+    const name = `slow-down-ended-${crypto.randomUUID().slice(0, 8)}`;
+    const flowControl = { key: name, parallelism: 10 };
+    const [throttled] = await dispatchedJobs(1, flowControl, () => `${uniquePath("fail/429")}&retryAfter=60`);
+    await (await startFire([throttled!.message])).done;
+    expect((await flowKey(name)).throttledUntil).not.toBeNull();
+
+    const res = await end(name);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { throttledUntil: string | null }).throttledUntil).toBeNull();
+    expect((await flowKey(name)).throttledUntil).toBeNull();
+    const [next] = await dispatchedJobs(1, flowControl, () => uniquePath());
+    await (await startFire([next!.message])).done;
+    expect((await next!.e.view())?.status).toBe("succeeded");
   });
 
   it("keeps a key per tenant: another tenant's key of the same name is untouched", async () => {
