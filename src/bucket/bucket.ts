@@ -51,6 +51,7 @@ import type {
   LeaseRef,
   LiveExecution,
   OfferedLeaseRef,
+  OfferedRef,
   PoisonResult,
   RedriveOrder,
   RedriveResult,
@@ -71,8 +72,6 @@ const DISPATCH_RETRY_MS = 1000;
 /** the dispatch window starts small and doubles per round trip while the queue keeps up */
 const DISPATCH_WINDOW_INITIAL = 16;
 const DISPATCH_WINDOW_MIN = 4;
-/** ids closed this recently are refused by a pull that read D1 before they closed */
-const CLOSED_MEMORY_MS = 120_000;
 /**
  * Counters and the lag histogram are written at most this often: a row per counter per write, so
  * at low rates writing them with every outcome flush would cost more than the outcomes. Reads
@@ -242,11 +241,14 @@ export class Bucket extends DurableObject<Env> {
     if (!row && closed && closed.version >= def.version) return def.version;
     const dueAt = def.nextRunAt ?? now;
     if (!row) {
-      if (def.status !== "active" || !isNear(dueAt, now, this.config.LOOKAHEAD_MS)) {
+      // due beyond the lookahead (a far job created or changed): it waits in D1 for the sync pass,
+      // which hands it over at this version or a newer one (no tombstone: that would refuse it)
+      if (def.status === "active" && !isNear(dueAt, now, this.config.LOOKAHEAD_MS)) return def.version;
+      if (def.status !== "active") {
         // a job canceled while its execution still waited in D1 (never held, or gone with an
         // outcome: no tombstone) ends canceled here; the tombstone keeps a repeat from counting twice
         if (def.status === "canceled" && !closed) this.tally.add("canceled_total", def.tenant);
-        this.executions.closedAt.set(id, { at: now, tenant: def.tenant, version: def.version }); // a racing pull must not bring it back
+        this.executions.rememberClosed(id, { at: now, tenant: def.tenant, version: def.version }); // a racing pull must not bring it back
         return def.version;
       }
       const inserted = this.insert(
@@ -278,7 +280,7 @@ export class Bucket extends DurableObject<Env> {
         store.updateJobOfExecution(this.sql, updated, def.specJson);
         this.executions.keep(updated);
       } else {
-        this.close(row, "cancel", now, { reason: "canceled" });
+        this.cancel(row, def.version, now, "canceled");
       }
       return def.version;
     }
@@ -331,7 +333,7 @@ export class Bucket extends DurableObject<Env> {
         store.updateJobOfExecution(this.sql, updated, null);
         this.executions.keep(updated);
       } else {
-        this.close(row, "cancel", now, { reason: active ? "rescheduled" : def.status });
+        this.cancel(row, def.version, now, active ? "rescheduled" : def.status);
       }
     }
     return def.version;
@@ -438,16 +440,35 @@ export class Bucket extends DurableObject<Env> {
         const id = ref.executionId;
         const row = this.executions.held.get(id);
         if (!row || row.tenant !== ref.tenant) return { ok: false, executionId: id, code: "unknown" };
-        const offer = this.executions.offered.get(id);
-        // offered at this due time in this queue (a PATCH may have moved it to another since)
-        if (offer?.dueAt !== ref.dueAt || offer.queue !== ref.queue || row.dueAt !== ref.dueAt || row.jobStatus !== "active") {
-          return { ok: false, executionId: id, code: "not_offered" };
-        }
+        if (!this.standsBy(ref)) return { ok: false, executionId: id, code: "not_offered" };
         const spec = store.specOf(this.sql, row);
         if (spec === null) return { ok: false, executionId: id, code: "unknown" };
         return this.grant(row, parseSpec(spec), now, ref.leaseMs);
       });
     });
+  }
+
+  /**
+   * Which of these offers this bucket still stands by (the pull queue's sweep of offers no worker
+   * asked about: one it does not is dropped there). Writes nothing.
+   */
+  async stillOffered(refs: OfferedRef[]): Promise<boolean[]> {
+    this.countRequest();
+    return refs.map((ref) => this.standsBy(ref));
+  }
+
+  /** Offered at this due time in this queue, for this tenant, its job active (a PATCH or a retry may have moved it since). */
+  private standsBy(ref: OfferedRef): boolean {
+    const row = this.executions.held.get(ref.executionId);
+    const offer = this.executions.offered.get(ref.executionId);
+    return (
+      row !== undefined &&
+      row.tenant === ref.tenant &&
+      row.dueAt === ref.dueAt &&
+      row.jobStatus === "active" &&
+      offer?.dueAt === ref.dueAt &&
+      offer.queue === ref.queue
+    );
   }
 
   /** A lease on a due execution: a fresh token, a fencing seq above every earlier one (invariant 2), a deadline. */
@@ -641,7 +662,7 @@ export class Bucket extends DurableObject<Env> {
         console.error(`bucket alarm step "${name}" failed`, error);
       }
     }
-    await this.change(null, () => this.forgetClosed(now)); // re-arms, whatever failed above
+    await this.change(null, () => this.executions.forgetClosed(now)); // re-arms, whatever failed above
   }
 
   private expireLeases(now: number): void {
@@ -849,7 +870,7 @@ export class Bucket extends DurableObject<Env> {
         for (const c of closing) {
           this.executions.closing.delete(c.row.id);
           this.executions.release(c.row);
-          this.executions.closedAt.set(c.row.id, { at, tenant: c.row.tenant, version: c.row.version });
+          this.executions.rememberClosed(c.row.id, { at, tenant: c.row.tenant, version: c.row.version });
         }
         if (at >= this.counterWriteAt) this.writeCounters(at);
         const deferred = [...this.deferred.values()].filter((d) => !this.executions.closing.has(oneOffExecutionId(d.jobId)));
@@ -875,13 +896,6 @@ export class Bucket extends DurableObject<Env> {
     this.meterRows(); // the rows written so far count in this write
     this.tally.write(this.sql);
     this.counterWriteAt = now + COUNTER_WRITE_MS;
-  }
-
-  private forgetClosed(now: number): void {
-    for (const [id, closed] of this.executions.closedAt) {
-      if (closed.at > now - CLOSED_MEMORY_MS) break; // insertion order
-      this.executions.closedAt.delete(id);
-    }
   }
 
   // ===========================================================================================
@@ -1027,6 +1041,18 @@ export class Bucket extends DurableObject<Env> {
     this.runAgain(row, null, "wait", { ...row, dueAt: Math.max(retryAt, from) });
     this.tally.add("flow_waits_total", row.tenant);
     return "scheduled";
+  }
+
+  /**
+   * A change of the job (cancel, pause, a new schedule) at `version` ends this execution canceled,
+   * stored first: a restart before the flush finds the row canceled and closes it again instead of
+   * running it (a change answered 200 is never undone). 1 row written.
+   */
+  private cancel(row: HeldRow, version: number, now: number, reason: string): void {
+    const canceled: HeldRow = { ...row, version: Math.max(row.version, version), jobStatus: "canceled" };
+    store.updateJobOfExecution(this.sql, canceled, null);
+    this.executions.keep(canceled);
+    this.close(canceled, "cancel", now, { reason });
   }
 
   /** An outcome on its way to D1 (its state from the lifecycle table); the row stays until D1 has it. */

@@ -5,12 +5,18 @@
  */
 export class DueQueue {
   private readonly heap: { dueAt: number; id: string }[] = [];
+  /** the entries in the heap, so one is never there twice (a row moved away and back) */
+  private readonly entries = new Set<string>();
 
   get size(): number {
     return this.heap.length;
   }
 
+  /** Adds an entry; one already there is not added again (taking it twice would dispatch it twice). */
   push(dueAt: number, id: string): void {
+    const key = entryKey(dueAt, id);
+    if (this.entries.has(key)) return;
+    this.entries.add(key);
     const heap = this.heap;
     heap.push({ dueAt, id });
     let i = heap.length - 1;
@@ -36,6 +42,7 @@ export class DueQueue {
   pop(): { dueAt: number; id: string } | undefined {
     const heap = this.heap;
     const top = heap[0];
+    if (top) this.entries.delete(entryKey(top.dueAt, top.id));
     const last = heap.pop();
     if (heap.length > 0 && last) {
       let i = 0;
@@ -52,6 +59,18 @@ export class DueQueue {
     }
     return top;
   }
+
+  /** Keeps only the entries for which `live` holds (the stale ones of moved rows go). */
+  compact(live: (dueAt: number, id: string) => boolean): void {
+    const kept = this.heap.filter((e) => live(e.dueAt, e.id));
+    this.heap.length = 0;
+    this.entries.clear();
+    for (const e of kept) this.push(e.dueAt, e.id);
+  }
+}
+
+function entryKey(dueAt: number, id: string): string {
+  return `${dueAt}:${id}`;
 }
 
 /**
@@ -118,5 +137,13 @@ export class TenantDueQueues {
     let size = 0;
     for (const queue of this.byTenant.values()) size += queue.size;
     return size;
+  }
+
+  /** Keeps only the live entries of every tenant. */
+  compact(live: (dueAt: number, id: string) => boolean): void {
+    for (const [tenant, queue] of this.byTenant) {
+      queue.compact(live);
+      if (queue.size === 0) this.byTenant.delete(tenant);
+    }
   }
 }

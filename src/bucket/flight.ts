@@ -15,6 +15,11 @@ import { TenantDueQueues } from "./due-queue";
 import type { AttemptRecord } from "./protocol";
 import type { HeldRow } from "./store";
 
+/** tombstones are kept this long: longer than a sync pass's read of D1 can take */
+export const CLOSED_MEMORY_MS = 120_000;
+/** at most this many tombstones per bucket (about 300 executions/s ending for CLOSED_MEMORY_MS) */
+export const MAX_TOMBSTONES = 100_000;
+
 export interface Closing {
   row: HeldRow;
   status: TerminalState;
@@ -73,13 +78,35 @@ export class Executions {
   readonly waitingSince = new Map<string, number>();
   /** terminal outcomes not yet in D1 */
   readonly closing = new Map<string, Closing>();
-  /** ids that left recently (finished, or a job the bucket did not need to hold), with their tenant */
+  /**
+   * Tombstones: ids that left recently (finished, or a canceled job the bucket never held), with
+   * their tenant and version, oldest first: a sync pass that read D1 before the outcome landed
+   * there must not bring one back, and a late message of one is a duplicate. Kept
+   * CLOSED_MEMORY_MS, and never more than MAX_TOMBSTONES (the oldest go first: then a stale read
+   * may run an execution again, a duplicate at-least-once allows).
+   */
   readonly closedAt = new Map<string, { at: number; tenant: string; version: number }>();
   private dispatchSeq = 0;
+  private pushes = 0;
   /** the highest dispatch seq claimed: an older unclaimed dispatch was overtaken */
   private claimedSeq = 0;
 
   constructor(private readonly dispatchTimeoutMs: number) {}
+
+  /** A tombstone for an id that left (see closedAt), at the end of the order. */
+  rememberClosed(id: string, closed: { at: number; tenant: string; version: number }): void {
+    this.closedAt.delete(id);
+    this.closedAt.set(id, closed);
+    this.forgetClosed(closed.at);
+  }
+
+  /** Drops tombstones older than CLOSED_MEMORY_MS, and the oldest beyond MAX_TOMBSTONES. */
+  forgetClosed(now: number): void {
+    for (const [id, closed] of this.closedAt) {
+      if (closed.at > now - CLOSED_MEMORY_MS && this.closedAt.size <= MAX_TOMBSTONES) break; // oldest first
+      this.closedAt.delete(id);
+    }
+  }
 
   /** Records a send (a first dispatch or a re-send) at the end of the dispatch order. */
   dispatch(row: HeldRow, event: "dispatch" | "redispatch", now: number): void {
@@ -101,6 +128,11 @@ export class Executions {
   /** Scheduled again (or for the first time): in its tenant's due order. */
   schedule(row: HeldRow): void {
     this.due.push(row.dueAt, row.id, row.tenant);
+    // entries of rows that moved stay until they surface: rebuilt once they outnumber the live ones
+    // (looked at every 1,024 pushes: the size is a sum over tenants)
+    if (++this.pushes % 1_024 === 0 && this.due.size > 2 * this.held.size + 1_024) {
+      this.due.compact((dueAt, id) => this.isScheduledAt(id, dueAt));
+    }
   }
 
   keep(row: HeldRow): void {
