@@ -44,25 +44,55 @@ export interface ChangeResult {
   applied: boolean;
 }
 
-export async function cancelJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
-  if (job.status === "canceled") return sync(deps, job);
-  return commit(deps, job, "cancel", { status: "canceled" }, "not_cancelable");
+export function cancelJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
+  return onLatest(deps, job, (latest) => {
+    if (latest.status === "canceled") return sync(deps, latest);
+    return commit(deps, latest, "cancel", { status: "canceled" }, "not_cancelable");
+  });
 }
 
 /** Pause stops new executions (what has not started is canceled, a running attempt finishes). */
-export async function pauseJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
-  if (job.cron === null) throw new ApiError(409, "not_recurring", "only recurring jobs can be paused; cancel a one-off job instead", "id");
-  if (job.status === "paused") return sync(deps, job);
-  return commit(deps, job, "pause", { status: "paused" }, "not_active");
+export function pauseJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
+  return onLatest(deps, job, (latest) => {
+    if (latest.cron === null)
+      throw new ApiError(409, "not_recurring", "only recurring jobs can be paused; cancel a one-off job instead", "id");
+    if (latest.status === "paused") return sync(deps, latest);
+    return commit(deps, latest, "pause", { status: "paused" }, "not_active");
+  });
 }
 
 /** Resume continues from the next future occurrence; occurrences missed while paused do not fire. */
-export async function resumeJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
-  if (job.cron === null) throw new ApiError(409, "not_recurring", "only recurring jobs can be paused and resumed", "id");
-  if (job.status === "active") return sync(deps, job);
-  const spec = parseSpec(job.spec);
-  const next = spec.schedule ? occurrenceAfter(spec.schedule, deps.now - 1) : null;
-  return commit(deps, job, "resume", { status: "active", nextRunAt: next ?? job.nextRunAt }, "not_paused");
+export function resumeJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
+  return onLatest(deps, job, (latest) => {
+    if (latest.cron === null) throw new ApiError(409, "not_recurring", "only recurring jobs can be paused and resumed", "id");
+    if (latest.status === "active") return sync(deps, latest);
+    const spec = parseSpec(latest.spec);
+    const next = spec.schedule ? occurrenceAfter(spec.schedule, deps.now - 1) : null;
+    return commit(deps, latest, "resume", { status: "active", nextRunAt: next ?? latest.nextRunAt }, "not_paused");
+  });
+}
+
+/** a cancel, pause or resume that met a concurrent change reads the job again, at most this often */
+const CHANGE_TRIES = 5;
+
+/**
+ * Cancel, pause and resume mean the same whatever else changed (a rename, a new run time, the
+ * job's completion): one that meets a concurrent change (its guarded write found a newer version)
+ * reads the job again and applies to that, instead of answering 409 conflict. So a bulk action
+ * racing ordinary changes still changes every job exactly as the single request would.
+ */
+async function onLatest(deps: Deps, job: JobRow, change: (latest: JobRow) => Promise<ChangeResult>): Promise<ChangeResult> {
+  let latest = job;
+  for (let tries = 1; ; tries++) {
+    try {
+      return await change(latest);
+    } catch (error) {
+      if (!(error instanceof ApiError) || error.code !== "conflict" || tries >= CHANGE_TRIES) throw error;
+      const again = await getJob(deps.db, deps.tenant, job.id);
+      if (!again) throw new ApiError(404, "not_found", "job not found", "id");
+      latest = again;
+    }
+  }
 }
 
 /**
