@@ -130,6 +130,8 @@ interface Waiter {
   forgetAt: number;
   /** the rate slot it was told: it may start at or after this time, before anyone without one; null: none */
   slotAt: number | null;
+  /** a slow-down (Retry-After) told it to wait: when that ends it goes before anyone due after it */
+  heldBySlowDown: boolean;
 }
 
 export interface FlowGateOptions {
@@ -268,7 +270,15 @@ export class FlowGate {
       return wait(now + this.durationMs);
     }
     if (this.paused) return wait(now + clamp(now - a.firstDueAt, PAUSED_RETRY_MS.min, PAUSED_RETRY_MS.max));
-    if (this.throttledUntil !== null && this.throttledUntil > now) return wait(this.throttledUntil);
+    if (this.throttledUntil !== null && this.throttledUntil > now) {
+      waiter.heldBySlowDown = true;
+      return wait(this.throttledUntil);
+    }
+    // a slow-down just ended: those it held (due again now) start first, in first-due order; one
+    // due after them that asks before they come waits a moment, so a fresh execution that meets
+    // the target's next 429 first cannot hold them back window after window (they are forgotten
+    // WAITER_GRACE_MS after their time if they never come). A key with a rate orders them by its slots.
+    if (this.limits.rate === null && !waiter.heldBySlowDown && this.heldAhead(waiter)) return wait(now + MIN_SLOT_WAIT_MS);
     // came back before its slot (told to ask again by maxWaitMs): it keeps it
     if (waiter.slotAt !== null && waiter.slotAt > now) return wait(waiter.slotAt);
     const { periodMs, parallelism } = this.limits;
@@ -331,6 +341,12 @@ export class FlowGate {
    * slot, and one that did not come back at it must not hold a free slot from those that did);
    * `inLine`, those it waits behind, for when to ask again: also those whose rate slot passed.
    */
+  /** Whether a waiter held by a slow-down, due before this one, is still expected. */
+  private heldAhead(waiter: Waiter): boolean {
+    for (const w of this.waiting.values()) if (w !== waiter && w.heldBySlowDown && compareWaiters(w, waiter) < 0) return true;
+    return false;
+  }
+
   private waitersAhead(waiter: Waiter, now: number): { forSlot: number; inLine: number } {
     let forSlot = 0;
     let inLine = 0;
@@ -353,7 +369,13 @@ export class FlowGate {
       known.forgetAt = Infinity; // asking now
       return known;
     }
-    const waiter: Waiter = { executionId: a.executionId, firstDueAt: a.firstDueAt, forgetAt: Infinity, slotAt: null };
+    const waiter: Waiter = {
+      executionId: a.executionId,
+      firstDueAt: a.firstDueAt,
+      forgetAt: Infinity,
+      slotAt: null,
+      heldBySlowDown: false,
+    };
     if (this.waiting.size < FLOW_GATE_BOUNDS.waiters) this.waiting.set(a.executionId, waiter);
     return waiter;
   }

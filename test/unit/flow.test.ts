@@ -551,6 +551,28 @@ describe("FlowGate examples", () => {
       expect(retryAtOf(gate.ask([ask("c", 0)], 1_200)[0])).toBe(3_500);
     });
 
+    it("when it ends, the executions it held start before one due after them (model-based test: a fresh occurrence met the next 429 first, window after window, and they never ran)", () => {
+      const gate = gateOf(limits({ parallelism: 1_000 }));
+      expect(grantedIds(gate.ask([ask("a", 0)], 0))).toEqual(["a"]);
+      gate.release("a", 10, 60_000); // 429, Retry-After 60 s
+      expect(gate.ask([ask("b", 1_000), ask("c", 2_000)], 1_000).map(retryAtOf)).toEqual([60_010, 60_010]);
+      // at its end a fresh execution (due later) asks before them: it waits a moment
+      const fresh = gate.ask([ask("fresh", 60_000)], 60_010)[0];
+      expect(fresh?.granted).toBe(false);
+      expect(retryAtOf(fresh)).toBeLessThan(60_010 + 500); // spent in the consumer, no trip to the bucket
+      expect(grantedIds(gate.ask([ask("b", 1_000), ask("c", 2_000)], 60_020))).toEqual(["b", "c"]);
+      expect(grantedIds(gate.ask([ask("fresh", 60_000)], 60_060))).toEqual(["fresh"]);
+    });
+
+    it("one it held that never comes back holds the others only until it is forgotten", () => {
+      const gate = gateOf(limits());
+      gate.ask([ask("a", 0)], 0);
+      gate.release("a", 0, 1_000);
+      expect(retryAtOf(gate.ask([ask("gone", 10)], 10)[0])).toBe(1_000);
+      expect(gate.ask([ask("fresh", 500)], 1_000)[0]?.granted).toBe(false);
+      expect(grantedIds(gate.ask([ask("fresh", 500)], 1_000 + WAITER_GRACE_MS))).toEqual(["fresh"]);
+    });
+
     it("a throttle given at construction (kept across a restart) holds until it passes", () => {
       const gate = gateOf(limits(), { throttledUntil: 2_000 });
       expect(retryAtOf(gate.ask([ask("a", 0)], 1_000)[0])).toBe(2_000);
