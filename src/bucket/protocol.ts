@@ -90,13 +90,17 @@ export interface OfferRef {
   dueAt: number;
 }
 
-/** A pull worker's lease request for one offered execution: its length is the worker's choice. */
-export interface OfferedLeaseRef {
+/** An offer as a pull queue holds it: the execution, at this due time, for this tenant and queue. */
+export interface OfferedRef {
   executionId: string;
   dueAt: number;
   tenant: string;
   /** the pull queue asking: an execution is leased only from the queue it is offered in */
   queue: string;
+}
+
+/** A pull worker's lease request for one offered execution: its length is the worker's choice. */
+export interface OfferedLeaseRef extends OfferedRef {
   leaseMs: number;
 }
 

@@ -9,7 +9,10 @@
  * row written when offered and one when taken, WITHOUT ROWID with no other index, so 2 rows per
  * execution. An offer the bucket no longer stands by (leased, finished, canceled, moved by a
  * retry or a restart) is dropped when a worker's request meets it; the bucket offers it again
- * under its new due time if it still has to run.
+ * under its new due time if it still has to run. A queue nobody polls would keep those for ever:
+ * every OFFER_SWEEP_MS while it holds offers, an alarm asks their buckets which they still stand
+ * by and drops the rest (one request per bucket per SWEEP_ROWS offers, rows read, no row written
+ * but the deletes).
  */
 import { DurableObject } from "cloudflare:workers";
 import type { LeaseGrant, OfferRef } from "../bucket/protocol";
@@ -69,6 +72,11 @@ const TAKE_ROWS = 1_000;
 const BUCKET_ANSWER_MS = 5_000;
 /** A request that skipped an unreachable bucket's offers looks again this soon, not at the next offer only. */
 const RETRY_SKIPPED_MS = 1_000;
+/** How often the offers held are checked with their buckets: a stale one is kept at most about this long. */
+export const OFFER_SWEEP_MS = 600_000;
+/** Offers checked per sweep alarm; a longer queue is swept over alarms SWEEP_NEXT_MS apart. */
+const SWEEP_ROWS = 1_000;
+const SWEEP_NEXT_MS = 1_000;
 
 export class PullQueue extends DurableObject<Env> {
   private readonly sql: SqlStorage;
@@ -83,6 +91,8 @@ export class PullQueue extends DurableObject<Env> {
   private readonly offeredAgain = new Set<string>();
   /** rows written since this object started (what its storage bills; the tests read it) */
   rowsWritten = 0;
+  /** where the sweep in progress goes on (memory: after a restart it starts again from the oldest) */
+  private sweptTo: { dueAt: number; executionId: string } | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -98,6 +108,65 @@ export class PullQueue extends DurableObject<Env> {
       this.rowsWritten += this.sql.exec(`INSERT OR IGNORE INTO offers VALUES (?, ?, ?)`, o.dueAt, o.executionId, o.bucket).rowsWritten;
     }
     this.wakeAll();
+    if (offers.length > 0 && (await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + OFFER_SWEEP_MS);
+  }
+
+  /**
+   * The sweep: the next SWEEP_ROWS offers (oldest first) are checked with their buckets, and those
+   * a bucket no longer stands by are dropped (a request would have dropped them when it met them).
+   * An unreachable bucket's offers stay. Armed again while offers remain.
+   */
+  override async alarm(): Promise<void> {
+    const name = this.ctx.id.name ?? "";
+    const at = name.indexOf("\n");
+    const tenant = name.slice(0, at);
+    const queue = name.slice(at + 1);
+    const after = this.sweptTo;
+    const page = this.sql
+      .exec<OfferRow>(
+        `SELECT due_at, execution_id, bucket FROM offers WHERE (due_at, execution_id) > (?, ?) ORDER BY due_at, execution_id LIMIT ?`,
+        after?.dueAt ?? Number.MIN_SAFE_INTEGER,
+        after?.executionId ?? "",
+        SWEEP_ROWS,
+      )
+      .toArray();
+    // offers a request is asking about right now are its to judge
+    const rows = page.filter((r) => !this.taking.has(offerKey(r)));
+    if (at >= 0 && rows.length > 0) {
+      for (const r of rows) this.taking.add(offerKey(r));
+      try {
+        await Promise.all(
+          [...Map.groupBy(rows, (r) => r.bucket)].map(async ([bucket, group]) => {
+            let standing: boolean[];
+            try {
+              standing = await this.env.BUCKET.getByName(bucketName(bucket)).stillOffered(
+                group.map((r) => ({ executionId: r.execution_id, dueAt: r.due_at, tenant, queue })),
+              );
+            } catch (error) {
+              console.error(`pull queue sweep: bucket ${bucket} did not answer; its offers stay`, error);
+              return;
+            }
+            for (const [i, r] of group.entries()) {
+              if (standing[i] !== false || this.offeredAgain.has(offerKey(r))) continue;
+              this.rowsWritten += this.sql.exec(
+                `DELETE FROM offers WHERE due_at = ? AND execution_id = ?`,
+                r.due_at,
+                r.execution_id,
+              ).rowsWritten;
+            }
+          }),
+        );
+      } finally {
+        for (const r of rows) {
+          this.taking.delete(offerKey(r));
+          this.offeredAgain.delete(offerKey(r));
+        }
+      }
+    }
+    const last = page[page.length - 1];
+    this.sweptTo = page.length === SWEEP_ROWS && last ? { dueAt: last.due_at, executionId: last.execution_id } : null;
+    const left = this.sql.exec(`SELECT 1 FROM offers LIMIT 1`).toArray().length > 0;
+    if (left) await this.ctx.storage.setAlarm(Date.now() + (this.sweptTo ? SWEEP_NEXT_MS : OFFER_SWEEP_MS));
   }
 
   /** A worker's lease request: the oldest offers, leased from their buckets; with none, waits up to waitMs for one. */

@@ -9,13 +9,13 @@
  * other's queues or leases; bad input is a 400 naming the field.
  */
 
-import { runInDurableObject } from "cloudflare:test";
+import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import type { PullLeaseView } from "../../src/api/responses";
 import type { FireMessage } from "../../src/bucket/protocol";
 import { pullQueueName } from "../../src/core/pull";
-import type { PullQueue } from "../../src/pull/pull-queue";
+import { OFFER_SWEEP_MS, type PullQueue } from "../../src/pull/pull-queue";
 import {
   api,
   captureFiresForFile,
@@ -228,6 +228,52 @@ describe("offers its bucket no longer stands by", () => {
     expect(await waiting(queue)).toBe(7);
     const got = await lease(queue, { max: 1 });
     expect(got.map((l) => l.executionId)).toEqual([live.exe.id]);
+    expect(await waiting(queue)).toBe(0);
+  });
+
+  it("a queue nobody polls drops its stale offers at its next sweep (OFFER_SWEEP_MS) and keeps the live ones; a request meeting none of them first", async () => {
+    const queue = freshQueue();
+    const stub = env.PULL_QUEUE.getByName(pullQueueName("acme", queue));
+    const stale = await offered(queue);
+    const live = await offered(queue);
+    expect((await api(`/v1/jobs/${stale.job.id}`, { method: "DELETE" })).status).toBeLessThan(300);
+    expect(await waiting(queue)).toBe(2);
+    // the sweep is armed by the first offer, OFFER_SWEEP_MS after it
+    const armedAt = await runInDurableObject(stub, (_instance, state) => state.storage.getAlarm());
+    expect(armedAt).not.toBeNull();
+    expect(armedAt! - clock.at).toBeLessThanOrEqual(OFFER_SWEEP_MS);
+    clock.travelTo(armedAt!);
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    expect(await waiting(queue)).toBe(1);
+    // armed again while offers remain; the live one is still leased by a worker
+    expect(await runInDurableObject(stub, (_instance, state) => state.storage.getAlarm())).toBe(clock.at + OFFER_SWEEP_MS);
+    expect((await lease(queue, { max: 5 })).map((l) => l.executionId)).toEqual([live.exe.id]);
+    // with nothing left the sweep stops
+    clock.advance(OFFER_SWEEP_MS);
+    await runDurableObjectAlarm(stub);
+    expect(await runInDurableObject(stub, (_instance, state) => state.storage.getAlarm())).toBeNull();
+  });
+
+  it("the sweep keeps the offers of a bucket that does not answer", async () => {
+    const queue = freshQueue();
+    const stub = env.PULL_QUEUE.getByName(pullQueueName("acme", queue));
+    const e = await offered(queue);
+    expect((await api(`/v1/jobs/${e.job.id}`, { method: "DELETE" })).status).toBeLessThan(300);
+    const namespace = env.BUCKET as unknown as { getByName(name: string): unknown };
+    const spy = vi.spyOn(namespace, "getByName").mockImplementation(() => ({
+      stillOffered: async () => {
+        throw new Error("injected: bucket unreachable");
+      },
+    }));
+    try {
+      clock.advance(OFFER_SWEEP_MS);
+      await runDurableObjectAlarm(stub);
+    } finally {
+      spy.mockRestore();
+    }
+    expect(await waiting(queue)).toBe(1);
+    clock.advance(OFFER_SWEEP_MS);
+    await runDurableObjectAlarm(stub);
     expect(await waiting(queue)).toBe(0);
   });
 
