@@ -1,0 +1,56 @@
+/**
+ * The defects the model-based test (model.test.ts) found on 541f53a, each kept as a regular test:
+ * the shrunk command sequence it printed, run through the same harness, heal and checks
+ * (model/run.ts). Each failed on 541f53a with the message quoted in its comment, and passes since
+ * its fix. Commands name jobs by index (j0 is the first created) and a restart names the bucket of
+ * a job, so a sequence replays the same way whatever ids the run gets.
+ */
+import { describe, it } from "vitest";
+import { captureFiresForFile, fileClock } from "./helpers";
+import { Advance, Cancel, CreateBatch, CreateOneOff, PatchRunAt, RestartBucket } from "./model/model";
+import { runSequence } from "./model/run";
+import { installHarness } from "./model/world";
+
+const clock = fileClock(365 * 86_400_000);
+const sent = captureFiresForFile();
+installHarness(clock, sent);
+
+const YEAR_S = 31_536_000;
+
+/** a sequence, its heal (up to half an hour of the file's clock) and the checks */
+const TIMEOUT_MS = 60_000;
+
+describe("what the model-based test found (issue 24), as its shrunk sequences", () => {
+  it(
+    "a one-off job due beyond the lookahead that is PATCHed (here to its own run time) fires at its time",
+    async () => {
+      // 541f53a: "j0 …: executions stuck": the bucket answered the PATCH with a tombstone at that
+      // version, and refused the same version when the sync pass handed the job over
+      await runSequence([new CreateBatch([200_000, 0, 200_000]), new PatchRunAt(0, { back: 0 }), new Advance(5_000, true)]);
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    "a cancel answered 200 is not undone by a restart of the bucket before its flush",
+    async () => {
+      // 541f53a: "j0 … http start #0: started after its cancel or pause took effect": the canceled
+      // execution's row was still active in storage, and the restarted bucket scheduled it again
+      await runSequence([
+        new CreateOneOff(1_016, [{ status: 200 }, { status: 200 }], null, false, null),
+        new Cancel(5),
+        new RestartBucket(2),
+      ]);
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    "one Retry-After of a year holds the target's origin at most FLOW_WAIT_MAX_MS; the job then succeeds",
+    async () => {
+      // 541f53a: "j0 …: executions stuck": the origin key was throttled for the year
+      await runSequence([new CreateOneOff(0, [{ status: 429, retryAfterS: YEAR_S }, { status: 200 }], null, false, null)]);
+    },
+    TIMEOUT_MS,
+  );
+});
