@@ -91,6 +91,13 @@ export class Model {
   checkedSeq = 0;
   steps: string[] = [];
 
+  private names = 0;
+
+  /** A job's name, unique in the run (two creates at once get two): its target path and idempotency key. */
+  newName(): string {
+    return `j${this.names++}`;
+  }
+
   job(i: number): JobModel | undefined {
     return this.jobs.length === 0 ? undefined : this.jobs[i % this.jobs.length];
   }
@@ -268,7 +275,7 @@ export class CreateOneOff extends Step {
     return m.jobs.length < MAX_JOBS;
   }
   async act(m: Model, r: Real): Promise<void> {
-    const name = `j${m.jobs.length}`;
+    const name = m.newName();
     const runAt = Math.ceil((r.now + this.delayMs) / 1000) * 1000;
     const reused =
       this.idempotency && m.idempotencyKeys.length > 0 ? m.idempotencyKeys[this.idempotency.reuse % m.idempotencyKeys.length] : undefined;
@@ -315,7 +322,7 @@ export class CreateRecurring extends Step {
     return m.jobs.length < MAX_JOBS;
   }
   async act(m: Model, r: Real): Promise<void> {
-    const name = `j${m.jobs.length}`;
+    const name = m.newName();
     const res = await r.api("POST", "/v1/jobs", jobBody(r, { name, pull: this.pull, flowKey: null }, { cron: this.cron }));
     if (res.status !== 201) {
       expect([500, 503], `create answered ${res.status}: ${JSON.stringify(res.body)}`).toContain(res.status);
@@ -350,8 +357,8 @@ export class CreateBatch extends Step {
     return m.jobs.length + this.delaysMs.length <= MAX_JOBS;
   }
   async act(m: Model, r: Real): Promise<void> {
-    const specs = this.delaysMs.map((delayMs, i) => {
-      const name = `j${m.jobs.length + i}`;
+    const specs = this.delaysMs.map((delayMs) => {
+      const name = m.newName();
       const runAt = Math.ceil((r.now + delayMs) / 1000) * 1000;
       return { name, runAt, body: jobBody(r, { name, pull: false, flowKey: this.flowKey }, { runAt: new Date(runAt).toISOString() }) };
     });
@@ -363,9 +370,8 @@ export class CreateBatch extends Step {
     for (const [i, result] of (res.body.results as { status: number; job?: { id: string } }[]).entries()) {
       if (result.status !== 201) continue;
       const s = specs[i]!;
-      // names follow the model's count: a refused item leaves no gap
       accept(m, r, result.job!, {
-        name: `j${m.jobs.length}`,
+        name: s.name,
         recurring: false,
         pull: false,
         flowKey: this.flowKey,
