@@ -8,7 +8,7 @@
  */
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { ACTION_RETENTION_MS, bulkActionName, PAGE } from "../../src/actions/bulk-action";
 import { api, captureFiresForFile, createJob, dispatchOf, fileClock, fire, type JobJson, KEYS, newExecution, receiverUrl } from "./helpers";
 
@@ -54,6 +54,44 @@ async function finished(id: string, tenant = "acme", key: string = KEYS.acme): P
 async function statusOf(id: string): Promise<string> {
   return ((await (await api(`/v1/jobs/${id}`)).json()) as JobJson).status;
 }
+
+describe("bulk actions racing single changes (issue 24)", () => {
+  it("a bulk cancel whose jobs are PATCHed while its page runs still cancels every one (it was done with jobs active, counted as conflict)", async () => {
+    const jobs: JobJson[] = [];
+    for (let i = 0; i < 3; i++) jobs.push(await createJob({ target: target(), delay: "1h", name: `race-${i}` }));
+    // while the page applies the first cancel in its bucket, the other two are renamed: their
+    // versions move past the ones the page read
+    const namespace = env.BUCKET as unknown as { getByName(name: string): Record<string, (...args: unknown[]) => Promise<unknown>> };
+    const original = namespace.getByName.bind(namespace);
+    let raced = false;
+    const spy = vi.spyOn(namespace, "getByName").mockImplementation((name: string) => {
+      const real = original(name);
+      return new Proxy(real, {
+        get(target, prop) {
+          if (prop !== "applyJobs" || raced) return Reflect.get(target, prop);
+          return async (...args: unknown[]) => {
+            raced = true;
+            for (const job of jobs.slice(1)) {
+              const res = await api(`/v1/jobs/${job.id}`, { method: "PATCH", body: { name: `${job.name}-renamed` } });
+              expect(res.status).toBeLessThan(300);
+            }
+            return real.applyJobs!(...args);
+          };
+        },
+      });
+    });
+    try {
+      const res = await start("cancel", { ids: jobs.map((j) => j.id) });
+      expect(res.status).toBe(202);
+      const action = await finished(((await res.json()) as Action).id);
+      expect(raced, "the page's first change reached a bucket").toBe(true);
+      expect(action).toMatchObject({ status: "done", matched: 3, done: 3, failed: 0, failures: [] });
+    } finally {
+      spy.mockRestore();
+    }
+    for (const job of jobs) expect(await statusOf(job.id)).toBe("canceled");
+  });
+});
 
 describe("bulk actions", () => {
   it("cancel by a label filter acts on exactly the jobs listed, across pages, and answers 202 with its progress", async () => {
