@@ -36,6 +36,7 @@ const SEED = setting("MODEL_SEED", 20_261_201);
 const RUNS = setting("MODEL_RUNS", 25);
 const MAX_COMMANDS = setting("MODEL_COMMANDS", 40);
 const VERBOSE = setting("MODEL_VERBOSE", 0) > 0;
+const TRACE = setting("MODEL_VERBOSE", 0) > 1;
 
 // the clock starts a year ahead, so no alarm the objects arm ever fires by itself: the harness runs them
 const clock = fileClock(365 * 86_400_000);
@@ -49,7 +50,7 @@ describe(`model-based: the lifecycle under every interleaving (MODEL_SEED=${SEED
       const tally = { runs: 0, jobs: 0, requests: 0, pulls: 0, steps: 0, restarts: 0, commands: {} as Record<string, number> };
       const started = performance.now();
       const property = fc.asyncProperty(commandsArb(MAX_COMMANDS), async (commands) => {
-        const { model, world } = await runSequence(commands, VERBOSE);
+        const { model, world } = await runSequence(commands, VERBOSE, TRACE);
         tally.runs += 1;
         tally.jobs += model.jobs.length;
         tally.requests += world.requests.length;

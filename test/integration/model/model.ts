@@ -22,7 +22,7 @@ import { expect } from "vitest";
 import { occurrenceId, oneOffExecutionId, timeOfId } from "../../../src/core/id";
 import { type Answer, type ApiAnswer, PULL_QUEUE, type RpcFault, type World } from "./world";
 
-export const CRONS = ["*/20 * * * * *", "*/30 * * * * *", "0 * * * * *"] as const;
+export const CRONS = ["*/30 * * * * *", "0 * * * * *", "15 */2 * * * *"] as const;
 export const FLOW_KEYS = {
   rated: { key: "rated", rate: 2, periodSeconds: 1 },
   single: { key: "single", parallelism: 1 },
@@ -90,6 +90,8 @@ export class Model {
   /** the number of target requests already checked */
   checkedSeq = 0;
   steps: string[] = [];
+  /** print each step as it starts (MODEL_VERBOSE=2): a sequence that hangs shows where */
+  trace = false;
 
   private names = 0;
 
@@ -216,7 +218,17 @@ abstract class Step implements Cmd {
   }
   async run(m: Model, r: Real): Promise<void> {
     m.steps.push(this.toString());
-    await this.act(m, r);
+    if (m.trace) console.log(`step ${m.steps.length}: ${this}`);
+    // a step that never ends is a defect too (a deadlock, an await nothing resolves): it fails the run
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const hung = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`step ${m.steps.length} (${this}) did not end in ${STEP_TIMEOUT_MS} ms`)), STEP_TIMEOUT_MS);
+    });
+    try {
+      await Promise.race([this.act(m, r), hung]);
+    } finally {
+      clearTimeout(timer);
+    }
     await settleActions(m, r);
     checkStarts(m, r);
   }
@@ -260,6 +272,8 @@ function accept(
 }
 
 const MAX_JOBS = 10;
+/** real time a step may take before it counts as hung */
+const STEP_TIMEOUT_MS = 60_000;
 
 export class CreateOneOff extends Step {
   constructor(

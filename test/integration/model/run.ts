@@ -16,8 +16,10 @@ import { World } from "./world";
 export async function runSequence(
   commands: Iterable<fc.AsyncCommand<Model, World>>,
   verbose = false,
+  trace = false,
 ): Promise<{ model: Model; world: World }> {
   const model = new Model();
+  model.trace = trace;
   const world = new World();
   const started = performance.now();
   try {
