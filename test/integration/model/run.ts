@@ -75,7 +75,8 @@ export async function heal(m: Model, w: World, verbose = false): Promise<Healed>
   const startedMs = performance.now();
   const lastDue = Math.max(healStart, ...m.jobs.map((j) => j.dueAt ?? 0));
   // a lost dispatch is sent again after LOST_DISPATCH_MS; every attempt may wait out a slow-down
-  const horizon = lastDue + HEAL_TAIL_MS + (m.steps.some((s) => s.includes("DropMessage")) ? LOST_DISPATCH_MS : 0) + slowDownAllowance(m);
+  const horizon =
+    lastDue + HEAL_TAIL_MS + (m.steps.some((s) => s.includes("DropMessage")) ? LOST_DISPATCH_MS : 0) + slowDownAllowance(m) + hangAllowance(m);
   let lastScanMinute = -1;
   let converged = false;
   const hangingSince = new Map<number, number>();
@@ -150,6 +151,14 @@ function slowsDown(job: JobModel): boolean {
   return job.script.some((a) => "status" in a && (a.status === 429 || a.status === 503) && (a.retryAfterS ?? 0) > 0);
 }
 
+/**
+ * How much longer an execution may take when its target hangs: each attempt may hang until the
+ * target's timeout (the heal answers it then) and back off.
+ */
+function hangAllowance(m: Model): number {
+  return m.jobs.some((j) => j.script.some((a) => "hang" in a)) ? RETRY.maxAttempts * (TARGET_TIMEOUT_MS + RETRY.maxDelayMs + 1_000) : 0;
+}
+
 function slowDownAllowance(m: Model): number {
   const retryAfterMs = Math.max(
     0,
@@ -209,7 +218,7 @@ export async function checkEnd(m: Model, w: World, h: Healed): Promise<void> {
 
     if (originHeld && !job.pull && job.flowKey === null) continue;
     // nothing stuck: every execution due before the horizon's tail ended
-    const finishBy = h.horizon - 60_000 - slowDownAllowance(m);
+    const finishBy = h.horizon - 60_000 - slowDownAllowance(m) - hangAllowance(m);
     const unfinished = mine.filter((e) => Date.parse(e.dueAt) < finishBy && !["succeeded", "dead", "canceled"].includes(e.status));
     expect(
       unfinished.map((e) => `${e.id} ${e.status} due ${e.dueAt}`),
