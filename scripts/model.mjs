@@ -58,6 +58,8 @@ process.on("SIGTERM", stop);
 child.on("exit", (code, signal) => {
   const seconds = Math.round((Date.now() - started) / 1000);
   const verdict = code === 0 ? "passed" : "FAILED";
-  console.log(`model: ${verdict} with MODEL_SEED=${seed} MODEL_RUNS=${runs} (${seconds} s); replay: npm run model -- --seed ${seed} --runs ${runs}`);
+  console.log(
+    `model: ${verdict} with MODEL_SEED=${seed} MODEL_RUNS=${runs} (${seconds} s); replay: npm run model -- --seed ${seed} --runs ${runs}`,
+  );
   process.exit(code ?? (signal ? 1 : 0));
 });
