@@ -36,7 +36,7 @@ describe("the due heap: a row moved away and back is taken once", () => {
     q.push(200, "a", "acme"); // moved later
     q.push(100, "a", "acme"); // and back
     q.push(100, "b", "acme");
-    const live = (dueAt: number, id: string) => dueAt === 100;
+    const live = (dueAt: number, _id: string) => dueAt === 100;
     const taken = q.takeDue(1_000, 10, live);
     expect(taken.map((t) => t.id).sort()).toEqual(["a", "b"]);
   });

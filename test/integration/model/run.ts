@@ -76,7 +76,11 @@ export async function heal(m: Model, w: World, verbose = false): Promise<Healed>
   const lastDue = Math.max(healStart, ...m.jobs.map((j) => j.dueAt ?? 0));
   // a lost dispatch is sent again after LOST_DISPATCH_MS; every attempt may wait out a slow-down
   const horizon =
-    lastDue + HEAL_TAIL_MS + (m.steps.some((s) => s.includes("DropMessage")) ? LOST_DISPATCH_MS : 0) + slowDownAllowance(m) + hangAllowance(m);
+    lastDue +
+    HEAL_TAIL_MS +
+    (m.steps.some((s) => s.includes("DropMessage")) ? LOST_DISPATCH_MS : 0) +
+    slowDownAllowance(m) +
+    hangAllowance(m);
   let lastScanMinute = -1;
   let converged = false;
   const hangingSince = new Map<number, number>();
