@@ -156,8 +156,8 @@ export class FlowGate {
   private isPaused: boolean;
   throttledUntil: number | null;
   readonly maxWaitMs: number;
-  /** a moving average of how long a delivery holds its permit */
-  private durationMs = INITIAL_DURATION_MS;
+  /** a moving average of how long a delivery holds its permit; null until one finished */
+  private measuredMs: number | null = null;
   private grantedTotal = 0;
   private throttledTotal = 0;
 
@@ -230,7 +230,9 @@ export class FlowGate {
     if (permit !== undefined) {
       this.inFlight.delete(executionId);
       const startedAt = permit.lapseAt - permit.holdMs;
-      if (now >= startedAt) this.durationMs = 0.8 * this.durationMs + 0.2 * (now - startedAt);
+      // the first one measured replaces the guess (a guess of 200 ms for 1 ms deliveries held
+      // every parallelism waiter back for several rounds of the average)
+      if (now >= startedAt) this.measuredMs = this.measuredMs === null ? now - startedAt : 0.8 * this.measuredMs + 0.2 * (now - startedAt);
     }
     if (retryAfterMs !== undefined && retryAfterMs > 0) {
       this.throttledUntil = Math.max(this.throttledUntil ?? 0, now + Math.min(retryAfterMs, this.maxWaitMs));
@@ -335,18 +337,23 @@ export class FlowGate {
     return Math.ceil(at);
   }
 
-  /**
-   * Waiters that come before this one for a parallelism slot, earlier due and still asking:
-   * `forSlot`, those that keep a free slot from it: not one with a rate slot (its place is its
-   * slot, and one that did not come back at it must not hold a free slot from those that did);
-   * `inLine`, those it waits behind, for when to ask again: also those whose rate slot passed.
-   */
+  /** how long a delivery is expected to hold its permit */
+  private get durationMs(): number {
+    return this.measuredMs ?? INITIAL_DURATION_MS;
+  }
+
   /** Whether a waiter held by a slow-down, due before this one, is still expected. */
   private heldAhead(waiter: Waiter): boolean {
     for (const w of this.waiting.values()) if (w !== waiter && w.heldBySlowDown && compareWaiters(w, waiter) < 0) return true;
     return false;
   }
 
+  /**
+   * Waiters that come before this one for a parallelism slot, earlier due and still asking:
+   * `forSlot`, those that keep a free slot from it: not one with a rate slot (its place is its
+   * slot, and one that did not come back at it must not hold a free slot from those that did);
+   * `inLine`, those it waits behind, for when to ask again: also those whose rate slot passed.
+   */
   private waitersAhead(waiter: Waiter, now: number): { forSlot: number; inLine: number } {
     let forSlot = 0;
     let inLine = 0;
