@@ -7,6 +7,7 @@ import { scan } from "./scanner/scan";
 export { BulkAction } from "./actions/bulk-action";
 export { Bucket } from "./bucket/bucket";
 export { FlowKey } from "./flow/flow-key";
+export { IdempotencyKeys } from "./idempotency/idempotency-keys";
 export { PullQueue } from "./pull/pull-queue";
 
 export default {
@@ -19,9 +20,12 @@ export default {
 
   async scheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {
     ctx.waitUntil(
-      scan(env, controller.scheduledTime).then((report) => {
-        if (report.failedBuckets.length > 0) console.error("scan incomplete", report);
-      }),
+      scan(env, controller.scheduledTime).then(
+        (report) => {
+          if (report.failedBuckets.length > 0 || report.failedShards.length > 0 || report.refused) console.error("scan incomplete", report);
+        },
+        (error: unknown) => console.error("scan failed", error),
+      ),
     );
   },
 } satisfies ExportedHandler<Env, unknown>;

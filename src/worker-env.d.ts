@@ -8,12 +8,18 @@ import type { BulkAction } from "./actions/bulk-action";
 import type { Bucket } from "./bucket/bucket";
 import type { FireMessage } from "./bucket/protocol";
 import type { FlowKey } from "./flow/flow-key";
+import type { IdempotencyKeys } from "./idempotency/idempotency-keys";
 import type { PullQueue } from "./pull/pull-queue";
 
 declare global {
   namespace Cloudflare {
     interface Env {
+      /** the system of record's shard 0 (db/shards.ts) */
       DB: D1Database;
+      /** shards 1..S-1 of the system of record, when there are more than one */
+      [shard: `DB_${number}`]: D1Database;
+      /** a tenant's idempotency keys, named "<tenant>\n<slot>" (idempotency/idempotency-keys.ts) */
+      IDEMPOTENCY_KEYS: DurableObjectNamespace<IdempotencyKeys>;
       BUCKET: DurableObjectNamespace<Bucket>;
       /** one flow-control key of one tenant, named "<tenant>\n<key>" */
       FLOW_KEY: DurableObjectNamespace<FlowKey>;
@@ -49,7 +55,7 @@ declare global {
     // types `exports` from "cloudflare:workers" (used by the integration tests)
     interface GlobalProps {
       mainModule: typeof import("./index");
-      durableNamespaces: "Bucket" | "FlowKey" | "BulkAction" | "PullQueue";
+      durableNamespaces: "Bucket" | "FlowKey" | "BulkAction" | "PullQueue" | "IdempotencyKeys";
     }
   }
 

@@ -12,11 +12,12 @@ import { ApiError } from "../api/errors";
 import type { ChangeResult, Deps } from "../api/job-changes";
 import { cancelJob, pauseJob, redriveExecution, resumeJob } from "../api/job-changes";
 import { decodeCursor, encodeCursor } from "../api/present";
+import { listDeadPage, listJobsPage, shardOfOrNull } from "../api/read-model";
 import { configOf } from "../config";
 import type { JobState } from "../core/lifecycle";
-import { mergeScans } from "../core/page";
-import { dbOf, getJobsByIds, listDead, listJobs } from "../db/queries";
+import { getJobsByIds } from "../db/queries";
 import type { JobRow } from "../db/schema";
+import { shardsOf } from "../db/shards";
 
 /** Changes of jobs (POST /v1/jobs/<kind>). */
 export const BULK_JOB_KINDS = ["cancel", "pause", "resume"] as const;
@@ -122,14 +123,16 @@ export class BulkAction extends DurableObject<Env> {
       else await this.ctx.storage.setAlarm((state.finishedAt ?? Date.now()) + ACTION_RETENTION_MS);
       return;
     }
-    const db = dbOf(this.env.DB);
-    const page = await this.nextPage(state, db);
-    const deps = { env: this.env, db, config: configOf(this.env), tenant: state.tenant };
-    // the page's jobs in one read (a filtered page has them already): none per job
-    const jobsById = state.kind === "redrive" ? new Map<string, JobRow>() : (page.jobs ?? (await jobsOf(db, state.tenant, page.ids)));
+    const page = await this.nextPage(state);
+    const config = configOf(this.env);
+    // the page's jobs in one read per shard (a filtered page has them already): none per job
+    const jobsById = state.kind === "redrive" ? new Map<string, JobRow>() : (page.jobs ?? (await jobsOf(this.env, state.tenant, page.ids)));
     for (const [i, id] of page.ids.entries()) {
       try {
-        await this.change(state, { ...deps, now: Date.now() }, id, jobsById.get(id));
+        // each job's change on its own shard (an id naming none is no job of this tenant's)
+        const shard = shardOfOrNull(this.env, id);
+        if (!shard) throw new ApiError(404, "not_found", "job not found", "id");
+        await this.change(state, { env: this.env, db: shard.db, config, tenant: state.tenant, now: Date.now() }, id, jobsById.get(id));
         state.matched += 1;
         state.done += 1;
       } catch (error) {
@@ -165,10 +168,7 @@ export class BulkAction extends DurableObject<Env> {
    * The ids of the next page, where the one after starts (null: this is the last), and where to
    * start again from its i-th id (a failure there).
    */
-  private async nextPage(
-    state: ActionState,
-    db: ReturnType<typeof dbOf>,
-  ): Promise<{
+  private async nextPage(state: ActionState): Promise<{
     ids: string[];
     /** the jobs themselves, when the page was read from the job list */
     jobs?: Map<string, JobRow>;
@@ -185,18 +185,17 @@ export class BulkAction extends DurableObject<Env> {
       const at = typeof state.next === "string" ? decodeCursor(state.next) : null;
       const cursor = at ? { deadAt: at.at, id: at.id } : undefined;
       // one already on its way back (redriven, not yet cleared) is not dead any more
-      const rows = await listDead(db, state.tenant, cursor, PAGE + 1, { ...selector.dead, redriving: false });
-      const page = rows.slice(0, PAGE);
+      const { page, more } = await listDeadPage(this.env, state.tenant, cursor, PAGE, { ...selector.dead, redriving: false });
       const after = (d: { deadAt: number; executionId: string } | undefined) => (d ? encodeCursor(d.deadAt, d.executionId) : null);
       return {
         ids: page.map((d) => d.executionId),
-        next: rows.length > PAGE ? after(page[page.length - 1]) : null,
+        next: more ? after(page[page.length - 1]) : null,
         resumeAt: (i) => (i > 0 ? after(page[i - 1]) : state.next),
       };
     }
     const cursor = typeof state.next === "string" ? state.next : undefined;
     // a page may be short (the list's scan budget): its next still goes on
-    const { page, next } = mergeScans([await listJobs(db, state.tenant, selector.filter, cursor, PAGE)], (job) => job.id, PAGE);
+    const { page, next } = await listJobsPage(this.env, state.tenant, selector.filter, cursor, PAGE);
     return {
       ids: page.map((job) => job.id),
       jobs: new Map(page.map((job) => [job.id, job])),
@@ -206,9 +205,15 @@ export class BulkAction extends DurableObject<Env> {
   }
 }
 
-/** The tenant's jobs among these ids, by id, in one read. */
-async function jobsOf(db: ReturnType<typeof dbOf>, tenant: string, ids: string[]): Promise<Map<string, JobRow>> {
-  return new Map((await getJobsByIds(db, tenant, ids)).map((job) => [job.id, job]));
+/** The tenant's jobs among these ids, by id, in one read per shard they name. */
+async function jobsOf(env: Env, tenant: string, ids: string[]): Promise<Map<string, JobRow>> {
+  const shards = shardsOf(env);
+  const named = ids.filter((id) => shardOfOrNull(env, id) !== null);
+  const found = new Map<string, JobRow>();
+  for (const [shard, group] of shards.groupByShard(named, (id) => id)) {
+    for (const job of await shards.on(shard, () => getJobsByIds(shard.db, tenant, group))) found.set(job.id, job);
+  }
+  return found;
 }
 
 function record(state: ActionState, id: string, code: string): void {

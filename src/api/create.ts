@@ -1,22 +1,24 @@
 /**
  * Job creation, shared by POST /v1/jobs and /v1/jobs/batch: validate at the door, write the jobs
- * to D1 in one atomic batch (durable before the 2xx, invariant 1), then hand each bucket its
+ * to one D1 shard in one atomic batch (durable before the 2xx, invariant 1), then hand each bucket its
  * near-term one-off jobs and its recurring jobs, one RPC per bucket. A failed hand-off leaves the
  * job pending in D1, where the scanner's sync pass finds it by its due time.
  */
 
-import type { JobDefinition } from "../bucket/protocol";
+import type { D1Meter, JobDefinition } from "../bucket/protocol";
 import type { Config } from "../config";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from "../core/backoff";
 import { bucketName, bucketOfJob } from "../core/bucketing";
 import { canonicalTimeZone, cronProblem, occurrenceAfter, type Schedule } from "../core/cron";
 import { grantedBinding } from "../core/handler-workers";
-import { newId } from "../core/id";
+import { newJobId } from "../core/id";
 import { isNear, isPullTarget, isReservedHeader, type JobSpec, LIMITS, type Target } from "../core/job";
 import { checkTargetUrl } from "../core/target-policy";
 import { parseDurationMs, parseInstant } from "../core/when";
-import { type Db, definitionOf, getJobsByIds, insertJobs, type NewJob } from "../db/queries";
+import { type Db, definitionOf, getJobsByIds, hasLegacyKeys, insertJobs, legacyKeyOwners, type NewJob } from "../db/queries";
 import type { JobRow } from "../db/schema";
+import { shardsOf } from "../db/shards";
+import { claimKeys, type KeyClaim, type KeyOwner } from "../idempotency/key-claims";
 import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
 import { presentJob } from "./present";
 import { CreateJobInput } from "./schemas";
@@ -35,7 +37,7 @@ export type CreateResult = { status: 201 | 200; job: ReturnType<typeof presentJo
 /** Validates one job request and turns it into rows; every refusal names its field. */
 export async function prepareJob(
   raw: unknown,
-  ctx: { tenant: string; now: number; config: Config; fieldPrefix: string; headerIdempotencyKey?: string | undefined },
+  ctx: { tenant: string; now: number; config: Config; fieldPrefix: string; shard: number; headerIdempotencyKey?: string | undefined },
 ): Promise<PreparedJob> {
   refuseUnfaithful(raw, ctx.fieldPrefix);
   const parsed = CreateJobInput.safeParse(raw);
@@ -43,7 +45,7 @@ export async function prepareJob(
   const input = parsed.data;
   const { spec, dueAt } = buildSpec(input, ctx, ctx.fieldPrefix);
   const idempotencyKey = input.idempotencyKey ?? ctx.headerIdempotencyKey ?? null;
-  const id = newId("job", ctx.now, crypto.getRandomValues(new Uint8Array(16)));
+  const id = newJobId(ctx.now, crypto.getRandomValues(new Uint8Array(16)), ctx.shard);
   return {
     spec,
     fieldPrefix: ctx.fieldPrefix,
@@ -327,66 +329,50 @@ function canonicalJson(value: unknown): string {
 /**
  * Writes prepared jobs and hands the near-term ones to their buckets. Returns one result per
  * prepared job, in order: 201 created, 200 idempotent replay, 409 key reused with another body.
+ *
+ * A request's jobs go to one shard (prepareJob named it in their ids), in one atomic batch, so a
+ * request is accepted whole or not at all, as with one database; requests take the shards in turn.
+ * Idempotency keys are claimed first, in their own objects: a key whose winner's job is missing
+ * (its insert failed after the claim) gets the job of this request, the same request, under the
+ * winner's id, in the winner's shard.
  */
-export async function createJobs(
-  env: Env,
-  db: Db,
-  config: Config,
-  tenant: string,
-  prepared: PreparedJob[],
-  now: number,
-): Promise<CreateResult[]> {
+export async function createJobs(env: Env, config: Config, tenant: string, prepared: PreparedJob[], now: number): Promise<CreateResult[]> {
   if (prepared.length === 0) return [];
-  const { winners, rowsWritten } = await insertJobs(
-    db,
-    tenant,
-    prepared.map((p) => p.job),
-    now,
-    config.IDEMPOTENCY_WINDOW_MS,
-  );
-  const ownerOfKey = new Map(winners.map((w) => [w.key, w]));
-  // the rows this request created, as D1 now holds them (the one shape hand-off and the answer read)
-  const created = new Map(
-    prepared
-      .filter((p) => p.job.idempotencyKey === null || ownerOfKey.get(p.job.idempotencyKey)?.jobId === p.job.id)
-      .map((p): [PreparedJob, JobRow] => [
-        p,
-        {
-          id: p.job.id,
-          tenant,
-          name: p.job.name,
-          status: "active",
-          bucket: p.job.bucket,
-          spec: p.job.spec,
-          cron: p.job.cron,
-          timezone: p.job.timezone,
-          nextRunAt: p.job.nextRunAt,
-          fired: 0,
-          idempotencyKey: p.job.idempotencyKey,
-          createdAt: now,
-          updatedAt: now,
-          version: 1,
-          synced: 1,
-          runStatus: null,
-          attempts: 0,
-          lastHttpStatus: null,
-          lastError: null,
-          deadReason: null,
-          finishedAt: null,
-          attemptLog: null,
-          labels: p.job.labels === null ? null : JSON.stringify(p.job.labels),
-        },
-      ]),
-  );
-  await handOff(env, config, [...created.values()], now, rowsWritten);
-
-  const replayIds = prepared.filter((p) => !created.has(p)).map((p) => ownerOfKey.get(p.job.idempotencyKey!)!.jobId);
-  const originals = new Map((await getJobsByIds(db, tenant, [...new Set(replayIds)])).map((r) => [r.id, r]));
+  const shards = shardsOf(env);
+  const owners = await keyOwners(env, config, tenant, prepared, now);
+  const keyOf = (p: PreparedJob) => p.job.idempotencyKey;
+  const ownerOf = (p: PreparedJob) => (keyOf(p) === null ? undefined : owners.get(keyOf(p)!));
+  // a replay's original job (its winner's), read from the winner's shard
+  const replays = prepared.filter((p) => ownerOf(p) !== undefined && ownerOf(p)!.jobId !== p.job.id);
+  const originalIds = [...new Set(replays.map((p) => ownerOf(p)!.jobId))];
+  const originals = new Map<string, JobRow>();
+  for (const [shard, ids] of shards.groupByShard(originalIds, (id) => id)) {
+    for (const row of await shards.on(shard, () => getJobsByIds(shard.db, tenant, ids))) originals.set(row.id, row);
+  }
+  // what this request writes: its own jobs, and a missing original of the same request under its id
+  const toInsert = new Map<PreparedJob, NewJob>();
+  for (const p of prepared) {
+    const owner = ownerOf(p);
+    if (owner === undefined || owner.jobId === p.job.id) toInsert.set(p, p.job);
+    else if (
+      !originals.has(owner.jobId) &&
+      owner.requestHash === p.job.requestHash &&
+      ![...toInsert.values()].some((j) => j.id === owner.jobId)
+    ) {
+      toInsert.set(p, { ...p.job, id: owner.jobId, bucket: bucketOfJob(owner.jobId, config.BUCKETS) });
+    }
+  }
+  const meters: D1Meter[] = [];
+  for (const [shard, jobs] of shards.groupByShard([...toInsert.values()], (j) => j.id)) {
+    meters.push({ shard: shard.index, d1RowsWritten: await shards.on(shard, () => insertJobs(shard.db, tenant, jobs, now)) });
+  }
+  const created = new Map([...toInsert].map(([p, job]): [PreparedJob, JobRow] => [p, rowOf(tenant, job, now)]));
+  await handOff(env, config, [...created.values()], now, meters);
   return prepared.map((p): CreateResult => {
     const row = created.get(p);
-    if (row) return { status: 201, job: presentJob(row, now) };
-    const owner = ownerOfKey.get(p.job.idempotencyKey!)!;
-    const original = originals.get(owner.jobId);
+    if (row) return { status: row.id === p.job.id ? 201 : 200, job: presentJob(row, now) };
+    const owner = ownerOf(p)!;
+    const original = originals.get(owner.jobId) ?? [...created.values()].find((r) => r.id === owner.jobId);
     if (owner.requestHash !== p.job.requestHash || !original) {
       return {
         status: 409,
@@ -403,11 +389,71 @@ export async function createJobs(
 }
 
 /**
+ * The owner of every key the request names: claimed in the keys' objects, after a look at D1's
+ * legacy table for keys from before those objects (shard 0, while it holds any).
+ */
+async function keyOwners(env: Env, config: Config, tenant: string, prepared: PreparedJob[], now: number): Promise<Map<string, KeyOwner>> {
+  const keyed = prepared.filter((p) => p.job.idempotencyKey !== null);
+  const owners = new Map<string, KeyOwner>();
+  if (keyed.length === 0) return owners;
+  const shard0 = shardsOf(env).all[0]!;
+  if (await legacyKeysHeld(shard0.db)) {
+    const keys = [...new Set(keyed.map((p) => p.job.idempotencyKey!))];
+    for (const o of await legacyKeyOwners(shard0.db, tenant, keys, now, config.IDEMPOTENCY_WINDOW_MS)) owners.set(o.key, o);
+  }
+  // the first of a request's items with a key claims it; a later one with the same key replays it
+  const claims = new Map<string, KeyClaim>();
+  for (const p of keyed) {
+    const key = p.job.idempotencyKey!;
+    if (!owners.has(key) && !claims.has(key)) claims.set(key, { key, jobId: p.job.id, requestHash: p.job.requestHash! });
+  }
+  for (const o of await claimKeys(env, tenant, [...claims.values()], now)) owners.set(o.key, o);
+  return owners;
+}
+
+/** Whether D1's legacy key table may still hold keys: asked until it answers no, then never again (nothing writes it). */
+let legacyEmpty = false;
+async function legacyKeysHeld(db: Db): Promise<boolean> {
+  if (legacyEmpty) return false;
+  legacyEmpty = !(await hasLegacyKeys(db));
+  return !legacyEmpty;
+}
+
+/** A job as insertJobs writes it (the one shape the hand-off and the answer read). */
+function rowOf(tenant: string, job: NewJob, now: number): JobRow {
+  return {
+    id: job.id,
+    tenant,
+    name: job.name,
+    status: "active",
+    bucket: job.bucket,
+    spec: job.spec,
+    cron: job.cron,
+    timezone: job.timezone,
+    nextRunAt: job.nextRunAt,
+    fired: 0,
+    idempotencyKey: job.idempotencyKey,
+    createdAt: now,
+    updatedAt: now,
+    version: 1,
+    synced: 1,
+    runStatus: null,
+    attempts: 0,
+    lastHttpStatus: null,
+    lastError: null,
+    deadReason: null,
+    finishedAt: null,
+    attemptLog: null,
+    labels: job.labels === null ? null : JSON.stringify(job.labels),
+  };
+}
+
+/**
  * Hands new jobs to their buckets, one RPC per bucket: recurring jobs (the bucket keeps the
  * schedule) and one-off jobs due within the lookahead. A failed RPC is logged; the job waits
  * unsynced in D1 and the sync pass converges it.
  */
-async function handOff(env: Env, config: Config, rows: JobRow[], now: number, d1RowsWritten: number): Promise<void> {
+async function handOff(env: Env, config: Config, rows: JobRow[], now: number, meters: D1Meter[]): Promise<void> {
   const byBucket = new Map<number, JobDefinition[]>();
   for (const row of rows) {
     if (row.cron === null && !isNear(row.nextRunAt ?? now, now, config.LOOKAHEAD_MS)) continue;
@@ -416,11 +462,11 @@ async function handOff(env: Env, config: Config, rows: JobRow[], now: number, d1
     byBucket.set(row.bucket, list);
   }
   // the D1 rows of this request travel with the first RPC, to be counted with the bucket's (metrics)
-  let meter: { d1RowsWritten: number } | undefined = { d1RowsWritten };
+  let carry: D1Meter[] | undefined = meters;
   await Promise.all(
     [...byBucket].map(async ([bucket, definitions]) => {
-      const carried = meter;
-      meter = undefined;
+      const carried = carry;
+      carry = undefined;
       try {
         await env.BUCKET.getByName(bucketName(bucket)).applyJobs(bucket, definitions, carried);
       } catch (error) {
@@ -428,4 +474,15 @@ async function handOff(env: Env, config: Config, rows: JobRow[], now: number, d1
       }
     }),
   );
+  // only jobs due beyond the lookahead: no hand-off carried them, so one RPC counts them
+  if (carry !== undefined && rows.length > 0) {
+    const bucket = rows[0]!.bucket;
+    await Promise.all(
+      carry.map((meter) =>
+        env.BUCKET.getByName(bucketName(bucket))
+          .countD1RowsOf(meter)
+          .catch((error) => console.error("counting a create's D1 rows failed", error)),
+      ),
+    );
+  }
 }

@@ -57,6 +57,12 @@ const KEYED_ERRORS = {
   500: error(
     "internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key",
   ),
+  503: {
+    ...error(
+      "a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry",
+    ),
+    headers: { "Retry-After": { schema: { type: "integer" }, description: "seconds to wait" } },
+  },
 } satisfies Record<number, ResponseConfig>;
 
 const BODY_ERRORS = {

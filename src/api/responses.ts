@@ -179,6 +179,7 @@ export const Metrics = z
   .strictObject({
     counters: z.record(z.string(), z.number()),
     dead_total_by_reason: z.record(z.string(), z.number()),
+    d1_rows_written_total_by_shard: z.record(z.string(), z.number()).meta({ description: "D1 rows written per shard (its index)" }),
     fire_lag_ms: z.strictObject({
       count: z.number().int(),
       p50: z.number().nullable(),

@@ -4,31 +4,17 @@ import { bodyLimit } from "hono/body-limit";
 import { type ActionState, BULK_JOB_KINDS, type BulkKind, bulkActionName, type Selector } from "../actions/bulk-action";
 import { configOf } from "../config";
 import { MAX_BUCKET } from "../consumer/message";
-import { bucketName, bucketOfExecution } from "../core/bucketing";
+import { bucketName } from "../core/bucketing";
 import { isOriginKey, ORIGIN_KEY_PREFIX } from "../core/flow";
-import { jobIdOfOneOff, newId, oneOffExecutionId } from "../core/id";
-import { isHttpTarget, isPullTarget, parseSpec } from "../core/job";
+import { newId } from "../core/id";
+import { isPullTarget } from "../core/job";
 import { parseJsonBytes } from "../core/json-text";
 import { type BucketMetrics, summarize, toPrometheus } from "../core/metrics";
-import { mergeScans } from "../core/page";
 import { decodePullToken, encodePullToken } from "../core/pull";
 import type { DeliveryOutcome } from "../core/response";
 import { toRfc3339 } from "../core/when";
-import {
-  dbOf,
-  type ExecutionFilter,
-  getDeadLetter,
-  getJob,
-  getOccurrence,
-  highestBucket,
-  listDead,
-  listFlowKeys,
-  listJobs,
-  listOccurrenceExecutions,
-  listOccurrences,
-  listOneOffExecutions,
-} from "../db/queries";
 import type { JobRow } from "../db/schema";
+import { checkShardCount, highestBucketOfAll, ShardsLowered, ShardUnavailable, shardsOf } from "../db/shards";
 import { type FlowKeyView, flowKeyOf } from "../flow/flow-key";
 import { type PullLease, pullQueueOf } from "../pull/pull-queue";
 import { requireApiKey } from "./auth";
@@ -37,18 +23,18 @@ import { createJobs, type PreparedJob, prepareJob } from "./create";
 import { ApiError, errorBody, fieldPath, fromZodError, respondError } from "./errors";
 import { type ChangeResult, cancelJob, type Deps, patchJob, pauseJob, redriveExecution, resumeJob } from "./job-changes";
 import { openApiDocument } from "./openapi";
+import { decodeCursor, encodeCursor, presentExecution, presentExecutionWithAttempts, presentJob, viewOfDeadLetter } from "./present";
 import {
-  decodeCursor,
-  type ExecutionView,
-  encodeCursor,
-  presentExecution,
-  presentExecutionWithAttempts,
-  presentJob,
-  viewOfDeadLetter,
-  viewOfLive,
-  viewOfOccurrence,
-  viewOfOneOff,
-} from "./present";
+  executionsOfJob,
+  findExecution,
+  jobOf,
+  listDeadPage,
+  listExecutionsOfJobPage,
+  listExecutionsPage,
+  listFlowKeysOfAll,
+  listJobsPage,
+  shardOfOrNull,
+} from "./read-model";
 import type { ActionView, FlowKeyView as FlowKeyResponse, PullLeaseView } from "./responses";
 import {
   BulkJobsInput,
@@ -72,6 +58,12 @@ export const app = new Hono<ApiEnv>();
 
 app.onError((error, c) => {
   if (error instanceof ApiError) return respondError(c, error);
+  // a shard that did not answer: only what needs it fails, with a 503 naming it
+  if (error instanceof ShardUnavailable || error instanceof ShardsLowered) {
+    console.error(error);
+    const code = error instanceof ShardsLowered ? "shards_lowered" : "shard_unavailable";
+    return respondError(c, new ApiError(503, code, error.message, null, { "retry-after": "1" }));
+  }
   console.error("unhandled API error", error);
   return c.json(errorBody("internal", "internal error; nothing you sent was lost"), 500);
 });
@@ -90,6 +82,15 @@ app.get("/openapi.json", (c) => c.json(openApiDocument()));
 
 app.use("/v1/*", requireApiKey);
 app.use("/metrics", requireApiKey);
+// fewer shards bound than the deployment has had would strand jobs: every request is refused until they are back
+app.use("/v1/*", async (c, next) => {
+  await checkShardCount(shardsOf(c.env));
+  await next();
+});
+app.use("/metrics", async (c, next) => {
+  await checkShardCount(shardsOf(c.env));
+  await next();
+});
 
 const limit = (maxSize: number) =>
   bodyLimit({
@@ -161,8 +162,16 @@ app.post("/v1/jobs", limit(SINGLE_BODY_BYTES), async (c) => {
   const tenant = c.get("tenant");
   const now = Date.now();
   const headerKey = idempotencyKeyHeader(c);
-  const prepared = await prepareJob(await readJson(c), { tenant, now, config, fieldPrefix: "", headerIdempotencyKey: headerKey });
-  const [result] = await createJobs(c.env, dbOf(c.env.DB), config, tenant, [prepared], now);
+  const [shard] = shardsOf(c.env).pick(1);
+  const prepared = await prepareJob(await readJson(c), {
+    tenant,
+    now,
+    config,
+    fieldPrefix: "",
+    shard: shard!,
+    headerIdempotencyKey: headerKey,
+  });
+  const [result] = await createJobs(c.env, config, tenant, [prepared], now);
   if (!result) throw new Error("createJobs returned no result");
   if ("error" in result) throw result.error;
   return c.json(result.job, result.status);
@@ -176,16 +185,18 @@ app.post("/v1/jobs/batch", limit(BATCH_BODY_BYTES), async (c) => {
   if (!parsed.success) throw fromZodError(parsed.error);
   // validate every item first; invalid items get their own 400 and the rest go ahead
   const outcomes: ({ prepared: PreparedJob } | { error: ApiError })[] = [];
+  // one shard for the request's jobs: one atomic write, accepted whole or not at all
+  const [shard] = shardsOf(c.env).pick(1);
   for (const [i, raw] of parsed.data.jobs.entries()) {
     try {
-      outcomes.push({ prepared: await prepareJob(raw, { tenant, now, config, fieldPrefix: `jobs[${i}]` }) });
+      outcomes.push({ prepared: await prepareJob(raw, { tenant, now, config, fieldPrefix: `jobs[${i}]`, shard: shard! }) });
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       outcomes.push({ error });
     }
   }
   const valid = outcomes.flatMap((o) => ("prepared" in o ? [o.prepared] : []));
-  const created = await createJobs(c.env, dbOf(c.env.DB), config, tenant, valid, now);
+  const created = await createJobs(c.env, config, tenant, valid, now);
   let next = 0;
   const results = outcomes.map((o) => {
     const r = "prepared" in o ? created[next++]! : { status: 400 as const, error: o.error };
@@ -201,25 +212,24 @@ app.get("/v1/jobs", async (c) => {
   if (!query.success) throw fromZodError(query.error);
   const cursor = cursorOf(query.data.cursor);
   const { status, label, name, url, limit } = query.data;
-  const scan = await listJobs(dbOf(c.env.DB), c.get("tenant"), { status, label, name, url }, cursor?.id, limit);
-  const { page, next } = mergeScans([scan], (j) => j.id, limit);
+  const { page, next } = await listJobsPage(c.env, c.get("tenant"), { status, label, name, url }, cursor?.id, limit);
   const now = Date.now();
   return c.json({ jobs: page.map((j) => presentJob(j, now)), nextCursor: next === null ? null : encodeCursor(0, next) });
 });
 
 app.get("/v1/jobs/:id", async (c) => {
-  const job = await getJob(dbOf(c.env.DB), c.get("tenant"), c.req.param("id"));
+  const job = await jobOf(c.env, c.get("tenant"), c.req.param("id"));
   if (!job) throw notFound("job");
-  const [latest] = await executionsOfJob(c, job, 1);
+  const [latest] = await executionsOfJob(c.env, job, 1);
   return c.json({ ...presentJob(job, Date.now(), 5), latestExecution: latest ? presentExecution(latest) : null });
 });
 
 /** Loads the caller's job or 404s, runs a change on it: 200 once its bucket holds it, 202 while it converges. */
 async function changeJob(c: Context<ApiEnv>, change: (deps: Deps, job: JobRow) => Promise<ChangeResult>): Promise<Response> {
-  const db = dbOf(c.env.DB);
   const tenant = c.get("tenant");
-  const job = await getJob(db, tenant, c.req.param("id")!);
+  const job = await jobOf(c.env, tenant, c.req.param("id")!);
   if (!job) throw notFound("job");
+  const db = shardsOf(c.env).of(job.id).db;
   const result = await change({ env: c.env, db, config: configOf(c.env), tenant, now: Date.now() }, job);
   return c.json(presentJob(result.job, Date.now()), result.applied ? 200 : 202);
 }
@@ -234,9 +244,9 @@ app.patch("/v1/jobs/:id", limit(SINGLE_BODY_BYTES), async (c) => {
 });
 
 app.get("/v1/jobs/:id/executions", async (c) => {
-  const job = await getJob(dbOf(c.env.DB), c.get("tenant"), c.req.param("id"));
+  const job = await jobOf(c.env, c.get("tenant"), c.req.param("id"));
   if (!job) throw notFound("job");
-  const views = await executionsOfJob(c, job, 100);
+  const views = await executionsOfJob(c.env, job, 100);
   return c.json({ executions: views.map(presentExecutionWithAttempts) });
 });
 
@@ -392,13 +402,16 @@ app.get("/v1/executions", async (c) => {
   const { cursor, limit, jobId, ...filter } = query.data;
   const cursorId = cursorOf(cursor)?.id;
   if (cursorId !== undefined && !/^exe_[0-9a-z]{26}$/.test(cursorId)) throw badCursor();
+  const tenant = c.get("tenant");
   const { page, next } =
-    jobId === undefined ? await listExecutions(c, filter, cursorId, limit) : await listExecutionsOfJob(c, jobId, filter, cursorId, limit);
+    jobId === undefined
+      ? await listExecutionsPage(c.env, tenant, filter, cursorId, limit)
+      : await listExecutionsOfJobPage(c.env, tenant, jobId, filter, cursorId, limit);
   return c.json({ executions: page.map(presentExecution), nextCursor: next === null ? null : encodeCursor(0, next) });
 });
 
 app.get("/v1/executions/:id", async (c) => {
-  const view = await findExecution(c, c.req.param("id"));
+  const view = await findExecution(c.env, c.get("tenant"), configOf(c.env).BUCKETS, c.req.param("id"));
   if (!view) throw notFound("execution");
   return c.json(presentExecution(view));
 });
@@ -407,17 +420,16 @@ app.get("/v1/dlq", async (c) => {
   const query = ListDeadQuery.safeParse(singleQuery(c));
   if (!query.success) throw fromZodError(query.error);
   const cursor = cursorOf(query.data.cursor);
-  const rows = await listDead(
-    dbOf(c.env.DB),
+  const { page, more } = await listDeadPage(
+    c.env,
     c.get("tenant"),
     cursor ? { deadAt: cursor.at, id: cursor.id } : undefined,
-    query.data.limit + 1,
+    query.data.limit,
   );
-  const page = rows.slice(0, query.data.limit);
   const last = page[page.length - 1];
   return c.json({
     executions: page.map((d) => presentExecution(viewOfDeadLetter(d))),
-    nextCursor: rows.length > query.data.limit && last ? encodeCursor(last.deadAt, last.executionId) : null,
+    nextCursor: more && last ? encodeCursor(last.deadAt, last.executionId) : null,
   });
 });
 
@@ -426,10 +438,13 @@ app.get("/v1/dlq", async (c) => {
  * occurrence is handed to its bucket with a fresh budget. Both converge through the sync pass.
  */
 app.post("/v1/executions/:id/redrive", async (c) => {
-  const db = dbOf(c.env.DB);
   const id = c.req.param("id");
-  const deps: Deps = { env: c.env, db, config: configOf(c.env), tenant: c.get("tenant"), now: Date.now() };
-  const dead = await redriveExecution(deps, id, async () => (await findExecution(c, id)) !== undefined);
+  const tenant = c.get("tenant");
+  const config = configOf(c.env);
+  const shard = shardOfOrNull(c.env, id);
+  if (!shard) throw notFound("execution");
+  const deps: Deps = { env: c.env, db: shard.db, config, tenant, now: Date.now() };
+  const dead = await redriveExecution(deps, id, async () => (await findExecution(c.env, tenant, config.BUCKETS, id)) !== undefined);
   return c.json(
     { ...presentExecution({ ...viewOfDeadLetter(dead), status: "scheduled", deadReason: null, finishedAt: null }), redriven: true },
     202,
@@ -538,7 +553,7 @@ function presentPullLease({ bucket, grant }: PullLease): PullLeaseView {
 async function gatherMetrics(c: Context<ApiEnv>) {
   const config = configOf(c.env);
   // every bucket any job names, even beyond a lowered BUCKETS
-  const buckets = Math.max(config.BUCKETS, (await highestBucket(dbOf(c.env.DB))) + 1);
+  const buckets = Math.max(config.BUCKETS, (await highestBucketOfAll(c.env)) + 1);
   const parts: BucketMetrics[] = await Promise.all(
     Array.from({ length: buckets }, (_, k) => c.env.BUCKET.getByName(bucketName(k)).metrics()),
   );
@@ -559,7 +574,7 @@ async function readFlowKeys(
   const tenant = c.get("tenant");
   let listed: string[];
   try {
-    listed = await listFlowKeys(dbOf(c.env.DB), tenant, limit + 1);
+    listed = await listFlowKeysOfAll(c.env, tenant, limit + 1);
   } catch (error) {
     // the buckets' metrics still answer: a D1 outage must not take them down with the key list
     console.error("listing flow keys for the metrics failed", error);
@@ -625,123 +640,4 @@ function badCursor(): ApiError {
 function notFound(what: string): ApiError {
   // another tenant's id is indistinguishable from a missing one
   return new ApiError(404, "not_found", `${what} not found`, "id");
-}
-
-/** A job's executions, latest first: what its bucket holds live, then D1's history. */
-async function executionsOfJob(c: Context<ApiEnv>, job: JobRow, limit: number): Promise<ExecutionView[]> {
-  const live = await liveExecutions(c, job.bucket, { jobId: job.id });
-  if (job.cron === null) return [live[0] ?? viewOfOneOff(job)];
-  const history = await listOccurrences(dbOf(c.env.DB), job.tenant, job.id, limit);
-  const liveIds = new Set(live.map((l) => l.id));
-  return [...live, ...history.filter((h) => !liveIds.has(h.id)).map(viewOfOccurrence)].sort((a, b) => b.dueAt - a.dueAt).slice(0, limit);
-}
-
-type ExecutionPage = { page: ExecutionView[]; next: string | null };
-
-/** One page of the tenant's executions in D1: one-off jobs' and finished occurrences, merged by id. */
-async function listExecutions(
-  c: Context<ApiEnv>,
-  filter: ExecutionFilter,
-  cursorId: string | undefined,
-  limit: number,
-): Promise<ExecutionPage> {
-  const db = dbOf(c.env.DB);
-  const tenant = c.get("tenant");
-  // a one-off execution's id is its job's id under another prefix: the same order
-  const [oneOffs, history] = await Promise.all([
-    listOneOffExecutions(db, tenant, filter, cursorId && jobIdOfOneOff(cursorId), limit),
-    listOccurrenceExecutions(db, tenant, filter, cursorId, limit),
-  ]);
-  return mergeScans(
-    [
-      { rows: oneOffs.rows.map(viewOfOneOff), covered: oneOffs.covered && oneOffExecutionId(oneOffs.covered) },
-      { rows: history.rows.map(viewOfOccurrence), covered: history.covered },
-    ],
-    (e) => e.id,
-    limit,
-  );
-}
-
-/** One page of a job's executions: its bucket's live ones and D1's (another tenant's job: none). */
-async function listExecutionsOfJob(
-  c: Context<ApiEnv>,
-  jobId: string,
-  filter: ExecutionFilter,
-  cursorId: string | undefined,
-  limit: number,
-): Promise<ExecutionPage> {
-  const db = dbOf(c.env.DB);
-  const job = await getJob(db, c.get("tenant"), jobId);
-  if (!job || !jobMatches(job, filter)) return { page: [], next: null };
-  const wanted = (e: ExecutionView) => (cursorId === undefined || e.id < cursorId) && executionMatches(e, filter);
-  const live = await liveExecutions(c, job.bucket, { jobId: job.id });
-  if (job.cron === null) return { page: [live[0] ?? viewOfOneOff(job)].filter(wanted), next: null };
-  const history = await listOccurrenceExecutions(
-    db,
-    job.tenant,
-    { ...filter, jobId: job.id, label: undefined, url: undefined },
-    cursorId,
-    limit,
-  );
-  // where the bucket and D1 both hold an execution (a redriven one), the bucket's view stands, matching or not
-  const liveIds = new Set(live.map((e) => e.id));
-  return mergeScans(
-    [
-      { rows: live.filter(wanted), covered: null },
-      { rows: history.rows.filter((o) => !liveIds.has(o.id)).map(viewOfOccurrence), covered: history.covered },
-    ],
-    (e) => e.id,
-    limit,
-  );
-}
-
-/** The job-level filters (label, url) on a job row, as the list's SQL checks them. */
-function jobMatches(job: JobRow, { label, url }: ExecutionFilter): boolean {
-  const labels: Record<string, string> = job.labels === null ? {} : JSON.parse(job.labels);
-  const target = parseSpec(job.spec).target;
-  return (
-    (label === undefined || labels[label.key] === label.value) &&
-    (url === undefined || (isHttpTarget(target) && target.url.startsWith(url)))
-  );
-}
-
-/** The execution-level filters on a live view, as the list's SQL checks them on D1's rows. */
-function executionMatches(e: ExecutionView, { status, httpStatus, from, to }: ExecutionFilter): boolean {
-  return (
-    (status === undefined || e.status === status) &&
-    (httpStatus === undefined || e.lastHttpStatus === httpStatus) &&
-    (from === undefined || e.dueAt >= from) &&
-    (to === undefined || e.dueAt <= to)
-  );
-}
-
-/** An execution by id: a one-off job's, a live one in its bucket, an occurrence in D1's history, or a dead letter. */
-async function findExecution(c: Context<ApiEnv>, id: string): Promise<ExecutionView | undefined> {
-  if (!/^exe_[0-9a-z]{26}$/.test(id)) return undefined;
-  const db = dbOf(c.env.DB);
-  const tenant = c.get("tenant");
-  const oneOff = await getJob(db, tenant, jobIdOfOneOff(id));
-  if (oneOff && oneOff.cron === null) return (await executionsOfJob(c, oneOff, 1))[0];
-  const buckets = configOf(c.env).BUCKETS;
-  const [live] = await liveExecutions(c, bucketOfExecution(id, buckets), { executionIds: [id] });
-  if (live && (await getJob(db, tenant, live.jobId))) return live;
-  const occurrence = await getOccurrence(db, tenant, id);
-  if (occurrence) return viewOfOccurrence(occurrence);
-  const dead = await getDeadLetter(db, tenant, id);
-  return dead ? viewOfDeadLetter(dead) : undefined;
-}
-
-/** The bucket's live view; D1's answers stand when the bucket cannot be reached. */
-async function liveExecutions(
-  c: Context<ApiEnv>,
-  bucket: number,
-  query: { jobId?: string; executionIds?: string[] },
-): Promise<ExecutionView[]> {
-  try {
-    const live = await c.env.BUCKET.getByName(bucketName(bucket)).inspect(query);
-    return live.map(viewOfLive).sort((a, b) => b.dueAt - a.dueAt);
-  } catch (error) {
-    console.error(`reading bucket ${bucket} failed`, error);
-    return [];
-  }
 }

@@ -26,7 +26,6 @@ import { type BucketMetrics, type CounterName, SYSTEM_TENANT } from "../core/met
 import { excerpt, RESPONSE_EXCERPT_LENGTH } from "../core/response";
 import {
   clearRedrives,
-  dbOf,
   type FinishedExecution,
   markSynced,
   pendingJobs,
@@ -35,6 +34,7 @@ import {
   unsyncedJobs,
   writeOutcomes,
 } from "../db/queries";
+import { type Shard, shardsOf } from "../db/shards";
 import { Executions, type Lease } from "./flight";
 import type {
   Applied,
@@ -43,6 +43,7 @@ import type {
   ClaimResult,
   CompletionReport,
   CompletionResult,
+  D1Meter,
   ExecutionRef,
   FireMessage,
   HeartbeatResult,
@@ -163,11 +164,11 @@ export class Bucket extends DurableObject<Env> {
    * Applies job versions. A version older than or equal to the one held is a no-op; what is
    * returned is held now (a definition for an execution on its way to D1 waits for the flush).
    */
-  async applyJobs(bucket: number, definitions: JobDefinition[], meter?: { d1RowsWritten: number }): Promise<Applied[]> {
+  async applyJobs(bucket: number, definitions: JobDefinition[], meters: D1Meter[] = []): Promise<Applied[]> {
     this.countRequest();
     return this.change(bucket, () => {
       // the caller's D1 rows for these jobs, counted here with the rest of the bill
-      if (meter && meter.d1RowsWritten > 0) this.tally.add("d1_rows_written_total", SYSTEM_TENANT, "", meter.d1RowsWritten);
+      for (const m of meters) this.countD1Rows(m.shard, m.d1RowsWritten);
       return this.applyAll(definitions, Date.now(), false);
     });
   }
@@ -177,12 +178,29 @@ export class Bucket extends DurableObject<Env> {
    * the changes not yet acknowledged and the redrives on their way, from D1; then acknowledge.
    * Running it twice, or concurrently, applies nothing twice.
    */
-  async pullWindow(bucket: number): Promise<{ pulled: number; synced: number; redriven: number }> {
+  async pullWindow(bucket: number): Promise<{ pulled: number; synced: number; redriven: number; failedShards: number[] }> {
     this.countRequest();
     // the safety net for a dropped alarm: trust storage, not memory, about what is armed
     if ((await this.ctx.storage.getAlarm()) === null) this.armedAt = null;
     await this.change(bucket, () => undefined);
-    const db = dbOf(this.env.DB);
+    // every shard holds some of this bucket's jobs; one that fails delays only its own
+    const total = { pulled: 0, synced: 0, redriven: 0, failedShards: [] as number[] };
+    for (const shard of shardsOf(this.env).all) {
+      try {
+        const pulled = await this.pullShard(bucket, shard);
+        total.pulled += pulled.pulled;
+        total.synced += pulled.synced;
+        total.redriven += pulled.redriven;
+      } catch (error) {
+        console.error(`sync pass of bucket ${bucket} on D1 shard ${shard.index} failed`, error);
+        total.failedShards.push(shard.index);
+      }
+    }
+    return total;
+  }
+
+  /** One shard's part of the sync pass. */
+  private async pullShard(bucket: number, { db, index }: Shard): Promise<{ pulled: number; synced: number; redriven: number }> {
     let pulled = 0;
     let after: { at: number; tenant: string; id: string } | null = null;
     for (let page = 0; page < PULL_PAGES; page++) {
@@ -207,7 +225,7 @@ export class Bucket extends DurableObject<Env> {
       db,
       orders.filter((_o, i) => results[i]!.ok).map((o) => ({ tenant: o.tenant, executionId: o.executionId })),
     );
-    this.tally.add("d1_rows_written_total", SYSTEM_TENANT, "", syncRows + redriveRows);
+    this.countD1Rows(index, syncRows + redriveRows);
     return { pulled, synced: synced.length, redriven: orders.length };
   }
 
@@ -598,6 +616,12 @@ export class Bucket extends DurableObject<Env> {
     await this.change(null, () => this.tally.add(name, tenant, "", by));
   }
 
+  /** Counts D1 rows written outside the bucket (the scan's purge, a create of far jobs), per shard. */
+  async countD1RowsOf(meter: D1Meter): Promise<void> {
+    this.countRequest();
+    await this.change(null, () => this.countD1Rows(meter.shard, meter.d1RowsWritten));
+  }
+
   /** Executions held here by state (invariant 4 adds these up with D1). */
   async counts(): Promise<BucketCounts> {
     this.countRequest();
@@ -859,15 +883,31 @@ export class Bucket extends DurableObject<Env> {
           },
         ];
       });
-      const d1Rows = await writeOutcomes(dbOf(this.env.DB), finished, projections, now);
-      this.tally.add("d1_rows_written_total", SYSTEM_TENANT, "", d1Rows);
+      // one batch per shard, each job's outcome to its own shard: a failing shard delays only its own
+      const shards = shardsOf(this.env);
+      const failedShards = new Set<number>();
+      await Promise.all(
+        shards.all.map(async (shard) => {
+          const mine = finished.filter((f) => shards.of(f.jobId).index === shard.index);
+          const theirs = projections.filter((p) => shards.of(p.jobId).index === shard.index);
+          if (mine.length === 0 && theirs.length === 0) return;
+          try {
+            this.countD1Rows(shard.index, await writeOutcomes(shard.db, mine, theirs, now));
+          } catch (error) {
+            console.error(`writing outcomes to D1 shard ${shard.index} failed; retrying`, error);
+            failedShards.add(shard.index);
+          }
+        }),
+      );
+      const written = closing.filter((c) => !failedShards.has(shards.of(c.row.jobId).index));
+      for (const jobId of schedules) if (failedShards.has(shards.of(jobId).index)) this.dirtySchedules.add(jobId);
       await this.change(null, () => {
         const at = Date.now();
         store.deleteExecutions(
           this.sql,
-          closing.map((c) => c.row),
+          written.map((c) => c.row),
         );
-        for (const c of closing) {
+        for (const c of written) {
           this.executions.closing.delete(c.row.id);
           this.executions.release(c.row);
           this.executions.rememberClosed(c.row.id, { at, tenant: c.row.tenant, version: c.row.version });
@@ -877,7 +917,7 @@ export class Bucket extends DurableObject<Env> {
         for (const d of deferred) this.deferred.delete(oneOffExecutionId(d.jobId));
         this.applyAll(deferred, at, false);
       });
-      this.flushAt = Date.now() + this.config.FLUSH_DELAY_MS;
+      this.flushAt = Date.now() + (failedShards.size > 0 ? FLUSH_RETRY_MS : this.config.FLUSH_DELAY_MS);
     } catch (error) {
       console.error("writing outcomes to D1 failed; retrying", error);
       for (const jobId of schedules) this.dirtySchedules.add(jobId);
@@ -890,6 +930,11 @@ export class Bucket extends DurableObject<Env> {
   /** Every RPC and alarm is a billed Durable Object request. */
   private countRequest(): void {
     this.tally.add("do_requests_total", SYSTEM_TENANT);
+  }
+
+  /** D1 rows written to a shard: d1_rows_written_total, its reason the shard's index */
+  private countD1Rows(shard: number, rows: number): void {
+    if (rows > 0) this.tally.add("d1_rows_written_total", SYSTEM_TENANT, String(shard), rows);
   }
 
   private writeCounters(now: number): void {

@@ -44,6 +44,12 @@ export interface Applied {
   version: number;
 }
 
+/** D1 rows a caller wrote to one shard, counted with the bucket's metrics (d1_rows_written_total by shard). */
+export interface D1Meter {
+  shard: number;
+  d1RowsWritten: number;
+}
+
 /** A recurring job's dead occurrence, to run again with a fresh attempt budget. */
 export interface RedriveOrder {
   executionId: string;

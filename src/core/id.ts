@@ -14,6 +14,33 @@ export function newId(prefix: "job" | "exe" | "act", now: number, random: Uint8A
 }
 
 /**
+ * The system of record is S D1 databases (shards, db/shards.ts), and a job lives in one for its
+ * whole life. Its id says which, so any request finds the shard from the id alone (and from any of
+ * its executions' ids, which end with the job's random part): that part starts with SHARD_MARK, a
+ * letter the alphabet never writes, then the shard in two digits, then 13 random ones (65 bits).
+ * An id without the mark (made before shards existed) is shard 0's.
+ */
+export const SHARD_MARK = "u";
+/** shards an id can name: two digits of the alphabet */
+export const MAX_SHARDS = 32 * 32;
+
+/** A new job id in `shard`: its time, SHARD_MARK, the shard, and 13 random digits from `random`. */
+export function newJobId(now: number, random: Uint8Array, shard: number): string {
+  if (!Number.isInteger(shard) || shard < 0 || shard >= MAX_SHARDS) throw new RangeError(`shard ${shard} is not 0..${MAX_SHARDS - 1}`);
+  const id = newId("job", now, random);
+  return `${id.slice(0, 14)}${SHARD_MARK}${ALPHABET[shard >> 5]}${ALPHABET[shard % 32]}${id.slice(14, 27)}`;
+}
+
+/** The shard of a job or execution id (its last 16 digits): the marked one, else 0; null when the mark is followed by no shard. */
+export function shardOfId(id: string): number | null {
+  const random = id.slice(-16);
+  if (random[0] !== SHARD_MARK) return 0;
+  const high = ALPHABET.indexOf(random[1] ?? "");
+  const low = ALPHABET.indexOf(random[2] ?? "");
+  return high < 0 || low < 0 ? null : high * 32 + low;
+}
+
+/**
  * An occurrence's execution id follows from its job and due time, so the same occurrence always
  * has the same id: a retried alarm, a repeated hand-off or a duplicate mirror collapse on it.
  */

@@ -46,7 +46,7 @@ export const COUNTER_HELP: Record<CounterName, string> = {
     "flow-control waits (key over its limits, paused or slowed down by the target), no attempt used: each wait in a bucket, and each execution that waited in a consumer before it started",
   malformed_messages_total: "queue messages that were not a fire message (acked and dropped)",
   do_rows_written_total: "Durable Object SQLite rows written, index entries included (the platform's cursor.rowsWritten)",
-  d1_rows_written_total: "D1 rows written by the job path, index entries included (meta.rows_written)",
+  d1_rows_written_total: "D1 rows written by the job path, index entries included (meta.rows_written), by shard",
   alarms_set_total: "Durable Object alarms set (each is billed like a row written)",
   do_requests_total: "Durable Object requests: every RPC call and alarm invocation of a bucket (each is billed)",
 };
@@ -57,6 +57,7 @@ export const SYSTEM_TENANT = "";
 export interface CounterSample {
   name: CounterName;
   tenant: string;
+  /** dead_total: why it died; d1_rows_written_total: the shard's index; otherwise "" */
   reason: string;
   value: number;
 }
@@ -69,6 +70,8 @@ export interface BucketMetrics {
 export interface MetricsSummary {
   counters: Record<string, number>;
   dead_total_by_reason: Record<string, number>;
+  /** D1 rows written per shard (its index): the write rate each database takes */
+  d1_rows_written_total_by_shard: Record<string, number>;
   fire_lag_ms: {
     count: number;
     p50: number | null;
@@ -85,12 +88,15 @@ export interface MetricsSummary {
 export function summarize(parts: BucketMetrics[], tenant: string | null): MetricsSummary {
   const counters: Record<string, number> = Object.fromEntries(COUNTERS.map((c) => [c, 0]));
   const deadByReason: Record<string, number> = {};
+  const d1RowsByShard: Record<string, number> = {};
   const histogram: LagHistogram = new Map();
   for (const part of parts) {
     for (const c of part.counters) {
       if (tenant !== null && c.tenant !== tenant && c.tenant !== SYSTEM_TENANT) continue;
       counters[c.name] = (counters[c.name] ?? 0) + c.value;
       if (c.name === "dead_total") deadByReason[c.reason] = (deadByReason[c.reason] ?? 0) + c.value;
+      // counts from before shards were counted apart (no reason) are shard 0's: the only one then
+      if (c.name === "d1_rows_written_total") d1RowsByShard[c.reason || "0"] = (d1RowsByShard[c.reason || "0"] ?? 0) + c.value;
     }
     for (const h of part.lag) {
       if (tenant !== null && h.tenant !== tenant) continue;
@@ -101,6 +107,7 @@ export function summarize(parts: BucketMetrics[], tenant: string | null): Metric
   return {
     counters,
     dead_total_by_reason: deadByReason,
+    d1_rows_written_total_by_shard: d1RowsByShard,
     fire_lag_ms: {
       count,
       p50: quantileMs(histogram, 0.5),
@@ -171,6 +178,10 @@ export function toPrometheus(summary: MetricsSummary, flow?: FlowKeyReadings): s
       const reasons = Object.entries(summary.dead_total_by_reason);
       if (reasons.length === 0) lines.push(`${metric} 0`);
       for (const [reason, value] of reasons) lines.push(`${metric}{reason="${reason}"} ${value}`);
+    } else if (name === "d1_rows_written_total") {
+      const shards = Object.entries(summary.d1_rows_written_total_by_shard);
+      if (shards.length === 0) lines.push(`${metric} 0`);
+      for (const [shard, value] of shards) lines.push(`${metric}{shard="${shard}"} ${value}`);
     } else {
       lines.push(`${metric} ${summary.counters[name] ?? 0}`);
     }

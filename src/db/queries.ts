@@ -47,6 +47,7 @@ import {
   jobs,
   type OccurrenceRow,
   occurrences,
+  schedulerMeta,
 } from "./schema";
 
 export type Db = DrizzleD1Database<Record<string, never>> & { $client: D1Database };
@@ -166,26 +167,13 @@ export interface NewJob {
   labels: Record<string, string> | null;
 }
 
-export interface IdempotencyWinner {
-  key: string;
-  jobId: string;
-  requestHash: string;
-}
-
 /**
- * insertJobs: jobs in one atomic batch, one row each (2 rows written with its index entry), and
- * one job_labels row per label.
- * An item with an idempotency key is written only if it owns the key afterwards: a key row
- * younger than the dedupe window keeps its original job (invariant 8).
- * Returns the owner of every key the batch named.
+ * insertJobs: jobs in one atomic batch (one shard's), one row each (2 rows written with its index
+ * entry), and one job_labels row per label. A job already there (a retry that inserts the job of
+ * an idempotency key's claim under the same id) is left as it is. Idempotency keys are claimed
+ * before, in their own objects (idempotency/idempotency-keys.ts). Returns the rows written.
  */
-export async function insertJobs(
-  db: Db,
-  tenant: string,
-  items: NewJob[],
-  now: number,
-  idempotencyWindowMs: number,
-): Promise<{ winners: IdempotencyWinner[]; rowsWritten: number }> {
+export async function insertJobs(db: Db, tenant: string, items: NewJob[], now: number): Promise<number> {
   const jobItems = items.map((j) => ({
     id: j.id,
     n: j.name,
@@ -197,93 +185,89 @@ export async function insertJobs(
     k: j.idempotencyKey,
     l: j.labels === null ? null : JSON.stringify(j.labels),
   }));
-  const keyItems = items.filter((j) => j.idempotencyKey !== null).map((j) => ({ k: j.idempotencyKey!, id: j.id, h: j.requestHash! }));
-  const rowChunks = jsonChunks(jobItems);
-  const keyRows = JSON.stringify(keyItems);
   const job = element<(typeof jobItems)[number]>();
-  const key = element<(typeof keyItems)[number]>();
-  const claimKeys = db
-    .insert(idempotencyKeys)
-    .select(
-      db
-        .select(insertRow({ tenant: bound(tenant), key: key("k"), jobId: key("id"), requestHash: key("h"), createdAt: bound(now) }))
-        .from(each(keyRows))
-        // SQLite reads an ON right after INSERT ... SELECT ... FROM as a join's: a WHERE ends the FROM
-        .where(sql`true`),
-    )
-    .onConflictDoUpdate({
-      target: [idempotencyKeys.tenant, idempotencyKeys.key],
-      set: takeProposed(idempotencyKeys, ["jobId", "requestHash", "createdAt"]),
-      setWhere: lte(idempotencyKeys.createdAt, now - idempotencyWindowMs),
-    });
-  const ownsKey = or(
-    isNull(job("k")),
-    exists(
-      db
-        .select({ one: sql`1` })
-        .from(idempotencyKeys)
-        .where(and(eq(idempotencyKeys.tenant, tenant), eq(idempotencyKeys.key, job("k")), eq(idempotencyKeys.jobId, job("id")))),
-    ),
-  );
   const insertJobRows = (rows: string) =>
-    db.insert(jobs).select(
-      db
-        .select(
-          insertRow({
-            tenant: bound(tenant),
-            id: job("id"),
-            name: job("n"),
-            bucket: job("b"),
-            status: bound<JobState>("active"),
-            version: bound(1),
-            synced: bound(1),
-            spec: job("s"),
-            cron: job("c"),
-            timezone: job("z"),
-            nextRunAt: job("d"),
-            idempotencyKey: job("k"),
-            createdAt: bound(now),
-            updatedAt: bound(now),
-            fired: bound(0),
-            runStatus: bound(null),
-            attempts: bound(0),
-            lastHttpStatus: bound(null),
-            lastError: bound(null),
-            deadReason: bound(null),
-            finishedAt: bound(null),
-            attemptLog: bound(null),
-            labels: job("l"),
-          }),
-        )
-        .from(each(rows))
-        .where(ownsKey),
-    );
-  // after the jobs: only a job this batch inserted has its labels written (an idempotent repeat's does not)
+    db
+      .insert(jobs)
+      .select(
+        db
+          .select(
+            insertRow({
+              tenant: bound(tenant),
+              id: job("id"),
+              name: job("n"),
+              bucket: job("b"),
+              status: bound<JobState>("active"),
+              version: bound(1),
+              synced: bound(1),
+              spec: job("s"),
+              cron: job("c"),
+              timezone: job("z"),
+              nextRunAt: job("d"),
+              idempotencyKey: job("k"),
+              createdAt: bound(now),
+              updatedAt: bound(now),
+              fired: bound(0),
+              runStatus: bound(null),
+              attempts: bound(0),
+              lastHttpStatus: bound(null),
+              lastError: bound(null),
+              deadReason: bound(null),
+              finishedAt: bound(null),
+              attemptLog: bound(null),
+              labels: job("l"),
+            }),
+          )
+          .from(each(rows))
+          .where(sql`true`), // ends the FROM before ON CONFLICT (SQLite reads an ON after it as a join's)
+      )
+      .onConflictDoNothing();
+  // after the jobs: a label row for each of their labels (a repeat's already exist)
   const labelItems = items.flatMap((j) => Object.entries(j.labels ?? {}).map(([k, v]) => ({ id: j.id, k, v })));
   const label = element<(typeof labelItems)[number]>();
   const insertLabelRows = (rows: string) =>
-    db.insert(jobLabels).select(
-      db
-        .select(insertRow({ tenant: bound(tenant), key: label("k"), value: label("v"), jobId: label("id") }))
-        .from(each(rows))
-        .where(
-          exists(
-            db
-              .select({ one: sql`1` })
-              .from(jobs)
-              .where(and(eq(jobs.tenant, tenant), eq(jobs.id, label("id")))),
+    db
+      .insert(jobLabels)
+      .select(
+        db
+          .select(insertRow({ tenant: bound(tenant), key: label("k"), value: label("v"), jobId: label("id") }))
+          .from(each(rows))
+          .where(
+            exists(
+              db
+                .select({ one: sql`1` })
+                .from(jobs)
+                .where(and(eq(jobs.tenant, tenant), eq(jobs.id, label("id")))),
+            ),
           ),
-        ),
-    );
-  const readKeys = db
+      )
+      .onConflictDoNothing();
+  const inserts = [...jsonChunks(jobItems).map(insertJobRows), ...jsonChunks(labelItems).map(insertLabelRows)];
+  return rowsWritten(await batchRun(db, inserts));
+}
+
+/**
+ * legacyKeyOwners: the owners of these keys as D1's idempotency_keys table has them, from before
+ * keys had objects of their own (idempotency/idempotency-keys.ts): read until the table is empty
+ * (the purge empties it within the dedupe window; nothing writes it any more). Reads only.
+ */
+export async function legacyKeyOwners(
+  db: Db,
+  tenant: string,
+  keys: string[],
+  now: number,
+  windowMs: number,
+): Promise<{ key: string; jobId: string; requestHash: string }[]> {
+  if (keys.length === 0) return [];
+  return db
     .select({ key: idempotencyKeys.key, jobId: idempotencyKeys.jobId, requestHash: idempotencyKeys.requestHash })
     .from(idempotencyKeys)
-    .where(and(eq(idempotencyKeys.tenant, tenant), inArray(idempotencyKeys.key, db.select({ k: key("k") }).from(each(keyRows)))));
-  const inserts = [...rowChunks.map(insertJobRows), ...jsonChunks(labelItems).map(insertLabelRows)];
-  if (keyItems.length === 0) return { winners: [], rowsWritten: rowsWritten(await batchRun(db, inserts)) };
-  const results = await db.batch([claimKeys, ...inserts, readKeys]);
-  const winners = results[results.length - 1] as IdempotencyWinner[];
-  return { winners, rowsWritten: rowsWritten(results.slice(0, -1) as D1Result[]) };
+    .where(and(eq(idempotencyKeys.tenant, tenant), inArray(idempotencyKeys.key, keys), gte(idempotencyKeys.createdAt, now - windowMs + 1)));
+}
+
+/** Whether D1's legacy idempotency_keys table still holds any key. */
+export async function hasLegacyKeys(db: Db): Promise<boolean> {
+  return (await db.select({ one: sql`1` }).from(idempotencyKeys).limit(1)).length > 0;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1056,4 +1040,27 @@ export async function purgeHistory(
 export async function highestBucket(db: Db): Promise<number> {
   const [highest] = await db.select({ bucket: max(jobs.bucket) }).from(jobs);
   return highest?.bucket ?? -1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// shards (db/shards.ts)
+
+/**
+ * recordShardCount: shard 0 remembers the most shards the deployment has had (`count` if more).
+ * Writes 1 row when it grows, else 0. Returns the most before this call (0 the first time).
+ */
+export async function recordShardCount(db: Db, count: number): Promise<number> {
+  const [before] = await db.select({ value: schedulerMeta.value }).from(schedulerMeta).where(eq(schedulerMeta.key, "shards"));
+  const most = before ? Number(before.value) : 0;
+  if (count > most) {
+    await db
+      .insert(schedulerMeta)
+      .values({ key: "shards", value: String(count) })
+      .onConflictDoUpdate({
+        target: schedulerMeta.key,
+        set: { value: String(count) },
+        setWhere: sql`CAST(${schedulerMeta.value} AS INTEGER) < ${count}`,
+      });
+  }
+  return most;
 }

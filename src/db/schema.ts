@@ -159,7 +159,13 @@ export const jobLabels = sqliteTable(
  * Drizzle cannot declare it (drizzle-orm#408): scripts/check-schema.mjs adds it to drizzle-kit's
  * DDL for these tables and fails when migrations/ disagrees.
  */
-export const withoutRowid = [jobs, occurrences, deadLetters, flowKeys, jobLabels] as const;
+/** Settings the deployment itself keeps (shard 0's "shards": the most shards it has had, db/shards.ts). */
+export const schedulerMeta = sqliteTable("scheduler_meta", {
+  key: text("key").primaryKey(),
+  value: text("value").notNull(),
+});
+
+export const withoutRowid = [jobs, occurrences, deadLetters, flowKeys, jobLabels, schedulerMeta] as const;
 
 export type JobRow = typeof jobs.$inferSelect;
 export type OccurrenceRow = typeof occurrences.$inferSelect;

@@ -18,8 +18,10 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { configOf } from "../config";
+import { bucketOf } from "../core/bucketing";
 import { type FlowAnswer, type FlowAsk, FlowGate, type FlowLimits, type FlowView, isOriginKey } from "../core/flow";
-import { dbOf, registerFlowKey } from "../db/queries";
+import { registerFlowKey } from "../db/queries";
+import { shardsOf } from "../db/shards";
 import { applyMigrations, type SqliteMigration } from "../sqlite-migrations";
 
 export interface FlowKeyView extends FlowView {
@@ -174,7 +176,10 @@ export class FlowKey extends DurableObject<Env> {
     if (this.registered || this.registering !== null) return;
     const name = tenantAndKeyOf(this.ctx.id.name);
     if (!name) return;
-    this.registering = registerFlowKey(dbOf(this.env.DB), name.tenant, name.key, Date.now())
+    // a key is listed in one shard (by its name's hash; the metrics read every shard's list)
+    const shards = shardsOf(this.env);
+    const shard = shards.all[bucketOf(flowKeyName(name.tenant, name.key), shards.count)]!;
+    this.registering = registerFlowKey(shard.db, name.tenant, name.key, Date.now())
       .then(
         () => {
           this.registered = true;

@@ -4,10 +4,11 @@
  * way, and re-arms its alarm; so a failed hand-off or change, a far-future job or a dropped
  * alarm heals within one scan period. Then old history leaves D1.
  */
+
 import { configOf } from "../config";
 import { bucketName } from "../core/bucketing";
-import { SYSTEM_TENANT } from "../core/metrics";
-import { dbOf, highestBucket, purgeHistory } from "../db/queries";
+import { purgeHistory } from "../db/queries";
+import { checkShardCount, highestBucketOfAll, shardsOf } from "../db/shards";
 
 const CONCURRENT_BUCKETS = 6;
 const PURGE_PAGE = 5000;
@@ -17,16 +18,28 @@ const PURGE_BUDGET_MS = 20_000;
 export interface ScanReport {
   pulled: number;
   failedBuckets: number[];
+  /** D1 shards a bucket could not sync with, or whose history could not be purged */
+  failedShards: number[];
   purged: number;
+  /** why nothing was done (fewer shards bound than the deployment has had) */
+  refused?: string;
 }
 
 export async function scan(env: Env, now: number): Promise<ScanReport> {
   const config = configOf(env);
-  const db = dbOf(env.DB);
+  const shards = shardsOf(env);
+  // fewer shards than the deployment has had: nothing is synced until they are bound again
+  try {
+    await checkShardCount(shards);
+  } catch (error) {
+    console.error("scan refused", error);
+    return { pulled: 0, failedBuckets: [], failedShards: [], purged: 0, refused: String(error) };
+  }
   // every bucket that holds a job, even if BUCKETS was lowered since
-  const buckets = Math.max(config.BUCKETS, (await highestBucket(db).catch(() => -1)) + 1);
+  const buckets = Math.max(config.BUCKETS, (await highestBucketOfAll(env).catch(() => -1)) + 1);
   let pulled = 0;
   const failedBuckets: number[] = [];
+  const failedShards = new Set<number>();
   let next = 0;
   const worker = async () => {
     while (next < buckets) {
@@ -34,6 +47,7 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
       try {
         const result = await env.BUCKET.getByName(bucketName(bucket)).pullWindow(bucket);
         pulled += result.pulled;
+        for (const shard of result.failedShards) failedShards.add(shard);
       } catch (error) {
         console.error(`scan of bucket ${bucket} failed`, error);
         failedBuckets.push(bucket);
@@ -42,22 +56,34 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
   };
   await Promise.all(Array.from({ length: Math.min(CONCURRENT_BUCKETS, buckets) }, worker));
   let purged = 0;
-  let rows = 0;
-  try {
-    const started = Date.now();
-    for (;;) {
-      const page = await purgeHistory(db, buckets, now - config.HISTORY_RETENTION_MS, now - config.IDEMPOTENCY_WINDOW_MS, PURGE_PAGE);
-      purged += page.deleted;
-      rows += page.rowsWritten;
-      if (!page.more || Date.now() - started > PURGE_BUDGET_MS) break;
-    }
-  } catch (error) {
-    console.error("history purge failed", error);
-  }
-  // the purge's rows are billed too: counted with bucket 0's metrics
-  if (rows > 0)
-    await env.BUCKET.getByName(bucketName(0))
-      .bump("d1_rows_written_total", SYSTEM_TENANT, rows)
-      .catch(() => undefined);
-  return { pulled, failedBuckets, purged };
+  const started = Date.now();
+  // each shard's history, at once; a shard that fails is purged at the next scan
+  await Promise.all(
+    shards.all.map(async (shard) => {
+      let rows = 0;
+      try {
+        for (;;) {
+          const page = await purgeHistory(
+            shard.db,
+            buckets,
+            now - config.HISTORY_RETENTION_MS,
+            now - config.IDEMPOTENCY_WINDOW_MS,
+            PURGE_PAGE,
+          );
+          purged += page.deleted;
+          rows += page.rowsWritten;
+          if (!page.more || Date.now() - started > PURGE_BUDGET_MS) break;
+        }
+      } catch (error) {
+        console.error(`history purge of D1 shard ${shard.index} failed`, error);
+        failedShards.add(shard.index);
+      }
+      // the purge's rows are billed too: counted with bucket 0's metrics
+      if (rows > 0)
+        await env.BUCKET.getByName(bucketName(0))
+          .countD1RowsOf({ shard: shard.index, d1RowsWritten: rows })
+          .catch(() => undefined);
+    }),
+  );
+  return { pulled, failedBuckets, failedShards: [...failedShards].sort((a, b) => a - b), purged };
 }

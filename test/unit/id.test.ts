@@ -1,6 +1,16 @@
 /** Type-prefixed, time-sortable ids (STYLE.md "Names"): job_..., exe_... */
 import { describe, expect, it } from "vitest";
-import { executionIdFloor, newId, occurrenceId, timeOfId } from "../../src/core/id";
+import {
+  executionIdFloor,
+  MAX_SHARDS,
+  newId,
+  newJobId,
+  occurrenceId,
+  oneOffExecutionId,
+  SHARD_MARK,
+  shardOfId,
+  timeOfId,
+} from "../../src/core/id";
 
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 const zeros = new Uint8Array(16);
@@ -85,5 +95,35 @@ describe("timeOfId and executionIdFloor: due-time bounds as id bounds", () => {
       expect(newId("exe", at - 1, random) < floor).toBe(true);
       expect(newId("exe", at + 1, random) >= executionIdFloor(at + 1)).toBe(true);
     }
+  });
+});
+
+describe("shards in ids (db/shards.ts: a job's shard from its id alone)", () => {
+  it("a job id names its shard, and so do its executions' ids (one-off and occurrence)", () => {
+    for (const shard of [0, 1, 2, 31, 32, 1023]) {
+      const id = newJobId(1_767_366_245_123, bytes(7, 200, 13), shard);
+      expect(id).toMatch(/^job_[0-9a-z]{26}$/);
+      expect(shardOfId(id)).toBe(shard);
+      expect(shardOfId(oneOffExecutionId(id))).toBe(shard);
+      expect(shardOfId(occurrenceId(id, 1_800_000_000_000))).toBe(shard);
+      expect(timeOfId(id)).toBe(1_767_366_245_123);
+    }
+  });
+
+  it("an id from before shards (no mark: the alphabet never writes it) is shard 0's", () => {
+    const old = newId("job", 1_767_366_245_123, bytes(31, 30, 29));
+    expect(old.slice(-16)).not.toContain(SHARD_MARK);
+    expect(shardOfId(old)).toBe(0);
+  });
+
+  it("refuses a shard an id cannot name; a mark followed by no shard is null", () => {
+    expect(() => newJobId(0, zeros, MAX_SHARDS)).toThrow(RangeError);
+    expect(() => newJobId(0, zeros, -1)).toThrow(RangeError);
+    expect(shardOfId(`job_0000000000${SHARD_MARK}!!0000000000000`)).toBeNull();
+  });
+
+  it("13 random digits stay: ids of one shard and instant differ by their randomness", () => {
+    const ids = new Set(Array.from({ length: 1_000 }, () => newJobId(0, crypto.getRandomValues(new Uint8Array(16)), 3)));
+    expect(ids.size).toBe(1_000);
   });
 });

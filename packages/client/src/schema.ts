@@ -1059,6 +1059,10 @@ export interface components {
             dead_total_by_reason: {
                 [key: string]: number;
             };
+            /** @description D1 rows written per shard (its index) */
+            d1_rows_written_total_by_shard: {
+                [key: string]: number;
+            };
             fire_lag_ms: {
                 count: number;
                 p50: number | null;
@@ -1170,6 +1174,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     createJob: {
@@ -1271,6 +1286,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     createJobs: {
@@ -1351,6 +1377,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getJob: {
@@ -1406,6 +1443,17 @@ export interface operations {
             /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1485,6 +1533,17 @@ export interface operations {
             /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1601,6 +1660,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     pauseJob: {
@@ -1680,6 +1750,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     resumeJob: {
@@ -1753,6 +1834,17 @@ export interface operations {
             /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -1852,6 +1944,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     pauseJobs: {
@@ -1939,6 +2042,17 @@ export interface operations {
             /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2038,6 +2152,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     redriveDeadExecutions: {
@@ -2131,6 +2256,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getAction: {
@@ -2192,6 +2328,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     listJobExecutions: {
@@ -2247,6 +2394,17 @@ export interface operations {
             /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2327,6 +2485,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getExecution: {
@@ -2382,6 +2551,17 @@ export interface operations {
             /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2458,6 +2638,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     listDeadExecutions: {
@@ -2519,6 +2710,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getFlowKey: {
@@ -2574,6 +2776,17 @@ export interface operations {
             /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2663,6 +2876,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     pauseFlowKey: {
@@ -2724,6 +2948,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     resumeFlowKey: {
@@ -2779,6 +3014,17 @@ export interface operations {
             /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2868,6 +3114,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getPullQueue: {
@@ -2923,6 +3180,17 @@ export interface operations {
             /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -2999,6 +3267,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     completePullLease: {
@@ -3063,6 +3342,17 @@ export interface operations {
             /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {
@@ -3161,6 +3451,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getMetrics: {
@@ -3210,6 +3511,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getPrometheusMetrics: {
@@ -3253,6 +3565,17 @@ export interface operations {
             /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
             500: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

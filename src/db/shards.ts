@@ -1,0 +1,158 @@
+/**
+ * The system of record is S D1 databases (DESIGN.md "Scale and shape", revision 3): the bindings
+ * DB (shard 0), DB_1, DB_2, ... DB_<S-1>, each with the same migrations. A job lives in one shard
+ * for its whole life and its id names it (core/id.ts shardOfId), so a request finds the shard from
+ * a job's or an execution's id alone, with no lookup. New jobs spread evenly over the shards
+ * configured now (pick); adding a binding moves nothing and strands nothing. Lowering the count
+ * would strand the jobs of the shards removed, so it is refused (checkShardCount).
+ *
+ * Readers that span jobs (lists, the DLQ, bulk actions, the sync pass, metrics) ask every shard
+ * and merge; a shard that fails makes such a reader fail with ShardUnavailable naming it (an API
+ * list answers 503), while everything that touches only other shards goes on.
+ */
+import { MAX_SHARDS, shardOfId } from "../core/id";
+import { type Db, dbOf, highestBucket, recordShardCount } from "./queries";
+
+export interface Shard {
+  index: number;
+  /** its binding's name: DB for shard 0, DB_<index> after it */
+  binding: string;
+  db: Db;
+}
+
+/** A shard that did not answer, or one an id names that this deployment does not have. */
+export class ShardUnavailable extends Error {
+  constructor(
+    readonly shard: number,
+    readonly binding: string,
+    readonly reason: "failed" | "missing",
+    cause?: unknown,
+  ) {
+    super(
+      reason === "missing"
+        ? `D1 shard ${shard} (binding ${binding}) is not bound to this deployment`
+        : `D1 shard ${shard} (binding ${binding}) did not answer: ${cause instanceof Error ? cause.message : String(cause)}`,
+      cause === undefined ? undefined : { cause },
+    );
+  }
+}
+
+/** The binding name of a shard. */
+export function shardBinding(index: number): string {
+  return index === 0 ? "DB" : `DB_${index}`;
+}
+
+export class Shards {
+  /** where the next pick starts: spreads consecutive requests (and the items of one) over every shard */
+  private next: number;
+
+  constructor(readonly all: readonly Shard[]) {
+    this.next = Math.floor(Math.random() * all.length);
+  }
+
+  get count(): number {
+    return this.all.length;
+  }
+
+  /** The shard of a job or execution id; ShardUnavailable ("missing") when the id names one not bound. */
+  of(id: string): Shard {
+    const index = shardOfId(id) ?? 0;
+    const shard = this.all[index];
+    if (!shard) throw new ShardUnavailable(index, shardBinding(index), "missing");
+    return shard;
+  }
+
+  /** Shards for `n` new jobs, evenly: in turn from where the last pick stopped. */
+  pick(n: number): number[] {
+    const picked = Array.from({ length: n }, (_, i) => (this.next + i) % this.all.length);
+    this.next = (this.next + n) % this.all.length;
+    return picked;
+  }
+
+  /** Runs `read` on every shard at once; the first that fails fails the whole with ShardUnavailable naming it. */
+  async everyShard<T>(read: (shard: Shard) => Promise<T>): Promise<T[]> {
+    return Promise.all(this.all.map((shard) => this.on(shard, () => read(shard))));
+  }
+
+  /** Runs `work` on one shard; a failure becomes ShardUnavailable naming it. */
+  async on<T>(shard: Shard, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (error) {
+      if (error instanceof ShardUnavailable) throw error;
+      throw new ShardUnavailable(shard.index, shard.binding, "failed", error);
+    }
+  }
+
+  /** Items grouped by the shard their id names (`idOf`), in shard order. */
+  groupByShard<T>(items: readonly T[], idOf: (item: T) => string): [Shard, T[]][] {
+    const groups = new Map<number, T[]>();
+    for (const item of items) {
+      const shard = this.of(idOf(item)).index;
+      const group = groups.get(shard);
+      if (group) group.push(item);
+      else groups.set(shard, [item]);
+    }
+    return [...groups].sort(([a], [b]) => a - b).map(([index, group]) => [this.all[index]!, group]);
+  }
+}
+
+/** Fewer shards are bound than the deployment has had: the jobs of the ones removed would be stranded. */
+export class ShardsLowered extends Error {
+  constructor(
+    readonly bound: number,
+    readonly most: number,
+  ) {
+    super(
+      `${bound} D1 shard(s) are bound but this deployment has had ${most}: bind ${Array.from({ length: most - bound }, (_, i) => shardBinding(bound + i)).join(", ")} again (shards can be added, never removed)`,
+    );
+  }
+}
+
+const checked = new WeakMap<Shards, Promise<void>>();
+
+/**
+ * Refuses fewer shards than the deployment has had (ShardsLowered), and records a higher count.
+ * Once per isolate and configuration. When shard 0 cannot be asked (unavailable), the request goes
+ * on (what needs only other shards must not stop with it) and the next one asks again.
+ */
+export function checkShardCount(shards: Shards): Promise<void> {
+  let check = checked.get(shards);
+  if (!check) {
+    check = recordShardCount(shards.all[0]!.db, shards.count).then(
+      (most) => {
+        if (most > shards.count) throw new ShardsLowered(shards.count, most);
+      },
+      (error: unknown) => {
+        console.error("checking the shard count on D1 shard 0 failed; asked again on the next request", error);
+        checked.delete(shards);
+      },
+    );
+    checked.set(shards, check);
+  }
+  return check;
+}
+
+const cache = new WeakMap<object, Shards>();
+
+/** The shards bound in `env`: DB, then DB_1, DB_2, ... up to the first missing one. */
+export function shardsOf(env: Env): Shards {
+  const cached = cache.get(env);
+  if (cached) return cached;
+  const all: Shard[] = [];
+  const bound = env as unknown as Record<string, D1Database | undefined>;
+  for (let index = 0; index < MAX_SHARDS; index++) {
+    const d1 = bound[shardBinding(index)];
+    if (!d1) break;
+    all.push({ index, binding: shardBinding(index), db: dbOf(d1) });
+  }
+  if (all.length === 0) throw new Error("no D1 binding DB: the system of record is missing");
+  const shards = new Shards(all);
+  cache.set(env, shards);
+  return shards;
+}
+
+/** The highest bucket any job of any shard names (-1 with none): buckets a lowered BUCKETS must still serve. */
+export async function highestBucketOfAll(env: Env): Promise<number> {
+  return Math.max(-1, ...(await shardsOf(env).everyShard((shard) => highestBucket(shard.db))));
+}

@@ -1,0 +1,39 @@
+/**
+ * The callers' side of IdempotencyKeys (idempotency-keys.ts): which object holds a key, and claims
+ * grouped by it. Apart from the object so that request code (and its unit tests) need not load a
+ * Durable Object class.
+ */
+import { bucketOf } from "../core/bucketing";
+
+/** A tenant's keys are spread over this many objects. Never change it: a key's home would move. */
+export const KEY_SLOTS = 64;
+
+export interface KeyClaim {
+  key: string;
+  jobId: string;
+  requestHash: string;
+}
+
+/** Who owns a key: the job it names and the hash of the request that created it. */
+export interface KeyOwner {
+  key: string;
+  jobId: string;
+  requestHash: string;
+}
+
+/** The object of a tenant's key. */
+export function idempotencyKeysOf(env: Env, tenant: string, key: string) {
+  return env.IDEMPOTENCY_KEYS.getByName(`${tenant}\n${keySlot(key)}`);
+}
+
+/** A key's slot: a stable hash of it. */
+export function keySlot(key: string): number {
+  return bucketOf(key, KEY_SLOTS);
+}
+
+/** Claims keys with as few requests as there are slots among them; the owner of each key, in any order. */
+export async function claimKeys(env: Env, tenant: string, claims: KeyClaim[], now: number): Promise<KeyOwner[]> {
+  const bySlot = Map.groupBy(claims, (c) => keySlot(c.key));
+  const answers = await Promise.all([...bySlot.values()].map((group) => idempotencyKeysOf(env, tenant, group[0]!.key).claim(group, now)));
+  return answers.flat();
+}
