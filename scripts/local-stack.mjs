@@ -12,13 +12,23 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readCrons, startCron } from "./lib/cron.mjs";
-import { LOCAL_RUNTIME_ENV, localProfile, ROOT, WRANGLER, writeLocalConfig } from "./local-env.mjs";
+import {
+  LOCAL_RUNTIME_ENV,
+  LOCAL_SHARDS,
+  localProfile,
+  migrationsCommand,
+  ROOT,
+  shardBindings,
+  WRANGLER,
+  writeLocalConfig,
+} from "./local-env.mjs";
 
 /** how much of wrangler's last output a start failure quotes */
 const TAIL_CHARS = 2000;
 
 /**
- * @param {{ port: number, persistTo?: string, vars?: Record<string,string>, log?: (line: string) => void, logLevel?: string, inspectorPort?: number, v8Flags?: string[] }} options
+ * @param {{ port: number, persistTo?: string, vars?: Record<string,string>, log?: (line: string) => void, logLevel?: string, inspectorPort?: number, v8Flags?: string[], shards?: number }} options
+ *   shards: D1 shards (DB, DB_1, ...; default LOCAL_SHARDS)
  *   log: receives everything wrangler prints (default: dropped)
  *   logLevel: wrangler's log level (default "warn"; "info" logs every consumer batch, for profiling)
  *   inspectorPort: where wrangler serves DevTools for the scheduler's worker (default: a free port)
@@ -28,11 +38,12 @@ export async function startStack(options) {
   const crons = readCrons(join(ROOT, "wrangler.toml")); // a form it cannot read fails here, before anything starts
   const persistTo = options.persistTo ?? mkdtempSync(join(tmpdir(), "scheduler-state-"));
   const output = tailOf(options.log ?? (() => {}));
-  await applyMigrations(persistTo, output);
+  const shards = options.shards ?? LOCAL_SHARDS;
+  await applyMigrations(persistTo, output, shards);
   const args = [
     WRANGLER,
     "dev",
-    ...writeLocalConfig(),
+    ...writeLocalConfig({ shards }),
     "--ip",
     "127.0.0.1",
     "--port",
@@ -108,27 +119,33 @@ export async function startStack(options) {
 }
 
 /**
- * Applies the D1 migrations to the local database under `persistTo`, as local-env.mjs's
+ * Applies the D1 migrations to every local shard under `persistTo`, as local-env.mjs's
  * applyMigrations does for `npm start`, but with wrangler's output (a table per migration) sent
  * to `output` instead of the terminal.
  * @param {string} persistTo
  * @param {ReturnType<typeof tailOf>} output
  */
-function applyMigrations(persistTo, output) {
-  const child = spawn(process.execPath, [WRANGLER, "d1", "migrations", "apply", "DB", "--local", "--persist-to", persistTo], {
-    cwd: ROOT,
-    stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, ...LOCAL_RUNTIME_ENV, CI: "true" },
-  });
-  child.stdout.on("data", (d) => output.log(String(d)));
-  child.stderr.on("data", (d) => output.log(String(d)));
-  return new Promise((resolve, reject) => {
-    child.on("error", reject);
-    child.on("close", (code, signal) => {
-      if (code === 0) resolve(undefined);
-      else reject(new Error(`wrangler d1 migrations apply failed (${signal ?? `exit ${code}`}); its last output:\n${output.tail()}`));
+async function applyMigrations(persistTo, output, shards) {
+  writeLocalConfig({ shards });
+  for (const binding of shardBindings(shards)) {
+    const child = spawn(process.execPath, migrationsCommand(binding, persistTo, shards), {
+      cwd: ROOT,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, ...LOCAL_RUNTIME_ENV, CI: "true" },
     });
-  });
+    child.stdout.on("data", (d) => output.log(String(d)));
+    child.stderr.on("data", (d) => output.log(String(d)));
+    await new Promise((resolve, reject) => {
+      child.on("error", reject);
+      child.on("close", (code, signal) => {
+        if (code === 0) resolve(undefined);
+        else
+          reject(
+            new Error(`wrangler d1 migrations apply ${binding} failed (${signal ?? `exit ${code}`}); its last output:\n${output.tail()}`),
+          );
+      });
+    });
+  }
 }
 
 /**

@@ -13,8 +13,8 @@ const url = `http://127.0.0.1:${port}`;
 const crons = readCrons(join(ROOT, "wrangler.toml"));
 const persistTo = join(ROOT, ".wrangler", "state");
 const vars = ensureDevVars();
-applyMigrations(persistTo);
 const configs = writeLocalConfig();
+applyMigrations(persistTo);
 
 const key = (vars.API_KEYS ?? "").split(",")[0]?.split(":")[1] ?? "";
 console.log(`\nScheduler: ${url}`);

@@ -12,13 +12,16 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import { oneOffExecutionId } from "../../src/core/id";
 import {
+  allShards,
   api,
   bucketRow,
   bucketSql,
   bucketStub,
   CONFIG,
   captureFiresForFile,
+  countAll,
   createJob,
+  d1Of,
   executionOf,
   fileClock,
   fire,
@@ -55,7 +58,7 @@ async function expectError(res: Response, status: number, field: string | null, 
 }
 
 async function jobCount(): Promise<number> {
-  return (await env.DB.prepare("SELECT count(*) AS n FROM jobs").first<{ n: number }>())!.n;
+  return countAll("SELECT count(*) AS n FROM jobs");
 }
 
 describe("authentication", () => {
@@ -217,7 +220,7 @@ describe("validation at the door", () => {
 
   it("leaves earlier accepted jobs untouched when a later request fails validation", async () => {
     const accepted = await createJob(farJob({ name: "keep-me" }));
-    const jobBefore = await env.DB.prepare("SELECT * FROM jobs WHERE id = ?").bind(accepted.id).first();
+    const jobBefore = await d1Of(accepted.id).prepare("SELECT * FROM jobs WHERE id = ?").bind(accepted.id).first();
     const executionBefore = await executionOf(accepted.id);
     const count = await jobCount();
 
@@ -231,7 +234,7 @@ describe("validation at the door", () => {
     await expectError(await api("/v1/jobs/batch", { method: "POST", body: { jobs: [] } }), 400, "jobs");
 
     expect(await jobCount()).toBe(count);
-    expect(await env.DB.prepare("SELECT * FROM jobs WHERE id = ?").bind(accepted.id).first()).toEqual(jobBefore);
+    expect(await d1Of(accepted.id).prepare("SELECT * FROM jobs WHERE id = ?").bind(accepted.id).first()).toEqual(jobBefore);
     expect(await executionOf(accepted.id)).toEqual(executionBefore);
     const shown = (await (await api(`/v1/jobs/${accepted.id}`)).json()) as JobJson;
     expect(shown).toMatchObject({ id: accepted.id, name: "keep-me", status: "active" });
@@ -253,9 +256,10 @@ describe("POST /v1/jobs/batch", () => {
     expect(new Set(results.map((r) => r.job.id)).size).toBe(1000);
 
     // D1 holds one row per job, active, no outcome yet
-    const { results: rows } = await env.DB.prepare("SELECT id, status, run_status, next_run_at FROM jobs WHERE name LIKE ? || '-%'")
-      .bind(tag)
-      .all<{ id: string; status: string; run_status: string | null; next_run_at: number }>();
+    const rows = await allShards<{ id: string; status: string; run_status: string | null; next_run_at: number }>(
+      "SELECT id, status, run_status, next_run_at FROM jobs WHERE name LIKE ? || '-%'",
+      tag,
+    );
     expect(rows).toHaveLength(1000);
     expect(rows.every((r) => r.status === "active" && r.run_status === null)).toBe(true);
     // the far half waits in D1; the near half was handed to the buckets (one durable row each)
@@ -382,7 +386,7 @@ describe("reading jobs", () => {
     expect(cursor).toBeNull();
     const ids = seen.map((j) => j.id);
     expect(new Set(ids).size).toBe(ids.length);
-    const { results } = await env.DB.prepare("SELECT id FROM jobs WHERE tenant = 'globex'").all<{ id: string }>();
+    const results = await allShards<{ id: string }>("SELECT id FROM jobs WHERE tenant = 'globex'");
     expect([...ids].sort()).toEqual(results.map((r) => r.id).sort());
     expect(ids).toEqual(expect.arrayContaining(created));
     // newest first: by id descending (ids are time-sortable), so createdAt never grows down the list

@@ -1,6 +1,9 @@
 // Setup files run outside isolated storage and may run more than once; applyD1Migrations only
-// applies what is missing.
+// applies what is missing. Every D1 shard (DB, DB_1, ...: db/shards.ts) gets every migration.
 import { applyD1Migrations } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 
-await applyD1Migrations(env.DB, env.TEST_MIGRATIONS);
+const bound = env as unknown as Record<string, D1Database | undefined>;
+for (let shard = 0; bound[shard === 0 ? "DB" : `DB_${shard}`]; shard++) {
+  await applyD1Migrations(bound[shard === 0 ? "DB" : `DB_${shard}`]!, env.TEST_MIGRATIONS);
+}

@@ -6,7 +6,7 @@
  * canceled or paused at the version it holds, and no projection goes backwards.
  *
  * Failures are injected in this isolate, which the Worker and the buckets share: env.BUCKET's
- * getByName returns a stub whose method rejects, env.DB.batch throws or waits, globalThis.fetch
+ * getByName returns a stub whose method rejects, a D1 shard's batch throws or waits, globalThis.fetch
  * runs a change while an attempt is at the target, and a D1 read of the sync pass waits while a
  * PATCH applies. The fire queue is captured for the whole file; tests consume it with fire().
  */
@@ -25,8 +25,10 @@ import {
   counters,
   createJob,
   type D1Job,
+  d1Of,
   fileClock,
   fire,
+  interceptD1Batch,
   jobRow,
   live,
   newExecution,
@@ -35,6 +37,7 @@ import {
   runAlarm,
   runScan,
   sendAndConsume,
+  spyOnD1,
   startFire,
   uniquePath,
 } from "./helpers";
@@ -102,14 +105,13 @@ async function flush(jobId: string): Promise<void> {
  * alarm wrote a batch.
  */
 async function alarmWithBeforeItsWrite(stub: Stub, meanwhile: () => Promise<void>): Promise<void> {
-  const original = env.DB.batch.bind(env.DB);
   let armed = true;
   const written: Promise<unknown>[] = [];
-  const spy = vi.spyOn(env.DB, "batch").mockImplementation(async (statements) => {
-    if (!armed) return original(statements);
+  const spy = interceptD1Batch(async (statements, run) => {
+    if (!armed) return run(statements);
     armed = false;
     await meanwhile();
-    const write = original(statements);
+    const write = run(statements);
     written.push(write);
     return write;
   });
@@ -535,7 +537,7 @@ describe("5. dead-letter messages and claim failures", () => {
     await flush(job.id);
     expect(await received(path)).toHaveLength(2);
     expect(await row(job.id)).toMatchObject({ status: "completed", run_status: "succeeded", attempts: 2, dead_reason: null });
-    expect(await env.DB.prepare("SELECT count(*) AS n FROM dead_letters WHERE execution_id = ?").bind(exe.id).first("n")).toBe(0);
+    expect(await d1Of(exe.id).prepare("SELECT count(*) AS n FROM dead_letters WHERE execution_id = ?").bind(exe.id).first("n")).toBe(0);
     expect((await counters()).dead_total).toBe(deadBefore);
   });
 
@@ -597,7 +599,8 @@ describe("6. pause while the bucket creates and writes an occurrence", () => {
     expect(delivered.dueAt).toBe(next);
     await flush(job.id);
     expect(await received(path)).toHaveLength(1);
-    const history = await env.DB.prepare("SELECT due_at AS dueAt, status FROM occurrences WHERE job_id = ? ORDER BY due_at")
+    const history = await d1Of(job.id)
+      .prepare("SELECT due_at AS dueAt, status FROM occurrences WHERE job_id = ? ORDER BY due_at")
       .bind(job.id)
       .all<{ dueAt: number; status: string }>();
     expect(history.results).toEqual([
@@ -718,13 +721,12 @@ describe("7. a runAt PATCH during the sync pass's read", () => {
 /** Until the test ends, records the UTF-8 size of every string bound in a D1 batch. */
 function recordBoundStrings() {
   const bound: number[] = [];
-  const original = env.DB.batch.bind(env.DB);
-  const spy = vi.spyOn(env.DB, "batch").mockImplementation(async (statements) => {
+  const spy = interceptD1Batch(async (statements, run) => {
     for (const s of statements) {
       for (const p of (s as unknown as { params?: unknown[] }).params ?? [])
         if (typeof p === "string") bound.push(encoder.encode(p).byteLength);
     }
-    return original(statements);
+    return run(statements);
   });
   onTestFinished(() => spy.mockRestore());
   return { bound, spy };
@@ -755,7 +757,10 @@ describe("8. D1 JSON chunks are sized in bytes", () => {
     });
     const ids = ((await res.json()) as { results: { job: { id: string } }[] }).results.map((r) => r.job.id);
     expect(ids).toHaveLength(1000);
-    const due = await env.DB.prepare("SELECT id, next_run_at AS at FROM jobs WHERE id IN (SELECT value FROM json_each(?))")
+    // a request's jobs go to one shard
+    const d1 = d1Of(ids[0]!);
+    const due = await d1
+      .prepare("SELECT id, next_run_at AS at FROM jobs WHERE id IN (SELECT value FROM json_each(?))")
       .bind(JSON.stringify(ids))
       .all<{ id: string; at: number }>();
     const now = clock.at;
@@ -786,20 +791,20 @@ describe("8. D1 JSON chunks are sized in bytes", () => {
     }));
     const { bound, spy } = recordBoundStrings();
 
-    await writeOutcomes(dbOf(env.DB), finished, [], now);
+    await writeOutcomes(dbOf(d1), finished, [], now);
     spy.mockRestore();
     expect(bound.length).toBeGreaterThan(2);
     expect(Math.max(...bound)).toBeLessThanOrEqual(D1_MAX_STRING_BYTES);
-    const rows = await env.DB.prepare(
-      `SELECT count(*) AS n FROM jobs WHERE id IN (SELECT value FROM json_each(?))
+    const rows = await d1
+      .prepare(
+        `SELECT count(*) AS n FROM jobs WHERE id IN (SELECT value FROM json_each(?))
          AND status = 'completed' AND run_status = 'dead' AND attempts = 5 AND last_error = ?`,
-    )
+      )
       .bind(JSON.stringify(ids), emojiError)
       .first<{ n: number }>();
     expect(rows?.n).toBe(1000);
-    const dead = await env.DB.prepare(
-      "SELECT count(*) AS n FROM dead_letters WHERE job_id IN (SELECT value FROM json_each(?)) AND last_error = ?",
-    )
+    const dead = await d1
+      .prepare("SELECT count(*) AS n FROM dead_letters WHERE job_id IN (SELECT value FROM json_each(?)) AND last_error = ?")
       .bind(JSON.stringify(ids), emojiError)
       .first<{ n: number }>();
     expect(dead?.n).toBe(1000);
@@ -840,10 +845,11 @@ describe("8. D1 JSON chunks are sized in bytes", () => {
     batches.mockRestore();
 
     expect(Math.max(...bound)).toBeLessThanOrEqual(D1_MAX_STRING_BYTES);
-    const rows = await env.DB.prepare(
-      `SELECT count(*) AS n FROM jobs WHERE id IN (SELECT value FROM json_each(?))
+    const rows = await d1Of(ids[0]!)
+      .prepare(
+        `SELECT count(*) AS n FROM jobs WHERE id IN (SELECT value FROM json_each(?))
          AND status = 'completed' AND run_status = 'dead' AND attempts = 2 AND last_error IN (?, ?)`,
-    )
+      )
       .bind(JSON.stringify(ids), emojiError, `HTTP 500: ${eAcute}`)
       .first<{ n: number }>();
     expect(rows?.n).toBe(1000);
@@ -855,7 +861,7 @@ describe("any single D1 write or alarm that fails: the change or outcome still l
     const path = uniquePath("ok");
     const { job, exe, stub } = await newExecution({ target: { url: url(path), method: "POST" } });
     await deliverOne(job.id);
-    const failOnce = vi.spyOn(env.DB, "batch").mockRejectedValueOnce(new Error("injected: D1 batch failed"));
+    const failOnce = spyOnD1("batch").mockRejectedValueOnce(new Error("injected: D1 batch failed"));
     onTestFinished(() => failOnce.mockRestore());
     await clock.flush(stub);
     expect(failOnce).toHaveBeenCalled();
@@ -871,7 +877,7 @@ describe("any single D1 write or alarm that fails: the change or outcome still l
   it("a cancel whose bucket applied it but whose D1 acknowledgement failed answers 202; the sync pass acknowledges it", async () => {
     const path = uniquePath("ok");
     const { job, exe, stub } = await newExecution({ target: { url: url(path), method: "POST" }, delay: "30s" });
-    const failOnce = vi.spyOn(env.DB, "batch").mockRejectedValueOnce(new Error("injected: D1 batch failed"));
+    const failOnce = spyOnD1("batch").mockRejectedValueOnce(new Error("injected: D1 batch failed"));
     onTestFinished(() => failOnce.mockRestore());
     expect((await api(`/v1/jobs/${job.id}`, { method: "DELETE" })).status).toBe(202);
     failOnce.mockRestore();
@@ -925,7 +931,7 @@ describe("any single D1 write or alarm that fails: the change or outcome still l
     await flush(job.id);
     expect(await received(path)).toHaveLength(2);
     expect(await row(job.id)).toMatchObject({ status: "completed", run_status: "succeeded", attempts: 2 });
-    expect(await env.DB.prepare("SELECT count(*) AS n FROM dead_letters WHERE execution_id = ?").bind(exe.id).first("n")).toBe(0);
+    expect(await d1Of(exe.id).prepare("SELECT count(*) AS n FROM dead_letters WHERE execution_id = ?").bind(exe.id).first("n")).toBe(0);
   });
 });
 
@@ -989,7 +995,7 @@ describe("a projection never goes backwards", () => {
   it("D1 ignores an outcome with fewer attempts than it holds, and a schedule projection of another version", async () => {
     const job = await createJob({ target: { url: url(uniquePath("ok")), method: "POST" }, delay: "1d" });
     const d1 = await row(job.id);
-    const db = dbOf(env.DB);
+    const db = dbOf(d1Of(job.id));
     const outcome = (attempts: number, status: FinishedExecution["status"]): FinishedExecution => ({
       id: oneOffExecutionId(job.id),
       jobId: job.id,
@@ -1015,6 +1021,7 @@ describe("a projection never goes backwards", () => {
     const recurring = await createJob({ target: { url: url(uniquePath("ok")), method: "POST" }, cron: "0 0 1 1 *" });
     onTestFinished(() => cancelQuietly(recurring.id));
     const r = await row(recurring.id);
+    const recurringDb = dbOf(d1Of(recurring.id)); // its own shard
     const projection = (version: number, fired: number, nextRunAt: number) => ({
       tenant: "acme",
       jobId: recurring.id,
@@ -1023,11 +1030,11 @@ describe("a projection never goes backwards", () => {
       fired,
       completed: false,
     });
-    await writeOutcomes(db, [], [projection(r.version, 3, r.next_run_at! + 1000)], clock.at);
+    await writeOutcomes(recurringDb, [], [projection(r.version, 3, r.next_run_at! + 1000)], clock.at);
     const at3 = await row(recurring.id);
     expect(at3).toMatchObject({ fired: 3, next_run_at: r.next_run_at! + 1000 });
-    await writeOutcomes(db, [], [projection(r.version, 1, r.next_run_at! + 1000)], clock.at); // fewer fired: kept
-    await writeOutcomes(db, [], [projection(r.version - 1, 9, r.next_run_at! + 9000)], clock.at); // older version: ignored
+    await writeOutcomes(recurringDb, [], [projection(r.version, 1, r.next_run_at! + 1000)], clock.at); // fewer fired: kept
+    await writeOutcomes(recurringDb, [], [projection(r.version - 1, 9, r.next_run_at! + 9000)], clock.at); // older version: ignored
     expect(await row(recurring.id)).toEqual(at3);
   });
 });

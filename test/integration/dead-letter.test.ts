@@ -1,4 +1,3 @@
-import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import { Bucket } from "../../src/bucket/bucket";
 import type { ClaimResult, ExecutionRef, FireMessage } from "../../src/bucket/protocol";
@@ -8,6 +7,7 @@ import {
   bucketStub,
   captureFiresForFile,
   createJob,
+  d1Of,
   dispatchNow,
   type Execution,
   fileClock,
@@ -63,7 +63,7 @@ async function bucketCounter(bucket: number, name: string): Promise<number> {
 }
 
 async function deadLetter(executionId: string) {
-  return env.DB.prepare("SELECT * FROM dead_letters WHERE execution_id = ?").bind(executionId).first<Record<string, unknown>>();
+  return d1Of(executionId).prepare("SELECT * FROM dead_letters WHERE execution_id = ?").bind(executionId).first<Record<string, unknown>>();
 }
 
 interface DlqEntry {
@@ -383,7 +383,7 @@ describe("redrive and the DLQ API", () => {
       expect((await fire([message])).explicitAcks).toEqual(["m0"]);
       expect(await live(stub, id)).toMatchObject({ status: "dead", attempts: 1, occurrenceAt });
       await clock.flush(stub);
-      const occurrence = await env.DB.prepare("SELECT * FROM occurrences WHERE id = ?").bind(id).first();
+      const occurrence = await d1Of(id).prepare("SELECT * FROM occurrences WHERE id = ?").bind(id).first();
       expect(occurrence).toMatchObject({
         job_id: job.id,
         status: "dead",
@@ -411,7 +411,7 @@ describe("redrive and the DLQ API", () => {
       expect((await fire([again])).explicitAcks).toEqual(["m0"]);
       expect(await live(stub, id)).toMatchObject({ status: "succeeded", attempts: 2 });
       await clock.flush(stub);
-      expect(await env.DB.prepare("SELECT * FROM occurrences WHERE id = ?").bind(id).first()).toMatchObject({
+      expect(await d1Of(id).prepare("SELECT * FROM occurrences WHERE id = ?").bind(id).first()).toMatchObject({
         status: "succeeded",
         attempts: 2,
         dead_reason: null,

@@ -27,6 +27,7 @@ import {
   alarmOf,
   api,
   counters,
+  d1Of,
   type Execution,
   fileClock,
   fire,
@@ -346,7 +347,8 @@ describe("lost messages", () => {
     expect(await received(e.path)).toHaveLength(1);
     await clock.flush(e.stub);
     expect(await jobRow(e.job.id)).toMatchObject({ status: "completed", run_status: "succeeded", attempts: 1, dead_reason: null });
-    const dead = await env.DB.prepare("SELECT count(*) AS n FROM dead_letters WHERE execution_id = ?")
+    const dead = await d1Of(e.exe.id)
+      .prepare("SELECT count(*) AS n FROM dead_letters WHERE execution_id = ?")
       .bind(e.exe.id)
       .first<{ n: number }>();
     expect(dead?.n).toBe(0);

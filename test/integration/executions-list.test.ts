@@ -10,7 +10,7 @@ import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { oneOffExecutionId } from "../../src/core/id";
 import { SCAN_ROWS } from "../../src/db/queries";
-import { api, captureFiresForFile, createJob, deliverAll, fileClock, type JobJson, KEYS, receiverUrl, uniquePath } from "./helpers";
+import { api, captureFiresForFile, createJob, d1Of, deliverAll, fileClock, type JobJson, KEYS, receiverUrl, uniquePath } from "./helpers";
 
 // an hour ahead of the real clock: the platform never fires an alarm on its own during the file
 const clock = fileClock(3_600_000);
@@ -132,7 +132,10 @@ beforeAll(async () => {
   await deliverAll(clock, sent, 7_000); // the one-offs finish, the recurring job fires about 3 times
   await api(`/v1/jobs/${made.recurring.id}`, { method: "DELETE" });
   await deliverAll(clock, sent, 15_000); // every outcome reaches D1
-  const { results } = await env.DB.prepare("SELECT id FROM occurrences WHERE job_id = ?").bind(made.recurring.id).all<{ id: string }>();
+  const { results } = await d1Of(made.recurring.id)
+    .prepare("SELECT id FROM occurrences WHERE job_id = ?")
+    .bind(made.recurring.id)
+    .all<{ id: string }>();
   occurrenceIds = results.map((r) => r.id);
   expect(occurrenceIds.length).toBeGreaterThanOrEqual(2);
 });
@@ -290,7 +293,9 @@ describe("a filter reads a bounded range (SCAN_ROWS keys a page and source), nev
       "executions, label, limit 50": await rowsRead(() => api("/v1/executions?label=team:alpha&limit=50")),
       "executions, jobId of a recurring job": await rowsRead(() => api(`/v1/executions?jobId=${made.recurring.id}`)),
     };
-    console.log(JSON.stringify({ rowsReadPerPage: figures, SCAN_ROWS }));
+    console.log(JSON.stringify({ rowsReadPerPage: figures, SCAN_ROWS, shards: env.TEST_SHARDS }));
+    // the figures below are one database's (shards.test.ts states a page's cost with several)
+    if (env.TEST_SHARDS !== "1") return;
     // a full page reads about its rows: one of each source past the limit, and the job
     expect(figures["jobs, unfiltered, limit 50"]).toBeLessThanOrEqual(51);
     expect(figures["executions, unfiltered, limit 50"]).toBeLessThanOrEqual(2 * 51 + 1);

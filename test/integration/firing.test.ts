@@ -12,7 +12,6 @@
  * with fire(). Storage is shared by the tests of this file: ids and receiver paths are unique.
  */
 import { runDurableObjectAlarm } from "cloudflare:test";
-import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import type { FireMessage } from "../../src/bucket/protocol";
@@ -26,6 +25,7 @@ import {
   captureFiresForFile,
   counters,
   type Execution,
+  everyD1,
   executionOf,
   FLUSH_DELAY_MS,
   fileClock,
@@ -195,15 +195,24 @@ describe("firing", () => {
 
   it("never answers 2xx for a job D1 did not take (invariant 1)", async () => {
     const path = uniquePath();
-    const failing = vi.spyOn(env.DB, "batch").mockRejectedValueOnce(new Error("injected: D1 unavailable"));
-    onTestFinished(() => failing.mockRestore());
+    const failing = everyD1().map((d1) => vi.spyOn(d1, "batch").mockRejectedValueOnce(new Error("injected: D1 unavailable")));
+    onTestFinished(() => {
+      for (const spy of failing) spy.mockRestore();
+    });
     const res = await api("/v1/jobs", { method: "POST", body: { target: { url: `${receiverUrl()}${path}` }, delay: "1m" } });
-    expect(failing).toHaveBeenCalled();
-    expect(res.status).toBe(500);
-    failing.mockRestore();
+    expect(failing.some((spy) => spy.mock.calls.length > 0)).toBe(true);
+    // the shard the request's jobs went to did not answer: a 503 naming it
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+      code: "shard_unavailable",
+      message: expect.stringMatching(/^D1 shard \d+ \(binding DB(_\d+)?\) did not answer/),
+    });
+    for (const spy of failing) spy.mockRestore();
     // nothing of it anywhere: not in D1, not in any bucket, never delivered
-    const inD1 = await env.DB.prepare("SELECT count(*) AS n FROM jobs WHERE spec LIKE ?").bind(`%${path}%`).first<{ n: number }>();
-    expect(inD1?.n).toBe(0);
+    for (const d1 of everyD1()) {
+      const inD1 = await d1.prepare("SELECT count(*) AS n FROM jobs WHERE spec LIKE ?").bind(`%${path}%`).first<{ n: number }>();
+      expect(inD1?.n).toBe(0);
+    }
     for (let k = 0; k < BUCKETS; k++) {
       expect(await bucketSql(bucketStub(k), "SELECT id FROM executions WHERE spec LIKE ?", `%${path}%`)).toEqual([]);
     }

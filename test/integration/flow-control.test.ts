@@ -16,9 +16,11 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import type { FlowKey } from "../../src/flow/flow-key";
 import {
+  allShards,
   api,
   captureFiresForFile,
   counters,
+  D1_PROTOTYPE,
   dispatchAll,
   dispatchOf,
   type Execution,
@@ -27,6 +29,7 @@ import {
   newExecution,
   received,
   receiverUrl,
+  spyOnD1,
   startFire,
   uniquePath,
 } from "./helpers";
@@ -408,10 +411,9 @@ describe("flow-control keys in the metrics", () => {
   const objectOf = (key: string, tenant = "acme") => env.FLOW_KEY.getByName(`${tenant}\n${key}`);
   /** The object writes its flow_keys row in the background: wait for a write in flight. */
   const listed = (key: string, tenant = "acme") => runInDurableObject(objectOf(key, tenant), (o: FlowKey) => o.registering);
+  /** The keys every shard's flow_keys lists for a tenant, in key order. */
   const registry = async (tenant: string) =>
-    (await env.DB.prepare("SELECT key FROM flow_keys WHERE tenant = ? ORDER BY key").bind(tenant).all<{ key: string }>()).results.map(
-      (r) => r.key,
-    );
+    (await allShards<{ key: string }>("SELECT key FROM flow_keys WHERE tenant = ?", tenant)).map((r) => r.key).sort();
 
   it("shows a key's waiting, in flight and throttled total in /v1/metrics and /metrics after its jobs waited", async () => {
     // one a 10 s: the other two are told to come back later than the consumer waits, so they wait in their buckets
@@ -472,10 +474,10 @@ describe("flow-control keys in the metrics", () => {
   });
 
   it("answers the metrics when the key list cannot be read: the buckets' figures, the keys marked unavailable, never a 500", async () => {
-    const prepare = env.DB.prepare.bind(env.DB);
-    const failing = vi.spyOn(env.DB, "prepare").mockImplementation((sql: string) => {
+    const prepare = D1_PROTOTYPE.prepare;
+    const failing = spyOnD1("prepare").mockImplementation(function (this: D1Database, sql: string) {
       if (sql.includes('from "flow_keys"')) throw new Error("injected: D1 unavailable");
-      return prepare(sql);
+      return prepare.call(this, sql);
     });
     onTestFinished(() => failing.mockRestore());
     const json = await api("/v1/metrics");
@@ -490,11 +492,11 @@ describe("flow-control keys in the metrics", () => {
   });
 
   it("lists a key whose flow_keys write failed on its next call, and writes it once", async () => {
-    const prepare = env.DB.prepare.bind(env.DB);
+    const prepare = D1_PROTOTYPE.prepare;
     const inserts = (sql: string) => sql.startsWith('insert into "flow_keys"');
-    const failing = vi.spyOn(env.DB, "prepare").mockImplementation((sql: string) => {
+    const failing = spyOnD1("prepare").mockImplementation(function (this: D1Database, sql: string) {
       if (inserts(sql)) throw new Error("injected: D1 unavailable");
-      return prepare(sql);
+      return prepare.call(this, sql);
     });
     onTestFinished(() => failing.mockRestore());
     // the call itself succeeds; only the listing failed
@@ -511,7 +513,7 @@ describe("flow-control keys in the metrics", () => {
     expect((await flowMetrics()).keys.find((k) => k.key === "late-listed")).toMatchObject({ paused: true });
 
     // remembered in the object's own storage: no later call writes it again
-    const watching = vi.spyOn(env.DB, "prepare");
+    const watching = spyOnD1("prepare");
     onTestFinished(() => watching.mockRestore());
     expect((await api("/v1/flow-control/late-listed/resume", { method: "POST" })).status).toBe(200);
     await listed("late-listed");

@@ -30,15 +30,20 @@ import { env, exports } from "cloudflare:workers";
 import fc from "fast-check";
 import { beforeAll, describe, expect, it, vi } from "vitest";
 import {
+  allShards,
   api,
   bucketStub,
   captureFiresForFile,
+  countAll,
   createJob,
+  d1Of,
+  everyD1,
   executionOf,
   fileClock,
   fire,
   jobRow,
   KEYS,
+  keySql,
   receiverUrl,
   runAlarm,
   uniquePath,
@@ -735,7 +740,7 @@ function expectWellFormedBatch(body: unknown, itemCount: number | null, req: Sen
 }
 
 async function jobCount(): Promise<number> {
-  return (await env.DB.prepare("SELECT count(*) AS n FROM jobs").first<{ n: number }>())!.n;
+  return countAll("SELECT count(*) AS n FROM jobs");
 }
 
 // --- accepted state that must not change ---------------------------------------------------------
@@ -807,13 +812,11 @@ async function snapshot(): Promise<unknown> {
       ["occurrences", "job_id"],
       ["dead_letters", "job_id"],
     ] as const) {
-      out.push(
-        (await env.DB.prepare(`SELECT * FROM ${table} WHERE ${column} IN (SELECT value FROM json_each(?)) ORDER BY 1, 2`).bind(ids).all())
-          .results,
-      );
+      out.push(await allShards(`SELECT * FROM ${table} WHERE ${column} IN (SELECT value FROM json_each(?)) ORDER BY 1, 2`, ids));
     }
   }
-  out.push((await env.DB.prepare("SELECT * FROM idempotency_keys WHERE key = 'fuzz-k1' ORDER BY tenant").all()).results);
+  for (const tenant of ["acme", "globex"])
+    out.push(await keySql(tenant, "fuzz-k1", "SELECT * FROM idempotency_keys WHERE key = 'fuzz-k1'"));
   return out;
 }
 
@@ -965,7 +968,7 @@ describe(`fuzz (FUZZ_SEED=${SEED}, FUZZ_RUNS=${RUNS})`, () => {
       );
       const jobState = async (id: string) => [
         await (await api(`/v1/jobs/${id}`)).json(),
-        (await env.DB.prepare("SELECT * FROM jobs WHERE id = ?").bind(id).first()) ?? null,
+        (await d1Of(id).prepare("SELECT * FROM jobs WHERE id = ?").bind(id).first()) ?? null,
         await (await api(`/v1/jobs/${id}/executions`)).json(),
         await bucketStub((await jobRow(id))!.bucket).inspect({ jobId: id }),
       ];
@@ -1100,9 +1103,7 @@ describe(`fuzz (FUZZ_SEED=${SEED}, FUZZ_RUNS=${RUNS})`, () => {
           const ids = new Set(done.filter((a) => a.status === 200 || a.status === 201).map((a) => a.body.id));
           expect(ids.size, `one job id ${what}`).toBeLessThanOrEqual(1);
           expect(done.filter((a) => a.status === 201).length, `one 201 ${what}`).toBeLessThanOrEqual(1);
-          const { results } = await env.DB.prepare("SELECT id FROM jobs WHERE tenant = 'acme' AND idempotency_key = ?")
-            .bind(key)
-            .all<{ id: string }>();
+          const results = await allShards<{ id: string }>("SELECT id FROM jobs WHERE tenant = 'acme' AND idempotency_key = ?", key);
           expect(
             results.map((r) => r.id),
             `D1 rows ${what}`,
@@ -1138,13 +1139,14 @@ describe("regressions found by the fuzz", () => {
    * cancel (any answer is fine), then its D1 rows leave (a row that breaks reading the list too).
    */
   async function purge(name: string): Promise<void> {
-    const { results } = await env.DB.prepare("SELECT id FROM jobs WHERE name = ?").bind(name).all<{ id: string }>();
+    const results = await allShards<{ id: string }>("SELECT id FROM jobs WHERE name = ?", name);
     for (const r of results) await (await api(`/v1/jobs/${r.id}`, { method: "DELETE" })).body?.cancel();
     const ids = JSON.stringify(results.map((r) => r.id));
-    await env.DB.prepare("DELETE FROM dead_letters WHERE job_id IN (SELECT value FROM json_each(?))").bind(ids).run();
-    await env.DB.prepare("DELETE FROM occurrences WHERE job_id IN (SELECT value FROM json_each(?))").bind(ids).run();
-    await env.DB.prepare("DELETE FROM idempotency_keys WHERE job_id IN (SELECT value FROM json_each(?))").bind(ids).run();
-    await env.DB.prepare("DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?))").bind(ids).run();
+    for (const d1 of everyD1()) {
+      await d1.prepare("DELETE FROM dead_letters WHERE job_id IN (SELECT value FROM json_each(?))").bind(ids).run();
+      await d1.prepare("DELETE FROM occurrences WHERE job_id IN (SELECT value FROM json_each(?))").bind(ids).run();
+      await d1.prepare("DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?))").bind(ids).run();
+    }
   }
   const url = () => `${receiverUrl()}${uniquePath()}`;
 

@@ -19,7 +19,8 @@ import { afterAll, beforeAll, inject, type MockInstance, vi } from "vitest";
 import type { Bucket } from "../../src/bucket/bucket";
 import type { FireMessage, LiveExecution } from "../../src/bucket/protocol";
 import { configOf } from "../../src/config";
-import { oneOffExecutionId } from "../../src/core/id";
+import { oneOffExecutionId, shardOfId } from "../../src/core/id";
+import { keySlot } from "../../src/idempotency/key-claims";
 import worker from "../../src/index";
 import { assertDocumented } from "./conformance";
 
@@ -91,7 +92,7 @@ export interface D1Job {
 }
 
 export async function jobRow(jobId: string): Promise<D1Job | undefined> {
-  return (await env.DB.prepare("SELECT * FROM jobs WHERE id = ?").bind(jobId).first<D1Job>()) ?? undefined;
+  return (await d1Of(jobId).prepare("SELECT * FROM jobs WHERE id = ?").bind(jobId).first<D1Job>()) ?? undefined;
 }
 
 /** A one-off job's execution: its id (derived from the job's), bucket and due time, from D1. */
@@ -419,4 +420,70 @@ export async function deliverAll(
     if (messages.length > 0) await fire(messages);
   }
   throw new Error("alarms kept coming for 200 steps");
+}
+
+/** The object holding a tenant's idempotency key (idempotency/idempotency-keys.ts). */
+export function idempotencyKeysStub(tenant: string, key: string) {
+  return env.IDEMPOTENCY_KEYS.getByName(`${tenant}\n${keySlot(key)}`);
+}
+
+/** Runs SQL in the object that holds a tenant's idempotency key (backdate, inspect). */
+export async function keySql<T = Record<string, SqlStorageValue>>(tenant: string, key: string, query: string, ...args: SqlStorageValue[]) {
+  return runInDurableObject(
+    idempotencyKeysStub(tenant, key),
+    (_instance, state) => state.storage.sql.exec(query, ...args).toArray() as T[],
+  );
+}
+
+/** The D1 database of the shard a job's or execution's id names (db/shards.ts). */
+export function d1Of(id: string): D1Database {
+  const shard = shardOfId(id) ?? 0;
+  return (env as unknown as Record<string, D1Database>)[shard === 0 ? "DB" : `DB_${shard}`]!;
+}
+
+/** Every D1 shard this project binds (vitest.config.ts: one, or three). */
+export function everyD1(): D1Database[] {
+  return Array.from(
+    { length: Number(env.TEST_SHARDS) },
+    (_, i) => (env as unknown as Record<string, D1Database>)[i === 0 ? "DB" : `DB_${i}`]!,
+  );
+}
+
+/** A query on every shard: their rows, one after another (shard 0's first). */
+export async function allShards<T = Record<string, unknown>>(query: string, ...binds: unknown[]): Promise<T[]> {
+  const parts = await Promise.all(
+    everyD1().map((d1) =>
+      d1
+        .prepare(query)
+        .bind(...binds)
+        .all<T>(),
+    ),
+  );
+  return parts.flatMap((p) => p.results);
+}
+
+/** A `SELECT count(*) AS n ...` on every shard, summed. */
+export async function countAll(query: string, ...binds: unknown[]): Promise<number> {
+  return (await allShards<{ n: number }>(query, ...binds)).reduce((sum, r) => sum + r.n, 0);
+}
+
+/** The prototype every D1 binding (every shard) shares: a spy on it sees every shard's calls. */
+export const D1_PROTOTYPE = Object.getPrototypeOf(env.DB) as D1Database;
+
+/** Spies on a method of every D1 shard at once (restore it with mockRestore). */
+export function spyOnD1<K extends "batch" | "prepare">(method: K) {
+  return vi.spyOn(D1_PROTOTYPE, method);
+}
+
+/**
+ * Until restored, every D1 batch of any shard goes through `intercept`, which may run the real
+ * batch with `run` (on the shard it was for).
+ */
+export function interceptD1Batch(
+  intercept: (statements: D1PreparedStatement[], run: (statements: D1PreparedStatement[]) => Promise<D1Result[]>) => Promise<D1Result[]>,
+) {
+  const original = D1_PROTOTYPE.batch;
+  return spyOnD1("batch").mockImplementation(function (this: D1Database, statements: D1PreparedStatement[]) {
+    return intercept(statements, (s) => original.call(this, s) as Promise<D1Result[]>);
+  } as D1Database["batch"]);
 }

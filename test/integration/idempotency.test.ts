@@ -1,17 +1,19 @@
-/**
- * Idempotent job creation (invariant 8): a key seen within the dedupe window returns the original
- * job, never a second one, whether it comes as the Idempotency-Key header, the idempotencyKey
- * field, twice in one batch or in concurrent requests. Keys are per tenant.
- *
- * Jobs here are due in 60 s (handed to a bucket, but not fired: the file's clock moves only when
- * a test moves it); fire-queue sends are captured anyway so nothing is consumed in the background.
- * A one-off job has exactly one execution, named after it (exe_ + the job id's body), which its
- * bucket holds as one durable row: "one execution" is counted there, across every bucket.
- */
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { oneOffExecutionId } from "../../src/core/id";
-import { api, bucketSql, bucketStub, CONFIG, captureFiresForFile, fileClock, KEYS, receiverUrl, uniquePath } from "./helpers";
+import {
+  allShards,
+  api,
+  bucketSql,
+  bucketStub,
+  CONFIG,
+  captureFiresForFile,
+  d1Of,
+  fileClock,
+  KEYS,
+  keySql,
+  receiverUrl,
+  uniquePath,
+} from "./helpers";
 
 const IDEMPOTENCY_WINDOW_MS = CONFIG.IDEMPOTENCY_WINDOW_MS;
 const BUCKETS = CONFIG.BUCKETS;
@@ -34,8 +36,8 @@ function post(body: unknown, key?: string, apiKey: string = KEYS.acme): Promise<
  * (every bucket is asked, so an execution handed to the wrong one would count too).
  */
 async function rowsForKey(tenant: string, key: string): Promise<{ jobs: string[]; executions: string[] }> {
-  const jobs = await env.DB.prepare("SELECT id FROM jobs WHERE tenant = ? AND idempotency_key = ?").bind(tenant, key).all<{ id: string }>();
-  const ids = JSON.stringify(jobs.results.map((r) => r.id));
+  const jobs = await allShards<{ id: string }>("SELECT id FROM jobs WHERE tenant = ? AND idempotency_key = ?", tenant, key);
+  const ids = JSON.stringify(jobs.map((r) => r.id));
   const executions: string[] = [];
   for (let k = 0; k < BUCKETS; k++) {
     const rows = await bucketSql<{ id: string }>(
@@ -45,7 +47,7 @@ async function rowsForKey(tenant: string, key: string): Promise<{ jobs: string[]
     );
     executions.push(...rows.map((r) => r.id));
   }
-  return { jobs: jobs.results.map((r) => r.id), executions };
+  return { jobs: jobs.map((r) => r.id), executions };
 }
 
 const newKey = () => `key-${crypto.randomUUID()}`;
@@ -67,7 +69,10 @@ describe("idempotent create", () => {
     const rows = await rowsForKey("acme", key);
     expect(rows.jobs).toEqual([created.id]);
     expect(rows.executions).toEqual([oneOffExecutionId(created.id)]);
-    const { bucket } = (await env.DB.prepare("SELECT bucket FROM jobs WHERE id = ?").bind(created.id).first<{ bucket: number }>())!;
+    const { bucket } = (await d1Of(created.id)
+      .prepare("SELECT bucket FROM jobs WHERE id = ?")
+      .bind(created.id)
+      .first<{ bucket: number }>())!;
     const inBucket = await bucketSql(bucketStub(bucket), "SELECT id FROM executions WHERE job_id = ?", created.id);
     expect(inBucket.map((r) => r.id)).toEqual(rows.executions);
   });
@@ -158,17 +163,13 @@ describe("idempotent create", () => {
     const first = await post(body, key);
     expect(first.status).toBe(201);
     const firstId = (await first.json<{ id: string }>()).id;
-    await env.DB.prepare("UPDATE idempotency_keys SET created_at = ? WHERE tenant = 'acme' AND key = ?")
-      .bind(Date.now() - IDEMPOTENCY_WINDOW_MS - 1000, key)
-      .run();
+    await keySql("acme", key, "UPDATE idempotency_keys SET created_at = ? WHERE key = ?", Date.now() - IDEMPOTENCY_WINDOW_MS - 1000, key);
 
     const later = await post(body, key);
     expect(later.status).toBe(201);
     const laterId = (await later.json<{ id: string }>()).id;
     expect(laterId).not.toBe(firstId);
-    const owner = await env.DB.prepare("SELECT job_id FROM idempotency_keys WHERE tenant = 'acme' AND key = ?")
-      .bind(key)
-      .first<{ job_id: string }>();
+    const [owner] = await keySql<{ job_id: string }>("acme", key, "SELECT job_id FROM idempotency_keys WHERE key = ?", key);
     expect(owner?.job_id).toBe(laterId);
     expect((await post(body, key)).status).toBe(200);
   });

@@ -1,13 +1,6 @@
-/**
- * Labels on jobs (issue 16): a small map of strings, validated, shown on every job, replaced by
- * PATCH; GET /v1/jobs?label=k:v lists a tenant's jobs with that label, newest first, by cursor,
- * from job_labels' key (a range scan); an idempotent repeat writes no second set; a purged job's
- * labels go with it. Jobs here are due an hour ahead: nothing fires.
- */
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { changeJob, dbOf, purgeHistory } from "../../src/db/queries";
-import { api, createJob, type JobJson, KEYS, receiverUrl } from "./helpers";
+import { api, countAll, createJob, d1Of, type JobJson, KEYS, receiverUrl } from "./helpers";
 
 const target = () => ({ url: `${receiverUrl()}/ok` });
 
@@ -18,7 +11,8 @@ async function listed(query: string, key: string = KEYS.acme): Promise<{ jobs: J
 }
 
 async function labelRows(jobId: string): Promise<{ key: string; value: string }[]> {
-  const { results } = await env.DB.prepare("SELECT key, value FROM job_labels WHERE job_id = ? ORDER BY key")
+  const { results } = await d1Of(jobId)
+    .prepare("SELECT key, value FROM job_labels WHERE job_id = ? ORDER BY key")
     .bind(jobId)
     .all<{ key: string; value: string }>();
   return results;
@@ -81,13 +75,13 @@ describe("labels", () => {
 
   it("stay what the job row holds when a labels change loses the version race to another change made in the same millisecond", async () => {
     const job = await createJob({ target: target(), delay: "1h", labels: { race: "old" } });
-    const row = (await env.DB.prepare("SELECT version FROM jobs WHERE id = ?").bind(job.id).first<{ version: number }>())!;
+    const row = (await d1Of(job.id).prepare("SELECT version FROM jobs WHERE id = ?").bind(job.id).first<{ version: number }>())!;
     const now = Date.now() + 1_000;
-    const db = dbOf(env.DB);
+    const db = dbOf(d1Of(job.id));
     // the cancel wins version + 1 at `now`; the labels change read the same version and has the same `now`
     expect(await changeJob(db, "acme", job.id, row.version, { status: "canceled" }, now)).toBeDefined();
     expect(await changeJob(db, "acme", job.id, row.version, { labels: { race: "new" } }, now)).toBeUndefined();
-    const stored = await env.DB.prepare("SELECT labels FROM jobs WHERE id = ?").bind(job.id).first<{ labels: string }>();
+    const stored = await d1Of(job.id).prepare("SELECT labels FROM jobs WHERE id = ?").bind(job.id).first<{ labels: string }>();
     expect(JSON.parse(stored!.labels)).toEqual({ race: "old" });
     expect(await labelRows(job.id)).toEqual([{ key: "race", value: "old" }]);
   });
@@ -98,10 +92,7 @@ describe("labels", () => {
     const repeat = await api("/v1/jobs", { method: "POST", body });
     expect(repeat.status).toBe(200);
     expect((await listed("label=run:idempotent")).jobs.map((j) => j.id)).toEqual([first.id]);
-    const { results } = await env.DB.prepare("SELECT COUNT(*) AS n FROM job_labels WHERE key = 'run' AND value = 'idempotent'").all<{
-      n: number;
-    }>();
-    expect(results[0]?.n).toBe(1);
+    expect(await countAll("SELECT COUNT(*) AS n FROM job_labels WHERE key = 'run' AND value = 'idempotent'")).toBe(1);
   });
 
   it.each<[string, unknown, string]>([
@@ -132,8 +123,8 @@ describe("labels", () => {
     expect(await labelRows(job.id)).toEqual([{ key: "purge", value: "me" }]);
     // a cutoff past everything: every finished job of this file goes, labels and all
     const later = Date.now() + 365 * 86_400_000;
-    await purgeHistory(dbOf(env.DB), 4, later, 0, 1_000);
-    expect(await env.DB.prepare("SELECT id FROM jobs WHERE id = ?").bind(job.id).first()).toBeNull();
+    await purgeHistory(dbOf(d1Of(job.id)), 4, later, 0, 1_000);
+    expect(await d1Of(job.id).prepare("SELECT id FROM jobs WHERE id = ?").bind(job.id).first()).toBeNull();
     expect(await labelRows(job.id)).toEqual([]);
   });
 });

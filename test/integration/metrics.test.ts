@@ -1,28 +1,10 @@
-/**
- * Metrics and accounting: GET /v1/metrics (every counter of core/metrics.ts and fire-lag
- * quantiles), GET /metrics (Prometheus text), tenant scoping, and invariant 4 (nothing silently
- * dropped: every accepted execution is in exactly one state, and the counts add up).
- *
- * Revision 2: a one-off job's execution is pending in D1 (the job is active and its bucket does
- * not hold it), held by its bucket (scheduled as a durable row; dispatched, running, or finished
- * and on its way to D1, in memory), or terminal on its D1 job row (run_status, written once by the
- * bucket's flush). A job canceled before its bucket ever held it is canceled in D1 only. The
- * census below reads D1's rows, each bucket's rows, inspect() and counts(), and checks that every
- * 201 of this file is in exactly one place, before and after the flush that moves outcomes to D1,
- * and that the counters (kept in bucket memory, written with flushes, read stored + pending)
- * add up to what the census shows.
- *
- * Time: one file-wide virtual clock (helpers.fileClock) 10 minutes ahead of the real one, so no
- * bucket alarm fires on its own; tests run the alarms. Every fire-queue send is captured
- * (captureFiresForFile) and fed to the consumer with fire().
- */
-import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { FireMessage, LiveExecution } from "../../src/bucket/protocol";
 import { LAG_BOUNDS_MS } from "../../src/core/histogram";
 import { oneOffExecutionId } from "../../src/core/id";
 import { COUNTERS, type MetricsSummary } from "../../src/core/metrics";
 import {
+  allShards,
   api,
   bucketSql,
   bucketStub,
@@ -150,6 +132,11 @@ describe("metrics endpoints", () => {
       expect(sample(`scheduler_${name}`), name).toBe(json.counters[name]);
     }
     expect(sample('scheduler_dead_total{reason="permanent"}')).toBe(json.dead_total_by_reason.permanent);
+    // D1 rows by shard, a series each (a meter: it moves between two reads), adding up to the JSON counter
+    const d1Shards = Object.entries(json.d1_rows_written_total_by_shard);
+    expect(d1Shards.length).toBeGreaterThan(0);
+    for (const [shard] of d1Shards) expect(sample(`scheduler_d1_rows_written_total{shard="${shard}"}`)).toBeGreaterThan(0);
+    expect(d1Shards.reduce((sum, [, v]) => sum + v, 0)).toBe(json.counters.d1_rows_written_total);
     expect(sample('scheduler_fire_lag_ms_bucket{le="+Inf"}')).toBe(json.fire_lag_ms.count);
     expect(sample("scheduler_fire_lag_ms_count")).toBe(json.fire_lag_ms.count);
     // cumulative buckets: each le line is the running sum of the JSON buckets
@@ -203,7 +190,7 @@ interface Census {
 
 /** Reads D1 and every bucket and puts each accepted execution in exactly one place. */
 async function census(): Promise<Census> {
-  const { results: rows } = await env.DB.prepare("SELECT id, tenant, bucket, status, cron, run_status, attempts FROM jobs").all<{
+  const rows = await allShards<{
     id: string;
     tenant: string;
     bucket: number;
@@ -211,7 +198,7 @@ async function census(): Promise<Census> {
     cron: string | null;
     run_status: string | null;
     attempts: number;
-  }>();
+  }>("SELECT id, tenant, bucket, status, cron, run_status, attempts FROM jobs");
   // invariant 1: every 201 of this file is a D1 row (storage is this file's own)
   expect(rows).toHaveLength(accepted);
 

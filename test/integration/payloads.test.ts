@@ -14,7 +14,19 @@ import { env, exports } from "cloudflare:workers";
 import fc from "fast-check";
 import { Webhook, WebhookVerificationError } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
-import { api, captureFiresForFile, dispatchNow, fileClock, fire, KEYS, newExecution, received, receiverUrl, uniquePath } from "./helpers";
+import {
+  api,
+  captureFiresForFile,
+  countAll,
+  dispatchNow,
+  fileClock,
+  fire,
+  KEYS,
+  newExecution,
+  received,
+  receiverUrl,
+  uniquePath,
+} from "./helpers";
 
 const clock = fileClock(10 * 60_000);
 const sent = captureFiresForFile();
@@ -251,7 +263,7 @@ describe("reserved headers and media types", () => {
 });
 
 async function countJobs(): Promise<number> {
-  return (await env.DB.prepare("SELECT COUNT(*) AS n FROM jobs").first<{ n: number }>())!.n;
+  return countAll("SELECT COUNT(*) AS n FROM jobs");
 }
 
 /** Test-side oracle: two decimal texts denote the same number (BigInt arithmetic, independent of the source). */

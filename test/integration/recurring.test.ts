@@ -45,6 +45,7 @@ import {
   captureFiresForFile,
   counters,
   createJob,
+  d1Of,
   fileClock,
   fire,
   type JobJson,
@@ -141,10 +142,11 @@ interface D1Occurrence {
 
 /** The job's finished occurrences in D1 (`occurrences`), earliest first. */
 async function history(jobId: string): Promise<D1Occurrence[]> {
-  const { results } = await env.DB.prepare(
-    `SELECT id, status, due_at, occurrence, attempts, last_http_status, last_error, dead_reason
+  const { results } = await d1Of(jobId)
+    .prepare(
+      `SELECT id, status, due_at, occurrence, attempts, last_http_status, last_error, dead_reason
      FROM occurrences WHERE job_id = ? ORDER BY due_at`,
-  )
+    )
     .bind(jobId)
     .all<D1Occurrence>();
   return results;
@@ -306,7 +308,7 @@ describe("occurrences: the bucket's alarm creates each one when due and plans th
     expect(await scheduleOf(c)).toEqual({ version: 1, status: "active", next_at: second, fired: 1 });
 
     // the version the bucket holds, handed over again (a retried create or change): a no-op
-    const definition = definitionOf((await getJob(dbOf(env.DB), "acme", c.job.id))!);
+    const definition = definitionOf((await getJob(dbOf(d1Of(c.job.id)), "acme", c.job.id))!);
     expect(definition).toMatchObject({ version: 1, recurring: true, status: "active" });
     expect(await c.stub.applyJobs(c.bucket, [definition])).toEqual([{ jobId: c.job.id, version: 1 }]);
     expect(await scheduleOf(c)).toEqual({ version: 1, status: "active", next_at: second, fired: 1 });
@@ -720,7 +722,10 @@ describe("pause, resume, cancel", () => {
 
     await clock.flush(c.stub);
     expect((await history(c.job.id)).map((r) => [r.id, r.status, r.dead_reason])).toEqual([[m1.executionId, "dead", "permanent"]]);
-    const dead = await env.DB.prepare("SELECT execution_id FROM dead_letters WHERE execution_id = ?").bind(m1.executionId).first();
+    const dead = await d1Of(m1.executionId)
+      .prepare("SELECT execution_id FROM dead_letters WHERE execution_id = ?")
+      .bind(m1.executionId)
+      .first();
     expect(dead).toEqual({ execution_id: m1.executionId });
   });
 });
@@ -846,11 +851,12 @@ describe("PATCH of a job stored under older rules", () => {
     // as written before: a header now reserved, the zone in lower case
     const row = (await jobRow(c.job.id))!;
     const spec = JSON.parse(
-      (await env.DB.prepare("SELECT spec FROM jobs WHERE id = ?").bind(c.job.id).first<{ spec: string }>())!.spec,
+      (await d1Of(c.job.id).prepare("SELECT spec FROM jobs WHERE id = ?").bind(c.job.id).first<{ spec: string }>())!.spec,
     ) as JobSpec;
     (spec.target as HttpTarget).headers["x-scheduler-trace"] = "legacy";
     spec.schedule!.timezone = "europe/berlin";
-    await env.DB.prepare("UPDATE jobs SET spec = ?, timezone = ?, version = version + 1, synced = 0 WHERE id = ?")
+    await d1Of(c.job.id)
+      .prepare("UPDATE jobs SET spec = ?, timezone = ?, version = version + 1, synced = 0 WHERE id = ?")
       .bind(JSON.stringify(spec), "europe/berlin", c.job.id)
       .run();
     await runScan();

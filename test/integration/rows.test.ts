@@ -15,6 +15,7 @@ import {
   bucketStub,
   CONFIG,
   captureFiresForFile,
+  countAll,
   createJob,
   deliverAll,
   fileClock,
@@ -133,17 +134,14 @@ describe("rows written per execution (DESIGN.md: at most 8 for a one-off job, pu
     const result = await measure(100, async () => {
       const ids = await runJobs(100, "batch");
       expect(ids).toHaveLength(100);
-      const delivered = await env.DB.prepare(
+      const delivered = await countAll(
         "SELECT count(*) AS n FROM jobs WHERE id IN (SELECT value FROM json_each(?)) AND status = 'completed' AND run_status = 'succeeded'",
-      )
-        .bind(JSON.stringify(ids))
-        .first<{ n: number }>();
-      expect(delivered?.n).toBe(100);
+        JSON.stringify(ids),
+      );
+      expect(delivered).toBe(100);
       await purgeAll();
-      const left = await env.DB.prepare("SELECT count(*) AS n FROM jobs WHERE id IN (SELECT value FROM json_each(?))")
-        .bind(JSON.stringify(ids))
-        .first<{ n: number }>();
-      expect(left?.n).toBe(0); // the purge is part of the budget
+      const left = await countAll("SELECT count(*) AS n FROM jobs WHERE id IN (SELECT value FROM json_each(?))", JSON.stringify(ids));
+      expect(left).toBe(0); // the purge is part of the budget
     });
     console.log(JSON.stringify({ rows: "one-off, batch of 100", ...result }));
     expect(result.d1Unmetered).toBe(0);

@@ -14,7 +14,7 @@ import { env } from "cloudflare:workers";
 import { getTableConfig } from "drizzle-orm/sqlite-core";
 import { describe, expect, it } from "vitest";
 import { EXECUTION_STATES, JOB_STATES, TERMINAL_STATES } from "../../src/core/lifecycle";
-import { deadLetters, flowKeys, idempotencyKeys, jobLabels, jobs, occurrences, withoutRowid } from "../../src/db/schema";
+import { deadLetters, flowKeys, idempotencyKeys, jobLabels, jobs, occurrences, schedulerMeta, withoutRowid } from "../../src/db/schema";
 import { bucketStub } from "./helpers";
 
 /** The states named by `<column> TEXT [NOT NULL] CHECK (<column> IN (...))` in a CREATE TABLE statement. */
@@ -92,7 +92,7 @@ describe("D1 state constraints", () => {
 });
 
 describe("the drizzle schema (src/db/schema.ts)", () => {
-  const tables = [jobs, occurrences, deadLetters, idempotencyKeys, flowKeys, jobLabels].map(getTableConfig);
+  const tables = [jobs, occurrences, deadLetters, idempotencyKeys, flowKeys, jobLabels, schedulerMeta].map(getTableConfig);
   const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0);
 
   it("declares exactly D1's tables, WITHOUT ROWID where D1's are", async () => {

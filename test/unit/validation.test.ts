@@ -17,7 +17,7 @@ import { type HttpTarget, isHttpTarget, type JobSpec } from "../../src/core/job"
 const config = configOf({ BUCKETS: "32", SCAN_WINDOW_MS: "60000" } as unknown as Env);
 const loopbackConfig = configOf({ BUCKETS: "4", ALLOW_LOOPBACK_TARGETS: "true" } as unknown as Env);
 const now = Date.UTC(2026, 0, 2, 15, 4, 5, 123);
-const ctx = { tenant: "acme", now, config, fieldPrefix: "" };
+const ctx = { tenant: "acme", now, config, fieldPrefix: "", shard: 0 };
 
 const ok = { target: { url: "https://example.com/hook" } };
 const withTarget = (target: Record<string, unknown>) => ({ target: { url: "https://example.com/hook", ...target } });

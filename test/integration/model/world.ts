@@ -37,7 +37,7 @@ import { bucketOfJob } from "../../../src/core/bucketing";
 import { pullQueueName } from "../../../src/core/pull";
 import worker from "../../../src/index";
 import { assertDocumented } from "../conformance";
-import { CONFIG, receiverUrl } from "../helpers";
+import { CONFIG, D1_PROTOTYPE, receiverUrl } from "../helpers";
 
 /** wrangler.toml: a fire message is retried by the consumer at most this often, then dead-lettered. */
 export const MAX_RETRIES = 3;
@@ -147,14 +147,18 @@ export function installHarness(clock: Clock, sent: FireMessage[]): void {
         },
       });
     });
-    // D1 down: every statement and batch fails
+    // D1 down: every statement and batch of every shard fails (the shards' bindings share a prototype)
     const down = () => {
       throw new Error("injected: D1 unavailable");
     };
-    const realBatch = env.DB.batch.bind(env.DB);
-    const realPrepare = env.DB.prepare.bind(env.DB);
-    vi.spyOn(env.DB, "batch").mockImplementation(async (statements) => (current?.d1Down ? down() : realBatch(statements)));
-    vi.spyOn(env.DB, "prepare").mockImplementation((query) => (current?.d1Down ? down() : realPrepare(query)));
+    const realBatch = D1_PROTOTYPE.batch;
+    const realPrepare = D1_PROTOTYPE.prepare;
+    vi.spyOn(D1_PROTOTYPE, "batch").mockImplementation(async function (this: D1Database, statements: D1PreparedStatement[]) {
+      return current?.d1Down ? down() : realBatch.call(this, statements);
+    } as D1Database["batch"]);
+    vi.spyOn(D1_PROTOTYPE, "prepare").mockImplementation(function (this: D1Database, query: string) {
+      return current?.d1Down ? down() : realPrepare.call(this, query);
+    });
     captured = sent;
   });
   afterAll(() => {
