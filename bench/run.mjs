@@ -17,6 +17,7 @@ import { delayed } from "./scenarios/delayed.mjs";
 import { handler } from "./scenarios/handler.mjs";
 import { MIXED_VARIANTS, mixed } from "./scenarios/mixed.mjs";
 import { noisyNeighbour } from "./scenarios/noisy-neighbour.mjs";
+import { shards } from "./scenarios/shards.mjs";
 import { steady } from "./scenarios/steady.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -48,8 +49,18 @@ async function main() {
         return s;
       },
     });
-  const SCENARIOS = ["delayed", "burst", "crash", "steady", "mixed", "noisy-neighbour", "handler"];
-  const scenarios = namesOf("BENCH_SCENARIOS", SCENARIOS, "scenario");
+  const SCENARIOS = ["delayed", "burst", "crash", "steady", "mixed", "noisy-neighbour", "handler", "shards"];
+  // shards runs when asked (BENCH_SCENARIOS=shards): it measures storage and lists, not delivery
+  const scenarios = envList(
+    "BENCH_SCENARIOS",
+    SCENARIOS.filter((s) => s !== "shards"),
+    {
+      item: (s) => {
+        if (!SCENARIOS.includes(s)) throw new Error(`BENCH_SCENARIOS: unknown scenario "${s}" (scenarios: ${SCENARIOS.join(", ")})`);
+        return s;
+      },
+    },
+  );
   const count = (name, fallback) => envNumber(name, fallback, { integer: true });
   const n = count("BENCH_N", 20_000);
   const drainTimeoutMs = envNumber("BENCH_DRAIN_TIMEOUT_S", 60) * 1000;
@@ -80,6 +91,7 @@ async function main() {
       drainTimeoutMs,
     },
     handler: { n: count("BENCH_HANDLER_N", 2000), drainTimeoutMs },
+    shards: { n: count("BENCH_SHARDS_N", 200_000), shards: count("BENCH_SHARDS_COUNT", 4), pageLimit: count("BENCH_SHARDS_PAGE", 200) },
     "noisy-neighbour": {
       backlog: count("BENCH_NOISY_BACKLOG", 100_000),
       smallRate: envNumber("BENCH_NOISY_SMALL_RATE", 20, { min: 1 }),
@@ -150,6 +162,7 @@ async function main() {
     else if (name === "mixed") emit(await mixed(params.mixed, ctx, emit));
     else if (name === "noisy-neighbour") emit(await noisyNeighbour(params["noisy-neighbour"], ctx));
     else if (name === "handler") emit(await handler(params.handler, ctx));
+    else if (name === "shards") emit(await shards(params.shards, ctx));
   }
 
   let failed = false;

@@ -73,7 +73,13 @@ export async function schedulerFigures(api) {
     if (res.status !== 200) return { error: `HTTP ${res.status}` };
     const m = res.body;
     const counters = Object.fromEntries(Object.entries(m.counters).filter(([, v]) => v !== 0));
-    return { counters, deadByReason: m.dead_total_by_reason, claimLagMs: m.fire_lag_ms, perExecution: perExecution(m.counters) };
+    return {
+      counters,
+      deadByReason: m.dead_total_by_reason,
+      d1RowsByShard: m.d1_rows_written_total_by_shard,
+      claimLagMs: m.fire_lag_ms,
+      perExecution: perExecution(m.counters),
+    };
   } catch (error) {
     return { error: String(error) };
   }

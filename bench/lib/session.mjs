@@ -11,7 +11,8 @@ import { Target } from "./target.mjs";
 /**
  * Runs `body({ target, stack, api, sampler, creds, restart })` and always stops the stack(s),
  * closes the target and removes the temporary state. `options.overrides`: the run's settings
- * (SCHEDULER_<NAME>), passed to every stack; `options.targetDelayMs`:
+ * (SCHEDULER_<NAME>), passed to every stack; `options.shards`: D1 shards (default the local
+ * profile's); `options.targetDelayMs`:
  * how long the target takes to answer (see Target); `options.otherTenants`: more tenants, whose
  * clients `apiOf(name)` returns (the body's `api` is tenant "bench").
  */
@@ -25,7 +26,7 @@ export async function withSession(name, options, body) {
   const loadAvgAtStart = loadavg().map((x) => Math.round(x * 100) / 100);
   let persistTo;
   try {
-    const first = await launch({ name, creds, logDir });
+    const first = await launch({ name, creds, logDir, shards: options.shards });
     launched.push(first);
     persistTo = first.stack.persistTo;
     sampler.addGroup(first.stack.pid);
@@ -40,7 +41,7 @@ export async function withSession(name, options, body) {
     let current = first;
     /** a restart on the same state directory (the crash scenario) */
     const restart = async () => {
-      const next = await launch({ name: `${name}-restart`, creds, persistTo, logDir });
+      const next = await launch({ name: `${name}-restart`, creds, persistTo, logDir, shards: options.shards });
       launched.push(next);
       current = next;
       sampler.addGroup(next.stack.pid);

@@ -61,7 +61,7 @@ export function credentials(overrides = {}, otherTenants = []) {
  * Starts a stack; its log goes to <logDir>/<name>.log (capped at `logLimitBytes`).
  * @returns the stack, its port, its start time and `close()` (stop it, close the log).
  */
-export async function launch({ name, creds, persistTo, logDir, logLimitBytes = 50 * 1024 * 1024 }) {
+export async function launch({ name, creds, persistTo, logDir, shards, logLimitBytes = 50 * 1024 * 1024 }) {
   if (!codeRoot) throw new Error("useCodeRoot() first");
   mkdirSync(logDir, { recursive: true });
   const file = createWriteStream(join(logDir, `${name}.log`), { flags: "w" });
@@ -76,7 +76,7 @@ export async function launch({ name, creds, persistTo, logDir, logLimitBytes = 5
   let stack;
   try {
     const { startStack } = await import(pathToFileURL(join(codeRoot, "scripts", "local-stack.mjs")).href);
-    stack = await startStack({ port, persistTo, vars: creds.vars, log, logLevel: LOG_LEVEL });
+    stack = await startStack({ port, persistTo, vars: creds.vars, log, logLevel: LOG_LEVEL, shards });
   } catch (error) {
     file.end();
     throw error;
