@@ -8,19 +8,10 @@
 import { spawn } from "node:child_process";
 import { randomInt } from "node:crypto";
 import { join } from "node:path";
+import { integerOption } from "./lib/env.mjs";
 import { ROOT } from "./local-env.mjs";
 
-function option(name, fallback) {
-  const at = process.argv.indexOf(`--${name}`);
-  const raw = at >= 0 ? process.argv[at + 1] : process.env[`MODEL_${name.toUpperCase()}`];
-  if (raw === undefined || raw === "") return fallback;
-  const n = Number(raw);
-  if (!Number.isSafeInteger(n) || n < 0) {
-    console.error(`--${name} must be a non-negative integer, got ${raw}`);
-    process.exit(2);
-  }
-  return n;
-}
+const option = (name, fallback) => integerOption("MODEL", name, fallback);
 
 const seed = option("seed", randomInt(0, 2 ** 31 - 1));
 const runs = option("runs", 500);

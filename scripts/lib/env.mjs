@@ -31,6 +31,23 @@ export function envNumber(name, fallback, { env = process.env, ...range } = {}) 
   return raw === undefined ? fallback : parseNumber(name, raw, range);
 }
 
+/**
+ * A non-negative integer option of a runner script (npm run fuzz, npm run model): `--<name> <n>` on
+ * the command line, else the environment's `<PREFIX>_<NAME>`, else `fallback`. A bad value ends
+ * the process with exit code 2, naming the option.
+ */
+export function integerOption(prefix, name, fallback) {
+  const at = process.argv.indexOf(`--${name}`);
+  const raw = at >= 0 ? (process.argv[at + 1] ?? "") : read(`${prefix}_${name.toUpperCase()}`, process.env);
+  if (raw === undefined) return fallback;
+  try {
+    return parseNumber(`--${name}`, raw, { integer: true });
+  } catch (error) {
+    console.error(error.message);
+    process.exit(2);
+  }
+}
+
 /** 1/true/yes or 0/false/no, any case. */
 export function envBool(name, fallback, { env = process.env } = {}) {
   const raw = read(name, env);
