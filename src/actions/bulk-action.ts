@@ -130,7 +130,7 @@ export class BulkAction extends DurableObject<Env> {
     for (const [i, id] of page.ids.entries()) {
       try {
         // each job's change on its own shard (an id naming none is no job of this tenant's)
-        const shard = shardOfOrNull(this.env, id);
+        const shard = await shardOfOrNull(this.env, id);
         if (!shard) throw new ApiError(404, "not_found", "job not found", "id");
         await this.change(state, { env: this.env, db: shard.db, config, tenant: state.tenant, now: Date.now() }, id, jobsById.get(id));
         state.matched += 1;
@@ -208,7 +208,8 @@ export class BulkAction extends DurableObject<Env> {
 /** The tenant's jobs among these ids, by id, in one read per shard they name. */
 async function jobsOf(env: Env, tenant: string, ids: string[]): Promise<Map<string, JobRow>> {
   const shards = shardsOf(env);
-  const named = ids.filter((id) => shardOfOrNull(env, id) !== null);
+  const named: string[] = [];
+  for (const id of ids) if ((await shardOfOrNull(env, id)) !== null) named.push(id);
   const found = new Map<string, JobRow>();
   for (const [shard, group] of shards.groupByShard(named, (id) => id)) {
     for (const job of await shards.on(shard, () => getJobsByIds(shard.db, tenant, group))) found.set(job.id, job);

@@ -15,9 +15,9 @@ import { newJobId } from "../core/id";
 import { isNear, isPullTarget, isReservedHeader, type JobSpec, LIMITS, type Target } from "../core/job";
 import { checkTargetUrl } from "../core/target-policy";
 import { parseDurationMs, parseInstant } from "../core/when";
-import { type Db, definitionOf, getJobsByIds, hasLegacyKeys, insertJobs, legacyKeyOwners, type NewJob } from "../db/queries";
+import { definitionOf, getJobsByIds, hasLegacyKeys, insertJobs, legacyKeyOwners, type NewJob } from "../db/queries";
 import type { JobRow } from "../db/schema";
-import { shardsOf } from "../db/shards";
+import { type Shards, shardsOf } from "../db/shards";
 import { claimKeys, type KeyClaim, type KeyOwner } from "../idempotency/key-claims";
 import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
 import { presentJob } from "./present";
@@ -357,13 +357,22 @@ export async function createJobs(env: Env, config: Config, tenant: string, prepa
     else if (
       !originals.has(owner.jobId) &&
       owner.requestHash === p.job.requestHash &&
+      // its insert failed, not purged: a job purged as history was claimed longer ago than that
+      owner.claimedAt > now - config.HISTORY_RETENTION_MS &&
       ![...toInsert.values()].some((j) => j.id === owner.jobId)
     ) {
       toInsert.set(p, { ...p.job, id: owner.jobId, bucket: bucketOfJob(owner.jobId, config.BUCKETS) });
     }
   }
+  // one batch per shard, the request's own last: it alone holds jobs without a key, so when a shard
+  // fails nothing keyless is stored (a retry would store it again); keyed jobs stored before the
+  // failure are what their keys already name, and the retry returns them
+  const ownShard = shards.of(prepared[0]!.job.id).index;
+  const groups = shards
+    .groupByShard([...toInsert.values()], (j) => j.id)
+    .sort(([a], [b]) => Number(a.index === ownShard) - Number(b.index === ownShard));
   const meters: D1Meter[] = [];
-  for (const [shard, jobs] of shards.groupByShard([...toInsert.values()], (j) => j.id)) {
+  for (const [shard, jobs] of groups) {
     meters.push({ shard: shard.index, d1RowsWritten: await shards.on(shard, () => insertJobs(shard.db, tenant, jobs, now)) });
   }
   const created = new Map([...toInsert].map(([p, job]): [PreparedJob, JobRow] => [p, rowOf(tenant, job, now)]));
@@ -396,8 +405,10 @@ async function keyOwners(env: Env, config: Config, tenant: string, prepared: Pre
   const keyed = prepared.filter((p) => p.job.idempotencyKey !== null);
   const owners = new Map<string, KeyOwner>();
   if (keyed.length === 0) return owners;
-  const shard0 = shardsOf(env).all[0]!;
-  if (await legacyKeysHeld(shard0.db)) {
+  const shards = shardsOf(env);
+  const shard0 = shards.all[0]!;
+  // while shard 0 does not answer, a keyed create answers 503 naming it (until its legacy keys are known gone)
+  if (await shards.on(shard0, () => legacyKeysHeld(shards))) {
     const keys = [...new Set(keyed.map((p) => p.job.idempotencyKey!))];
     for (const o of await legacyKeyOwners(shard0.db, tenant, keys, now, config.IDEMPOTENCY_WINDOW_MS)) owners.set(o.key, o);
   }
@@ -411,12 +422,16 @@ async function keyOwners(env: Env, config: Config, tenant: string, prepared: Pre
   return owners;
 }
 
-/** Whether D1's legacy key table may still hold keys: asked until it answers no, then never again (nothing writes it). */
-let legacyEmpty = false;
-async function legacyKeysHeld(db: Db): Promise<boolean> {
-  if (legacyEmpty) return false;
-  legacyEmpty = !(await hasLegacyKeys(db));
-  return !legacyEmpty;
+/**
+ * Whether D1's legacy key table (shard 0) may still hold keys: asked until it answers no, then
+ * never again by this isolate and configuration (nothing writes it).
+ */
+const legacyEmpty = new WeakSet<Shards>();
+async function legacyKeysHeld(shards: Shards): Promise<boolean> {
+  if (legacyEmpty.has(shards)) return false;
+  if (await hasLegacyKeys(shards.all[0]!.db)) return true;
+  legacyEmpty.add(shards);
+  return false;
 }
 
 /** A job as insertJobs writes it (the one shape the hand-off and the answer read). */

@@ -441,7 +441,7 @@ app.post("/v1/executions/:id/redrive", async (c) => {
   const id = c.req.param("id");
   const tenant = c.get("tenant");
   const config = configOf(c.env);
-  const shard = shardOfOrNull(c.env, id);
+  const shard = await shardOfOrNull(c.env, id);
   if (!shard) throw notFound("execution");
   const deps: Deps = { env: c.env, db: shard.db, config, tenant, now: Date.now() };
   const dead = await redriveExecution(deps, id, async () => (await findExecution(c.env, tenant, config.BUCKETS, id)) !== undefined);

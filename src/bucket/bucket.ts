@@ -19,7 +19,7 @@ import { decideAfterFailure, type FailureKind } from "../core/backoff";
 import { fireQueueOf } from "../core/bucketing";
 import { planOccurrence } from "../core/cron";
 import { DispatchWindow } from "../core/dispatch-window";
-import { occurrenceId, oneOffExecutionId } from "../core/id";
+import { occurrenceId, oneOffExecutionId, shardOfId } from "../core/id";
 import { isNear, isPullTarget, type JobSpec, parseSpec } from "../core/job";
 import { type TerminalState, transition } from "../core/lifecycle";
 import { type BucketMetrics, type CounterName, SYSTEM_TENANT } from "../core/metrics";
@@ -884,12 +884,16 @@ export class Bucket extends DurableObject<Env> {
         ];
       });
       // one batch per shard, each job's outcome to its own shard: a failing shard delays only its own
+      // (a job of a shard not bound here, the count lowered, waits like one whose shard failed)
       const shards = shardsOf(this.env);
+      const shardOf = (jobId: string) => shardOfId(jobId) ?? 0;
       const failedShards = new Set<number>();
+      for (const f of finished) if (shardOf(f.jobId) >= shards.count) failedShards.add(shardOf(f.jobId));
+      for (const p of projections) if (shardOf(p.jobId) >= shards.count) failedShards.add(shardOf(p.jobId));
       await Promise.all(
         shards.all.map(async (shard) => {
-          const mine = finished.filter((f) => shards.of(f.jobId).index === shard.index);
-          const theirs = projections.filter((p) => shards.of(p.jobId).index === shard.index);
+          const mine = finished.filter((f) => shardOf(f.jobId) === shard.index);
+          const theirs = projections.filter((p) => shardOf(p.jobId) === shard.index);
           if (mine.length === 0 && theirs.length === 0) return;
           try {
             this.countD1Rows(shard.index, await writeOutcomes(shard.db, mine, theirs, now));
@@ -899,8 +903,8 @@ export class Bucket extends DurableObject<Env> {
           }
         }),
       );
-      const written = closing.filter((c) => !failedShards.has(shards.of(c.row.jobId).index));
-      for (const jobId of schedules) if (failedShards.has(shards.of(jobId).index)) this.dirtySchedules.add(jobId);
+      const written = closing.filter((c) => !failedShards.has(shardOf(c.row.jobId)));
+      for (const jobId of schedules) if (failedShards.has(shardOf(jobId))) this.dirtySchedules.add(jobId);
       await this.change(null, () => {
         const at = Date.now();
         store.deleteExecutions(

@@ -257,10 +257,15 @@ export async function legacyKeyOwners(
   keys: string[],
   now: number,
   windowMs: number,
-): Promise<{ key: string; jobId: string; requestHash: string }[]> {
+): Promise<{ key: string; jobId: string; requestHash: string; claimedAt: number }[]> {
   if (keys.length === 0) return [];
   return db
-    .select({ key: idempotencyKeys.key, jobId: idempotencyKeys.jobId, requestHash: idempotencyKeys.requestHash })
+    .select({
+      key: idempotencyKeys.key,
+      jobId: idempotencyKeys.jobId,
+      requestHash: idempotencyKeys.requestHash,
+      claimedAt: idempotencyKeys.createdAt,
+    })
     .from(idempotencyKeys)
     .where(and(eq(idempotencyKeys.tenant, tenant), inArray(idempotencyKeys.key, keys), gte(idempotencyKeys.createdAt, now - windowMs + 1)));
 }
@@ -1045,13 +1050,18 @@ export async function highestBucket(db: Db): Promise<number> {
 // ---------------------------------------------------------------------------------------------
 // shards (db/shards.ts)
 
+/** The most shards the deployment has had (0 before any was recorded), from shard 0. */
+export async function mostShards(db: Db): Promise<number> {
+  const [row] = await db.select({ value: schedulerMeta.value }).from(schedulerMeta).where(eq(schedulerMeta.key, "shards"));
+  return row ? Number(row.value) : 0;
+}
+
 /**
  * recordShardCount: shard 0 remembers the most shards the deployment has had (`count` if more).
  * Writes 1 row when it grows, else 0. Returns the most before this call (0 the first time).
  */
 export async function recordShardCount(db: Db, count: number): Promise<number> {
-  const [before] = await db.select({ value: schedulerMeta.value }).from(schedulerMeta).where(eq(schedulerMeta.key, "shards"));
-  const most = before ? Number(before.value) : 0;
+  const most = await mostShards(db);
   if (count > most) {
     await db
       .insert(schedulerMeta)

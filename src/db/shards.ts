@@ -11,7 +11,7 @@
  * list answers 503), while everything that touches only other shards goes on.
  */
 import { MAX_SHARDS, shardOfId } from "../core/id";
-import { type Db, dbOf, highestBucket, recordShardCount } from "./queries";
+import { type Db, dbOf, highestBucket, mostShards, recordShardCount } from "./queries";
 
 export interface Shard {
   index: number;
@@ -109,28 +109,47 @@ export class ShardsLowered extends Error {
   }
 }
 
-const checked = new WeakMap<Shards, Promise<void>>();
+/** how long an isolate trusts its last look at the recorded count (a newer deployment may raise it) */
+export const SHARD_CHECK_MS = 60_000;
+const checked = new WeakMap<Shards, { check: Promise<void>; at: number }>();
 
 /**
  * Refuses fewer shards than the deployment has had (ShardsLowered), and records a higher count.
- * Once per isolate and configuration. When shard 0 cannot be asked (unavailable), the request goes
- * on (what needs only other shards must not stop with it) and the next one asks again.
+ * Once a minute per isolate and configuration (1 row read): an isolate of an older version, still
+ * serving while a deployment that added a shard rolls out, refuses within SHARD_CHECK_MS instead
+ * of listing without the new shard. When shard 0 cannot be asked, the request goes on (what needs
+ * only other shards must not stop with it) and the next one asks again.
  */
-export function checkShardCount(shards: Shards): Promise<void> {
-  let check = checked.get(shards);
-  if (!check) {
-    check = recordShardCount(shards.all[0]!.db, shards.count).then(
-      (most) => {
-        if (most > shards.count) throw new ShardsLowered(shards.count, most);
-      },
-      (error: unknown) => {
-        console.error("checking the shard count on D1 shard 0 failed; asked again on the next request", error);
-        checked.delete(shards);
-      },
-    );
-    checked.set(shards, check);
-  }
+export function checkShardCount(shards: Shards, now = Date.now()): Promise<void> {
+  const last = checked.get(shards);
+  if (last && now - last.at < SHARD_CHECK_MS) return last.check;
+  const check = recordShardCount(shards.all[0]!.db, shards.count).then(
+    (most) => {
+      if (most > shards.count) throw new ShardsLowered(shards.count, most);
+    },
+    (error: unknown) => {
+      console.error("checking the shard count on D1 shard 0 failed; asked again on the next request", error);
+      checked.delete(shards);
+    },
+  );
+  checked.set(shards, { check, at: now });
   return check;
+}
+
+/**
+ * The shard an id names, or null when it names one this deployment has never had (no such job).
+ * One it has had but does not bind (removed, or added by a newer version still rolling out) is
+ * ShardUnavailable: its jobs exist, and a 404 would tell the caller they do not.
+ */
+export async function shardOfOrNull(shards: Shards, id: string): Promise<Shard | null> {
+  try {
+    return shards.of(id);
+  } catch (error) {
+    if (!(error instanceof ShardUnavailable) || error.reason !== "missing") throw error;
+    const shard0 = shards.all[0]!;
+    if (error.shard < (await shards.on(shard0, () => mostShards(shard0.db)))) throw error;
+    return null;
+  }
 }
 
 const cache = new WeakMap<object, Shards>();

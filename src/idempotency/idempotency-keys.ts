@@ -55,9 +55,10 @@ export class IdempotencyKeys extends DurableObject<Env> {
           c.key,
         )
         .toArray()[0];
-      if (held && held.created_at > now - windowMs) return { key: c.key, jobId: held.job_id, requestHash: held.request_hash };
+      if (held && held.created_at > now - windowMs)
+        return { key: c.key, jobId: held.job_id, requestHash: held.request_hash, claimedAt: held.created_at };
       this.sql.exec("INSERT OR REPLACE INTO idempotency_keys VALUES (?, ?, ?, ?)", c.key, c.jobId, c.requestHash, now);
-      return { key: c.key, jobId: c.jobId, requestHash: c.requestHash };
+      return { key: c.key, jobId: c.jobId, requestHash: c.requestHash, claimedAt: now };
     });
     if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(now + SWEEP_MS);
     return owners;

@@ -14,11 +14,12 @@ export interface KeyClaim {
   requestHash: string;
 }
 
-/** Who owns a key: the job it names and the hash of the request that created it. */
+/** Who owns a key: the job it names, the hash of the request that created it, and when it was claimed. */
 export interface KeyOwner {
   key: string;
   jobId: string;
   requestHash: string;
+  claimedAt: number;
 }
 
 /** The object of a tenant's key. */

@@ -11,14 +11,16 @@
  * shards go on; a flush writes each shard's outcomes by itself (a failing shard delays only its
  * own); an idempotency key names one job across shards, also while their number changes.
  */
-import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { createExecutionContext, createScheduledController, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { describe, expect, it, vi } from "vitest";
 import { shardOfId } from "../../src/core/id";
+import { checkShardCount, SHARD_CHECK_MS, ShardsLowered, shardOfOrNull, shardsOf } from "../../src/db/shards";
 import worker from "../../src/index";
 import { assertDocumented } from "./conformance";
 import {
+  allShards,
   api,
   bucketStub,
   captureFiresForFile,
@@ -44,9 +46,9 @@ const sent = captureFiresForFile();
 const SHARDS = Number(env.TEST_SHARDS);
 const several = SHARDS >= 3 ? it : it.skip;
 
-/** The Worker with some of its bindings hidden (a deployment with fewer shards). */
-function envWith(shards: number): Env {
-  const e = { ...env } as Record<string, unknown>;
+/** The Worker with some of its bindings hidden (a deployment with fewer shards), and vars set. */
+function envWith(shards: number, vars: Record<string, string> = {}): Env {
+  const e = { ...env, ...vars } as Record<string, unknown>;
   for (let i = shards; i < SHARDS; i++) delete e[i === 0 ? "DB" : `DB_${i}`];
   return e as unknown as Env;
 }
@@ -356,6 +358,129 @@ describe("a shard that does not answer", () => {
     await clock.flush(bucketStub((await jobRow(delayed.id))!.bucket));
     expect(await jobRow(delayed.id)).toMatchObject({ status: "completed", run_status: "succeeded" });
     expect((await d1RowsByShard()).of(shardOfId(delayed.id))).toBeGreaterThan(during.of(shardOfId(delayed.id)));
+  });
+});
+
+describe("what a review found (each failed before its fix)", () => {
+  several(
+    "while a deployment with more shards rolls out, an older isolate answers 503 for a job on the new shard (was 404), and refuses lists within a minute (were short)",
+    async () => {
+      // an older isolate's view: two shards bound; shard 2 is one the deployment has had
+      const old = shardsOf(envWith(2));
+      let onNew: JobJson | undefined;
+      for (let i = 0; i < 6 && (!onNew || shardOfId(onNew.id) !== 2); i++) onNew = await createJob({ target: target(), delay: "1h" });
+      expect(shardOfId(onNew!.id)).toBe(2);
+      await expect(shardOfOrNull(old, onNew!.id)).rejects.toMatchObject({ shard: 2, binding: "DB_2", reason: "missing" });
+      // an id naming a shard the deployment never had is no job (404)
+      expect(await shardOfOrNull(old, "job_0000000000uzz0000000000000")).toBeNull();
+      // the count is looked at again after SHARD_CHECK_MS: a raise by a newer deployment is seen within it
+      // (the API's own view of the bindings, looked at last by its requests before now)
+      const bound = shardsOf(env);
+      const t = Date.now() + SHARD_CHECK_MS;
+      await checkShardCount(bound, t);
+      await env.DB.prepare("UPDATE scheduler_meta SET value = ? WHERE key = 'shards'")
+        .bind(String(SHARDS + 1))
+        .run();
+      try {
+        await checkShardCount(bound, t + SHARD_CHECK_MS - 1);
+        await expect(checkShardCount(bound, t + SHARD_CHECK_MS)).rejects.toBeInstanceOf(ShardsLowered);
+      } finally {
+        await env.DB.prepare("UPDATE scheduler_meta SET value = ? WHERE key = 'shards'").bind(String(SHARDS)).run();
+        await checkShardCount(bound, t + 2 * SHARD_CHECK_MS);
+      }
+      expect((await api(`/v1/jobs/${onNew!.id}`, { method: "DELETE" })).status).toBe(200);
+    },
+  );
+
+  several(
+    "a batch retried while the shard of its key's first claim is down stores nothing (its job without a key was stored by a 503, then again)",
+    async () => {
+      // a batch with a keyed and a keyless job whose insert fails in its shard, the last one (the next
+      // request's after one on the shard before it): the key stays claimed there
+      for (let i = 0; i < 2 * SHARDS; i++) if (shardOfId((await createJob({ target: target(), delay: "1h" })).id) === SHARDS - 2) break;
+      const key = `batch-${crypto.randomUUID()}`;
+      const keylessUrl = `${receiverUrl()}${uniquePath()}`;
+      const body = {
+        jobs: [
+          { target: target(), delay: "1h", idempotencyKey: key },
+          { target: { url: keylessUrl }, delay: "1h" },
+        ],
+      };
+      const batch = D1_PROTOTYPE.batch;
+      const down = d1Of(`job_0000000000u0${SHARDS - 1}0000000000000`);
+      const spy = vi.spyOn(D1_PROTOTYPE, "batch").mockImplementation(function (this: D1Database, statements: D1PreparedStatement[]) {
+        if (this === down) return Promise.reject(new Error("injected: shard unavailable"));
+        return batch.call(this, statements) as Promise<D1Result[]>;
+      } as D1Database["batch"]);
+      const keyless = () => allShards<{ id: string }>("SELECT id FROM jobs WHERE json_extract(spec, '$.target.url') = ?", keylessUrl);
+      try {
+        // retried until a request lands on another shard than the key's: it must write both or neither
+        for (let i = 0; i < 2 * SHARDS; i++) {
+          expect((await api("/v1/jobs/batch", { method: "POST", body })).status).toBe(503);
+          expect(await keyless()).toEqual([]);
+        }
+      } finally {
+        spy.mockRestore();
+      }
+      const ok = await api("/v1/jobs/batch", { method: "POST", body });
+      expect(ok.status).toBe(200);
+      expect(await keyless()).toHaveLength(1);
+    },
+  );
+
+  it("a keyed create while shard 0 does not answer (a fresh isolate: its legacy keys not yet known gone) is a 503 naming it (was a 500)", async () => {
+    const shard0 = env.DB;
+    const prepare = D1_PROTOTYPE.prepare;
+    const spy = vi.spyOn(D1_PROTOTYPE, "prepare").mockImplementation(function (this: D1Database, query: string) {
+      if (this === shard0) throw new Error("injected: shard 0 unavailable");
+      return prepare.call(this, query);
+    });
+    try {
+      for (let i = 0; i < 2 * SHARDS; i++) {
+        // a fresh isolate's view (it has not yet seen shard 0's legacy key table empty)
+        const res = await apiWith(envWith(SHARDS), "/v1/jobs", {
+          method: "POST",
+          body: { target: target(), delay: "1h" },
+          headers: { "idempotency-key": crypto.randomUUID() },
+        });
+        expect(res.status).toBe(503);
+        expect(((await res.json()) as { error: { code: string; message: string } }).error).toMatchObject({
+          code: "shard_unavailable",
+          message: expect.stringContaining("binding DB)"),
+        });
+      }
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
+  // last in the file: its scan purges the file's finished jobs
+  it("a replay of a key whose job was purged as history is refused (409), never a job that never runs", async () => {
+    const path = uniquePath();
+    const body = { target: target(path) };
+    const key = `purged-${crypto.randomUUID()}`;
+    const first = await api("/v1/jobs", { method: "POST", body, headers: { "idempotency-key": key } });
+    expect(first.status).toBe(201);
+    const job = (await first.json()) as JobJson;
+    await deliverAll(clock, sent);
+    expect(await jobRow(job.id)).toMatchObject({ status: "completed" });
+    // history kept a minute, keys a day (the settings allow it)
+    clock.advance(10 * 60_000);
+    const ctx = createExecutionContext();
+    await worker.scheduled(
+      createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }),
+      envWith(SHARDS, { HISTORY_RETENTION_MS: "60000" }),
+      ctx,
+    );
+    await waitOnExecutionContext(ctx);
+    expect(await jobRow(job.id)).toBeUndefined();
+    const replay = await apiWith(envWith(SHARDS, { HISTORY_RETENTION_MS: "60000" }), "/v1/jobs", {
+      method: "POST",
+      body,
+      headers: { "idempotency-key": key },
+    });
+    expect(replay.status).toBe(409);
+    expect(await jobRow(job.id)).toBeUndefined();
   });
 });
 
