@@ -72,6 +72,12 @@ export const ConfigSchema = z.object({
   FIRE_BATCH_LIMIT: int(2_000, 100),
   /** D1 keeps terminal execution history this long */
   HISTORY_RETENTION_MS: int(30 * 86_400_000, 0),
+  /**
+   * the size watermark of a D1 shard's history: above it the scan purges finished history oldest
+   * first, before HISTORY_RETENTION_MS, until the shard is below it (70% of D1's 10 GB); never a
+   * live job or a dead letter
+   */
+  HISTORY_MAX_BYTES: int(7_000_000_000, 0),
   /** create idempotency keys are remembered this long (a repeat within it answers the original) */
   IDEMPOTENCY_WINDOW_MS: int(86_400_000, 0),
   /** http:// and loopback/private targets; local development only */

@@ -987,8 +987,9 @@ export async function listFlowKeys(db: Db, tenant: string, limit: number): Promi
 
 /**
  * purgeHistory: one page of finished jobs (per bucket, by the due-time index), occurrence history,
- * dead letters and idempotency keys older than their cutoffs. Returns the rows deleted, whether a
- * statement filled its page (more remain), and the rows written.
+ * dead letters (unless `keepDeadLetters`) and idempotency keys older than their cutoffs. Returns
+ * the rows deleted, whether a statement filled its page (more remain), the rows written, and the
+ * database's size after it (meta.size_after, bytes).
  */
 export async function purgeHistory(
   db: Db,
@@ -996,7 +997,8 @@ export async function purgeHistory(
   historyCutoffAt: number,
   idempotencyCutoffAt: number,
   limit: number,
-): Promise<{ deleted: number; more: boolean; rowsWritten: number }> {
+  { keepDeadLetters = false } = {},
+): Promise<{ deleted: number; more: boolean; rowsWritten: number; sizeAfter: number | null }> {
   const perBucket = Math.max(1, Math.ceil(limit / buckets));
   // SQLite's DELETE ... LIMIT is a compile-time option: each page is a key subquery with a LIMIT
   const finishedJobs = (b: number) =>
@@ -1027,17 +1029,20 @@ export async function purgeHistory(
   const oldKeys = db.select({ rowid }).from(idempotencyKeys).where(lt(idempotencyKeys.createdAt, idempotencyCutoffAt)).limit(limit);
   statements.push(
     db.delete(occurrences).where(inArray(sql`(${occurrences.tenant}, ${occurrences.id})`, oldOccurrences)),
-    db.delete(deadLetters).where(inArray(sql`(${deadLetters.tenant}, ${deadLetters.executionId})`, oldDeadLetters)),
+    ...(keepDeadLetters
+      ? []
+      : [db.delete(deadLetters).where(inArray(sql`(${deadLetters.tenant}, ${deadLetters.executionId})`, oldDeadLetters))]),
     db.delete(idempotencyKeys).where(inArray(rowid, oldKeys)),
   );
   const results = await batchRun(db, statements);
   // label rows do not count as deleted items (a job's labels go with it); "more" looks at the jobs
   const counted = [...results.filter((_, i) => i < buckets * 2 && i % 2 === 1), ...results.slice(buckets * 2)];
-  const limits = [...Array.from({ length: buckets }, () => perBucket), limit, limit, limit];
+  const limits = [...Array.from({ length: buckets }, () => perBucket), ...results.slice(buckets * 2).map(() => limit)];
   return {
     deleted: counted.reduce((n, r) => n + (r.meta.changes ?? 0), 0),
     more: counted.some((r, i) => (r.meta.changes ?? 0) >= limits[i]!),
     rowsWritten: rowsWritten(results),
+    sizeAfter: results.at(-1)?.meta.size_after ?? null,
   };
 }
 

@@ -5,22 +5,27 @@
  * alarm heals within one scan period. Then old history leaves D1.
  */
 
-import { configOf } from "../config";
+import { type Config, configOf } from "../config";
 import { bucketName } from "../core/bucketing";
-import { purgeHistory } from "../db/queries";
+import { type Db, purgeHistory } from "../db/queries";
 import { checkShardCount, highestBucketOfAll, shardsOf } from "../db/shards";
 
 const CONCURRENT_BUCKETS = 6;
 const PURGE_PAGE = 5000;
 /** the purge runs page by page until caught up or this much time has passed (the next scan goes on) */
 const PURGE_BUDGET_MS = 20_000;
+/** the watermark purge halves the history a shard keeps, round by round, down to this */
+const MIN_HISTORY_KEPT_MS = 60_000;
 
 export interface ScanReport {
   pulled: number;
   failedBuckets: number[];
   /** D1 shards a bucket could not sync with, or whose history could not be purged */
   failedShards: number[];
+  /** history rows deleted (finished jobs, occurrences, dead letters, idempotency keys) */
   purged: number;
+  /** of those, deleted before HISTORY_RETENTION_MS because a shard was above HISTORY_MAX_BYTES */
+  trimmed: number;
   /** why nothing was done (fewer shards bound than the deployment has had) */
   refused?: string;
 }
@@ -33,7 +38,7 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
     await checkShardCount(shards);
   } catch (error) {
     console.error("scan refused", error);
-    return { pulled: 0, failedBuckets: [], failedShards: [], purged: 0, refused: String(error) };
+    return { pulled: 0, failedBuckets: [], failedShards: [], purged: 0, trimmed: 0, refused: String(error) };
   }
   // every bucket that holds a job, even if BUCKETS was lowered since
   const buckets = Math.max(config.BUCKETS, (await highestBucketOfAll(env).catch(() => -1)) + 1);
@@ -56,24 +61,17 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
   };
   await Promise.all(Array.from({ length: Math.min(CONCURRENT_BUCKETS, buckets) }, worker));
   let purged = 0;
+  let trimmed = 0;
   const started = Date.now();
   // each shard's history, at once; a shard that fails is purged at the next scan
   await Promise.all(
     shards.all.map(async (shard) => {
       let rows = 0;
       try {
-        for (;;) {
-          const page = await purgeHistory(
-            shard.db,
-            buckets,
-            now - config.HISTORY_RETENTION_MS,
-            now - config.IDEMPOTENCY_WINDOW_MS,
-            PURGE_PAGE,
-          );
-          purged += page.deleted;
-          rows += page.rowsWritten;
-          if (!page.more || Date.now() - started > PURGE_BUDGET_MS) break;
-        }
+        const done = await purgeShard(shard.db, buckets, config, now, started);
+        purged += done.purged;
+        trimmed += done.trimmed;
+        rows = done.rowsWritten;
       } catch (error) {
         console.error(`history purge of D1 shard ${shard.index} failed`, error);
         failedShards.add(shard.index);
@@ -85,5 +83,47 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
           .catch(() => undefined);
     }),
   );
-  return { pulled, failedBuckets, failedShards: [...failedShards].sort((a, b) => a - b), purged };
+  return { pulled, failedBuckets, failedShards: [...failedShards].sort((a, b) => a - b), purged, trimmed };
+}
+
+/**
+ * One shard's purge: history older than HISTORY_RETENTION_MS, page by page; then, while the shard
+ * is above HISTORY_MAX_BYTES (its own size, meta.size_after), the oldest of what is left: round by
+ * round half the history kept (15 days, 7.5, ...) until it is below, down to MIN_HISTORY_KEPT_MS.
+ * Only finished jobs, occurrence history and idempotency keys past their window: never a live job,
+ * and never a dead letter before its retention (the DLQ is what the user must act on).
+ */
+async function purgeShard(
+  db: Db,
+  buckets: number,
+  config: Config,
+  now: number,
+  started: number,
+): Promise<{ purged: number; trimmed: number; rowsWritten: number }> {
+  let purged = 0;
+  let trimmed = 0;
+  let rowsWritten = 0;
+  const inBudget = () => Date.now() - started <= PURGE_BUDGET_MS;
+  const purgeBefore = async (keptMs: number, trimming: boolean) => {
+    for (;;) {
+      const page = await purgeHistory(db, buckets, now - keptMs, now - config.IDEMPOTENCY_WINDOW_MS, PURGE_PAGE, { keepDeadLetters: trimming });
+      rowsWritten += page.rowsWritten;
+      if (!page.more || !inBudget()) return { deleted: page.deleted, sizeAfter: page.sizeAfter };
+      purged += page.deleted;
+      if (trimming) trimmed += page.deleted;
+    }
+  };
+  let last = await purgeBefore(config.HISTORY_RETENTION_MS, false);
+  purged += last.deleted;
+  for (
+    let keptMs = Math.floor(config.HISTORY_RETENTION_MS / 2);
+    keptMs >= MIN_HISTORY_KEPT_MS && inBudget();
+    keptMs = Math.floor(keptMs / 2)
+  ) {
+    if (last.sizeAfter === null || last.sizeAfter <= config.HISTORY_MAX_BYTES) break;
+    last = await purgeBefore(keptMs, true);
+    purged += last.deleted;
+    trimmed += last.deleted;
+  }
+  return { purged, trimmed, rowsWritten };
 }
