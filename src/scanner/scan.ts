@@ -106,7 +106,9 @@ async function purgeShard(
   const inBudget = () => Date.now() - started <= PURGE_BUDGET_MS;
   const purgeBefore = async (keptMs: number, trimming: boolean) => {
     for (;;) {
-      const page = await purgeHistory(db, buckets, now - keptMs, now - config.IDEMPOTENCY_WINDOW_MS, PURGE_PAGE, { keepDeadLetters: trimming });
+      const page = await purgeHistory(db, buckets, now - keptMs, now - config.IDEMPOTENCY_WINDOW_MS, PURGE_PAGE, {
+        keepDeadLetters: trimming,
+      });
       rowsWritten += page.rowsWritten;
       if (!page.more || !inBudget()) return { deleted: page.deleted, sizeAfter: page.sizeAfter };
       purged += page.deleted;
