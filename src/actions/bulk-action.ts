@@ -12,12 +12,12 @@ import { ApiError } from "../api/errors";
 import type { ChangeResult, Deps } from "../api/job-changes";
 import { cancelJob, pauseJob, redriveExecution, resumeJob } from "../api/job-changes";
 import { decodeCursor, encodeCursor } from "../api/present";
-import { listDeadPage, listJobsPage, shardOfOrNull } from "../api/read-model";
+import { listDeadPage, listJobsPage } from "../api/read-model";
 import { configOf } from "../config";
 import type { JobState } from "../core/lifecycle";
 import { getJobsByIds } from "../db/queries";
 import type { JobRow } from "../db/schema";
-import { shardsOf } from "../db/shards";
+import { shardOfOrNull, shardsOf } from "../db/shards";
 
 /** Changes of jobs (POST /v1/jobs/<kind>). */
 export const BULK_JOB_KINDS = ["cancel", "pause", "resume"] as const;
@@ -130,7 +130,7 @@ export class BulkAction extends DurableObject<Env> {
     for (const [i, id] of page.ids.entries()) {
       try {
         // each job's change on its own shard (an id naming none is no job of this tenant's)
-        const shard = await shardOfOrNull(this.env, id);
+        const shard = await shardOfOrNull(shardsOf(this.env), id);
         if (!shard) throw new ApiError(404, "not_found", "job not found", "id");
         await this.change(state, { env: this.env, db: shard.db, config, tenant: state.tenant, now: Date.now() }, id, jobsById.get(id));
         state.matched += 1;
@@ -209,7 +209,7 @@ export class BulkAction extends DurableObject<Env> {
 async function jobsOf(env: Env, tenant: string, ids: string[]): Promise<Map<string, JobRow>> {
   const shards = shardsOf(env);
   const named: string[] = [];
-  for (const id of ids) if ((await shardOfOrNull(env, id)) !== null) named.push(id);
+  for (const id of ids) if ((await shardOfOrNull(shards, id)) !== null) named.push(id);
   const found = new Map<string, JobRow>();
   for (const [shard, group] of shards.groupByShard(named, (id) => id)) {
     for (const job of await shards.on(shard, () => getJobsByIds(shard.db, tenant, group))) found.set(job.id, job);

@@ -491,13 +491,8 @@ async function handOff(env: Env, config: Config, rows: JobRow[], now: number, me
   );
   // only jobs due beyond the lookahead: no hand-off carried them, so one RPC counts them
   if (carry !== undefined && rows.length > 0) {
-    const bucket = rows[0]!.bucket;
-    await Promise.all(
-      carry.map((meter) =>
-        env.BUCKET.getByName(bucketName(bucket))
-          .countD1RowsOf(meter)
-          .catch((error) => console.error("counting a create's D1 rows failed", error)),
-      ),
-    );
+    await env.BUCKET.getByName(bucketName(rows[0]!.bucket))
+      .countD1RowsOf(carry)
+      .catch((error) => console.error("counting a create's D1 rows failed", error));
   }
 }

@@ -28,19 +28,14 @@ import {
   listOneOffExecutions,
 } from "../db/queries";
 import type { DeadLetterRow, JobRow } from "../db/schema";
-import { type Shard, shardOfOrNull as shardOfIdOrNull, shardsOf } from "../db/shards";
+import { shardOfOrNull, shardsOf } from "../db/shards";
 import { type ExecutionView, viewOfDeadLetter, viewOfLive, viewOfOccurrence, viewOfOneOff } from "./present";
 
 export type Page<T> = { page: T[]; next: string | null };
 
-/** The shard a job or execution id names, or null when the deployment never had it (db/shards.ts). */
-export function shardOfOrNull(env: Env, id: string): Promise<Shard | null> {
-  return shardOfIdOrNull(shardsOf(env), id);
-}
-
 /** A job of the tenant, from the shard its id names. */
 export async function jobOf(env: Env, tenant: string, id: string): Promise<JobRow | undefined> {
-  const shard = await shardOfOrNull(env, id);
+  const shard = await shardOfOrNull(shardsOf(env), id);
   return shard ? shardsOf(env).on(shard, () => getJob(shard.db, tenant, id)) : undefined;
 }
 
@@ -123,7 +118,7 @@ export async function listExecutionsOfJobPage(
 /** An execution by id: a one-off job's, a live one in its bucket, an occurrence in its shard's history, or a dead letter. */
 export async function findExecution(env: Env, tenant: string, buckets: number, id: string): Promise<ExecutionView | undefined> {
   if (!/^exe_[0-9a-z]{26}$/.test(id)) return undefined;
-  const shard = await shardOfOrNull(env, id);
+  const shard = await shardOfOrNull(shardsOf(env), id);
   if (!shard) return undefined;
   const on = <T>(read: () => Promise<T>) => shardsOf(env).on(shard, read);
   const oneOff = await on(() => getJob(shard.db, tenant, jobIdOfOneOff(id)));

@@ -14,7 +14,7 @@ import { decodePullToken, encodePullToken } from "../core/pull";
 import type { DeliveryOutcome } from "../core/response";
 import { toRfc3339 } from "../core/when";
 import type { JobRow } from "../db/schema";
-import { checkShardCount, highestBucketOfAll, ShardsLowered, ShardUnavailable, shardsOf } from "../db/shards";
+import { checkShardCount, highestBucketOfAll, ShardsLowered, ShardUnavailable, shardOfOrNull, shardsOf } from "../db/shards";
 import { type FlowKeyView, flowKeyOf } from "../flow/flow-key";
 import { type PullLease, pullQueueOf } from "../pull/pull-queue";
 import { requireApiKey } from "./auth";
@@ -33,7 +33,6 @@ import {
   listExecutionsPage,
   listFlowKeysOfAll,
   listJobsPage,
-  shardOfOrNull,
 } from "./read-model";
 import type { ActionView, FlowKeyView as FlowKeyResponse, PullLeaseView } from "./responses";
 import {
@@ -441,7 +440,7 @@ app.post("/v1/executions/:id/redrive", async (c) => {
   const id = c.req.param("id");
   const tenant = c.get("tenant");
   const config = configOf(c.env);
-  const shard = await shardOfOrNull(c.env, id);
+  const shard = await shardOfOrNull(shardsOf(c.env), id);
   if (!shard) throw notFound("execution");
   const deps: Deps = { env: c.env, db: shard.db, config, tenant, now: Date.now() };
   const dead = await redriveExecution(deps, id, async () => (await findExecution(c.env, tenant, config.BUCKETS, id)) !== undefined);

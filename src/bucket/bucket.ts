@@ -617,9 +617,11 @@ export class Bucket extends DurableObject<Env> {
   }
 
   /** Counts D1 rows written outside the bucket (the scan's purge, a create of far jobs), per shard. */
-  async countD1RowsOf(meter: D1Meter): Promise<void> {
+  async countD1RowsOf(meters: D1Meter[]): Promise<void> {
     this.countRequest();
-    await this.change(null, () => this.countD1Rows(meter.shard, meter.d1RowsWritten));
+    await this.change(null, () => {
+      for (const m of meters) this.countD1Rows(m.shard, m.d1RowsWritten);
+    });
   }
 
   /** Executions held here by state (invariant 4 adds these up with D1). */
@@ -887,19 +889,18 @@ export class Bucket extends DurableObject<Env> {
       // (a job of a shard not bound here, the count lowered, waits like one whose shard failed)
       const shards = shardsOf(this.env);
       const shardOf = (jobId: string) => shardOfId(jobId) ?? 0;
+      const finishedBy = Map.groupBy(finished, (f) => shardOf(f.jobId));
+      const projectedBy = Map.groupBy(projections, (p) => shardOf(p.jobId));
       const failedShards = new Set<number>();
-      for (const f of finished) if (shardOf(f.jobId) >= shards.count) failedShards.add(shardOf(f.jobId));
-      for (const p of projections) if (shardOf(p.jobId) >= shards.count) failedShards.add(shardOf(p.jobId));
       await Promise.all(
-        shards.all.map(async (shard) => {
-          const mine = finished.filter((f) => shardOf(f.jobId) === shard.index);
-          const theirs = projections.filter((p) => shardOf(p.jobId) === shard.index);
-          if (mine.length === 0 && theirs.length === 0) return;
+        [...new Set([...finishedBy.keys(), ...projectedBy.keys()])].map(async (index) => {
+          const shard = shards.all[index];
           try {
-            this.countD1Rows(shard.index, await writeOutcomes(shard.db, mine, theirs, now));
+            if (!shard) throw new Error(`D1 shard ${index} is not bound`);
+            this.countD1Rows(index, await writeOutcomes(shard.db, finishedBy.get(index) ?? [], projectedBy.get(index) ?? [], now));
           } catch (error) {
-            console.error(`writing outcomes to D1 shard ${shard.index} failed; retrying`, error);
-            failedShards.add(shard.index);
+            console.error(`writing outcomes to D1 shard ${index} failed; retrying`, error);
+            failedShards.add(index);
           }
         }),
       );

@@ -60,29 +60,25 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
     }
   };
   await Promise.all(Array.from({ length: Math.min(CONCURRENT_BUCKETS, buckets) }, worker));
-  let purged = 0;
-  let trimmed = 0;
   const started = Date.now();
   // each shard's history, at once; a shard that fails is purged at the next scan
-  await Promise.all(
-    shards.all.map(async (shard) => {
-      let rows = 0;
-      try {
-        const done = await purgeShard(shard.db, buckets, config, now, started);
-        purged += done.purged;
-        trimmed += done.trimmed;
-        rows = done.rowsWritten;
-      } catch (error) {
+  const done = await Promise.all(
+    shards.all.map((shard) =>
+      purgeShard(shard.db, buckets, config, now, started).catch((error: unknown) => {
         console.error(`history purge of D1 shard ${shard.index} failed`, error);
         failedShards.add(shard.index);
-      }
-      // the purge's rows are billed too: counted with bucket 0's metrics
-      if (rows > 0)
-        await env.BUCKET.getByName(bucketName(0))
-          .countD1RowsOf({ shard: shard.index, d1RowsWritten: rows })
-          .catch(() => undefined);
-    }),
+        return { purged: 0, trimmed: 0, rowsWritten: 0 };
+      }),
+    ),
   );
+  // the purge's rows are billed too: counted with bucket 0's metrics, one request
+  const meters = done.map((d, shard) => ({ shard, d1RowsWritten: d.rowsWritten })).filter((m) => m.d1RowsWritten > 0);
+  if (meters.length > 0)
+    await env.BUCKET.getByName(bucketName(0))
+      .countD1RowsOf(meters)
+      .catch(() => undefined);
+  const purged = done.reduce((n, d) => n + d.purged, 0);
+  const trimmed = done.reduce((n, d) => n + d.trimmed, 0);
   return { pulled, failedBuckets, failedShards: [...failedShards].sort((a, b) => a - b), purged, trimmed };
 }
 
@@ -104,28 +100,26 @@ async function purgeShard(
   let trimmed = 0;
   let rowsWritten = 0;
   const inBudget = () => Date.now() - started <= PURGE_BUDGET_MS;
-  const purgeBefore = async (keptMs: number, trimming: boolean) => {
+  /** pages of history finished more than `keptMs` ago, until caught up or out of budget; the size after */
+  const purgeBefore = async (keptMs: number, trimming: boolean): Promise<number | null> => {
     for (;;) {
       const page = await purgeHistory(db, buckets, now - keptMs, now - config.IDEMPOTENCY_WINDOW_MS, PURGE_PAGE, {
         keepDeadLetters: trimming,
       });
       rowsWritten += page.rowsWritten;
-      if (!page.more || !inBudget()) return { deleted: page.deleted, sizeAfter: page.sizeAfter };
       purged += page.deleted;
       if (trimming) trimmed += page.deleted;
+      if (!page.more || !inBudget()) return page.sizeAfter;
     }
   };
-  let last = await purgeBefore(config.HISTORY_RETENTION_MS, false);
-  purged += last.deleted;
+  let size = await purgeBefore(config.HISTORY_RETENTION_MS, false);
   for (
     let keptMs = Math.floor(config.HISTORY_RETENTION_MS / 2);
     keptMs >= MIN_HISTORY_KEPT_MS && inBudget();
     keptMs = Math.floor(keptMs / 2)
   ) {
-    if (last.sizeAfter === null || last.sizeAfter <= config.HISTORY_MAX_BYTES) break;
-    last = await purgeBefore(keptMs, true);
-    purged += last.deleted;
-    trimmed += last.deleted;
+    if (size === null || size <= config.HISTORY_MAX_BYTES) break;
+    size = await purgeBefore(keptMs, true);
   }
   return { purged, trimmed, rowsWritten };
 }

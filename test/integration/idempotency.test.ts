@@ -1,3 +1,16 @@
+/**
+ * Idempotent job creation (invariant 8): a key seen within the dedupe window returns the original
+ * job, never a second one, whether it comes as the Idempotency-Key header, the idempotencyKey
+ * field, twice in one batch or in concurrent requests. Keys are per tenant.
+ *
+ * Jobs here are due in 60 s (handed to a bucket, but not fired: the file's clock moves only when
+ * a test moves it); fire-queue sends are captured anyway so nothing is consumed in the background.
+ * A one-off job has exactly one execution, named after it (exe_ + the job id's body), which its
+ * bucket holds as one durable row: "one execution" is counted there, across every bucket.
+ *
+ * Keys live in IdempotencyKeys objects (per tenant and key slot, across every D1 shard): keySql
+ * reads and changes a key's row there.
+ */
 import { describe, expect, it } from "vitest";
 import { oneOffExecutionId } from "../../src/core/id";
 import {

@@ -1,3 +1,9 @@
+/**
+ * Labels on jobs (issue 16): a small map of strings, validated, shown on every job, replaced by
+ * PATCH; GET /v1/jobs?label=k:v lists a tenant's jobs with that label, newest first, by cursor,
+ * from job_labels' key (a range scan); an idempotent repeat writes no second set; a purged job's
+ * labels go with it. Jobs here are due an hour ahead: nothing fires.
+ */
 import { describe, expect, it } from "vitest";
 import { changeJob, dbOf, purgeHistory } from "../../src/db/queries";
 import { api, countAll, createJob, d1Of, type JobJson, KEYS, receiverUrl } from "./helpers";

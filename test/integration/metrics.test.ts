@@ -1,3 +1,24 @@
+/**
+ * Metrics and accounting: GET /v1/metrics (every counter of core/metrics.ts and fire-lag
+ * quantiles), GET /metrics (Prometheus text), tenant scoping, and invariant 4 (nothing silently
+ * dropped: every accepted execution is in exactly one state, and the counts add up).
+ *
+ * Revision 2: a one-off job's execution is pending in D1 (the job is active and its bucket does
+ * not hold it), held by its bucket (scheduled as a durable row; dispatched, running, or finished
+ * and on its way to D1, in memory), or terminal on its D1 job row (run_status, written once by the
+ * bucket's flush). A job canceled before its bucket ever held it is canceled in D1 only. The
+ * census below reads D1's rows, each bucket's rows, inspect() and counts(), and checks that every
+ * 201 of this file is in exactly one place, before and after the flush that moves outcomes to D1,
+ * and that the counters (kept in bucket memory, written with flushes, read stored + pending)
+ * add up to what the census shows.
+ *
+ * Time: one file-wide virtual clock (helpers.fileClock) 10 minutes ahead of the real one, so no
+ * bucket alarm fires on its own; tests run the alarms. Every fire-queue send is captured
+ * (captureFiresForFile) and fed to the consumer with fire().
+ *
+ * With several D1 shards the census reads every shard (allShards), and d1_rows_written_total is
+ * also shown per shard.
+ */
 import { describe, expect, it } from "vitest";
 import type { FireMessage, LiveExecution } from "../../src/bucket/protocol";
 import { LAG_BOUNDS_MS } from "../../src/core/histogram";
