@@ -78,6 +78,12 @@ export const ConfigSchema = z.object({
    * live job or a dead letter
    */
   HISTORY_MAX_BYTES: int(7_000_000_000, 0),
+  /**
+   * the second watermark: a D1 shard above it takes no new jobs (they go to shards with room; with
+   * none, a create is a 507 naming the shards); set above HISTORY_MAX_BYTES, so only live jobs, which
+   * are never purged, can keep a shard there (90% of D1's 10 GB)
+   */
+  SHARD_MAX_BYTES: int(9_000_000_000, 0),
   /** create idempotency keys are remembered this long (a repeat within it answers the original) */
   IDEMPOTENCY_WINDOW_MS: int(86_400_000, 0),
   /** http:// and loopback/private targets; local development only */

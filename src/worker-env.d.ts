@@ -18,6 +18,8 @@ declare global {
       DB: D1Database;
       /** shards 1..S-1 of the system of record, when there are more than one */
       [shard: `DB_${number}`]: D1Database;
+      /** the history archive (archive/archive.ts); optional: without it history is only purged */
+      ARCHIVE?: R2Bucket;
       /** a tenant's idempotency keys, named "<tenant>\n<slot>" (idempotency/idempotency-keys.ts) */
       IDEMPOTENCY_KEYS: DurableObjectNamespace<IdempotencyKeys>;
       BUCKET: DurableObjectNamespace<Bucket>;

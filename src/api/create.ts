@@ -17,7 +17,7 @@ import { checkTargetUrl } from "../core/target-policy";
 import { parseDurationMs, parseInstant } from "../core/when";
 import { definitionOf, getJobsByIds, hasLegacyKeys, insertJobs, legacyKeyOwners, type NewJob } from "../db/queries";
 import type { JobRow } from "../db/schema";
-import { type Shards, shardsOf } from "../db/shards";
+import { isFullError, type Shards, ShardsFull, shardsOf } from "../db/shards";
 import { claimKeys, type KeyClaim, type KeyOwner } from "../idempotency/key-claims";
 import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
 import { presentJob } from "./present";
@@ -373,7 +373,15 @@ export async function createJobs(env: Env, config: Config, tenant: string, prepa
     .sort(([a], [b]) => Number(a.index === ownShard) - Number(b.index === ownShard));
   const meters: D1Meter[] = [];
   for (const [shard, jobs] of groups) {
-    meters.push({ shard: shard.index, d1RowsWritten: await shards.on(shard, () => insertJobs(shard.db, tenant, jobs, now)) });
+    const inserted = await shards.on(shard, () =>
+      insertJobs(shard.db, tenant, jobs, now).catch((error: unknown) => {
+        if (!isFullError(error)) throw error;
+        shards.noteSize(shard.index, null); // the next requests go to shards with room
+        throw new ShardsFull([{ index: shard.index, bytes: null }], shards.count, config.SHARD_MAX_BYTES);
+      }),
+    );
+    shards.noteSize(shard.index, inserted.sizeAfter);
+    meters.push({ shard: shard.index, d1RowsWritten: inserted.rowsWritten });
   }
   const created = new Map([...toInsert].map(([p, job]): [PreparedJob, JobRow] => [p, rowOf(tenant, job, now)]));
   await handOff(env, config, [...created.values()], now, meters);

@@ -10,6 +10,8 @@ import { OpenAPIRegistry, OpenApiGeneratorV31, type ResponseConfig, type RouteCo
 import { z } from "zod";
 import {
   ActionView,
+  ArchivedExecutionView,
+  ArchiveList,
   BatchResults,
   ErrorEnvelope,
   ExecutionList,
@@ -28,10 +30,12 @@ import {
   RedrivenView,
 } from "./responses";
 import {
+  ArchiveObjectQuery,
   BulkJobsInput,
   BulkRedriveInput,
   CreateJobInput,
   FlowLimitsInput,
+  ListArchiveQuery,
   ListDeadQuery,
   ListExecutionsQuery,
   ListJobsQuery,
@@ -64,6 +68,11 @@ const KEYED_ERRORS = {
     headers: { "Retry-After": { schema: { type: "integer" }, description: "seconds to wait" } },
   },
 } satisfies Record<number, ResponseConfig>;
+
+/** What a create may answer when no D1 shard has room for new jobs (db/shards.ts ShardsFull). */
+const FULL = error(
+  "shards_full: every D1 shard is above SHARD_MAX_BYTES with live jobs (the message names them): nothing was stored; add a shard",
+);
 
 const BODY_ERRORS = {
   400: error("invalid input; `field` names the field at fault"),
@@ -150,6 +159,7 @@ export const ROUTES: ApiRoute[] = [
       200: json(JobView, "the idempotency key was seen with the same request: the original job"),
       ...BODY_ERRORS,
       409: error("idempotency_key_reused: the key was used with a different request"),
+      507: FULL,
     },
   },
   {
@@ -158,7 +168,7 @@ export const ROUTES: ApiRoute[] = [
     operationId: "createJobs",
     summary: "Create up to 1000 jobs",
     request: jsonBody(CreateJobBatchBody),
-    responses: { 200: json(BatchResults, "one result per job, in request order"), ...BODY_ERRORS },
+    responses: { 200: json(BatchResults, "one result per job, in request order"), ...BODY_ERRORS, 507: FULL },
   },
   {
     method: "get",
@@ -243,7 +253,40 @@ export const ROUTES: ApiRoute[] = [
     operationId: "getExecution",
     summary: "One execution",
     request: { params: executionId },
-    responses: { 200: json(ExecutionView, "the execution"), 404: error("no such execution") },
+    responses: {
+      200: json(
+        z.union([ExecutionView, ArchivedExecutionView]),
+        "the execution; once D1 no longer holds it, from the history archive (`archived: true`; one R2 list per 1,000 objects of its hour, and one read)",
+      ),
+      404: error("no such execution"),
+    },
+  },
+  {
+    method: "get",
+    path: "/v1/archive",
+    operationId: "listArchive",
+    summary: "The tenant's history archive objects (gzip NDJSON, one line per execution), in time order",
+    request: { query: ListArchiveQuery },
+    responses: {
+      200: json(ArchiveList, "a page; follow nextCursor"),
+      400: BODY_ERRORS[400],
+      404: error("archive_not_configured: no R2 bucket is bound as ARCHIVE"),
+    },
+  },
+  {
+    method: "get",
+    path: "/v1/archive/object",
+    operationId: "getArchiveObject",
+    summary: "One archive object of the tenant, as stored (application/gzip)",
+    request: { query: ArchiveObjectQuery },
+    responses: {
+      200: {
+        description: "the object: gzip-compressed NDJSON",
+        content: { "application/gzip": { schema: { type: "string", format: "binary" } } },
+      },
+      400: BODY_ERRORS[400],
+      404: error("no such object of the tenant, or archive_not_configured"),
+    },
   },
   {
     method: "post",

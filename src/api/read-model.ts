@@ -10,10 +10,13 @@
  * source when a filter matches little), so S times one database's.
  */
 import type { LiveExecution } from "../bucket/protocol";
+import { configOf } from "../config";
 import { bucketName, bucketOfExecution } from "../core/bucketing";
 import { jobIdOfOneOff, oneOffExecutionId } from "../core/id";
 import { isHttpTarget, parseSpec } from "../core/job";
+import type { ShardGauges } from "../core/metrics";
 import { mergeScans } from "../core/page";
+import { toRfc3339 } from "../core/when";
 import {
   type ExecutionFilter,
   getDeadLetter,
@@ -26,9 +29,10 @@ import {
   listOccurrenceExecutions,
   listOccurrences,
   listOneOffExecutions,
+  shardHistory,
 } from "../db/queries";
 import type { DeadLetterRow, JobRow } from "../db/schema";
-import { shardOfOrNull, shardsOf } from "../db/shards";
+import { highestBucketOfAll, shardOfOrNull, shardsOf } from "../db/shards";
 import { type ExecutionView, viewOfDeadLetter, viewOfLive, viewOfOccurrence, viewOfOneOff } from "./present";
 
 export type Page<T> = { page: T[]; next: string | null };
@@ -184,4 +188,31 @@ async function liveExecutions(env: Env, bucket: number, query: { jobId?: string;
     console.error(`reading bucket ${bucket} failed`, error);
     return [];
   }
+}
+
+/**
+ * Each shard's size, watermarks and oldest history: one statement a shard (shardHistory). A shard
+ * that does not answer is shown with an error, never a 500.
+ */
+export async function shardGauges(env: Env): Promise<ShardGauges[]> {
+  const config = configOf(env);
+  const buckets = Math.max(config.BUCKETS, (await highestBucketOfAll(env).catch(() => -1)) + 1);
+  return Promise.all(
+    shardsOf(env).all.map(async (shard) => {
+      const gauges = {
+        shard: shard.index,
+        binding: shard.binding,
+        historyMaxBytes: config.HISTORY_MAX_BYTES,
+        shardMaxBytes: config.SHARD_MAX_BYTES,
+      };
+      try {
+        const { bytes, oldestHistoryAt } = await shardHistory(shard.db, buckets);
+        shardsOf(env).noteSize(shard.index, bytes);
+        return { ...gauges, bytes, oldestHistoryAt: oldestHistoryAt === null ? null : toRfc3339(oldestHistoryAt) };
+      } catch (error) {
+        console.error(`reading D1 shard ${shard.index}'s size failed`, error);
+        return { ...gauges, bytes: null, oldestHistoryAt: null, error: "the shard did not answer; read again" };
+      }
+    }),
+  );
 }

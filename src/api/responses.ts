@@ -127,6 +127,30 @@ export const ExecutionView = z
   .strictObject({ ...executionFields, attempts: z.number().int().meta({ description: "attempts made" }) })
   .meta({ id: "Execution" });
 
+export const ArchivedExecutionView = z
+  .strictObject({
+    ...executionFields,
+    attempts: z.number().int().meta({ description: "attempts made" }),
+    archived: z.literal(true).meta({ description: "read from the history archive (R2): D1 no longer holds it" }),
+    archiveKey: z.string().meta({ description: "the archive object holding it (GET /v1/archive/object?key=...)" }),
+  })
+  .meta({ id: "ArchivedExecution" });
+
+export const ArchiveObjectView = z
+  .strictObject({
+    key: z.string().meta({ description: "the object's key in the archive bucket" }),
+    size: z.number().int().meta({ description: "bytes (gzip)" }),
+    executions: z.number().int().meta({ description: "lines: one per execution" }),
+    firstId: z.string(),
+    lastId: z.string(),
+    uploadedAt: z.string(),
+  })
+  .meta({ id: "ArchiveObject" });
+
+export const ArchiveList = z
+  .strictObject({ objects: z.array(ArchiveObjectView), nextCursor: z.string().nullable() })
+  .meta({ id: "ArchiveList" });
+
 export const ExecutionWithAttemptsView = z
   .strictObject({ ...executionFields, attempts: z.array(AttemptView) })
   .meta({ id: "ExecutionWithAttempts" });
@@ -180,6 +204,19 @@ export const Metrics = z
     counters: z.record(z.string(), z.number()),
     dead_total_by_reason: z.record(z.string(), z.number()),
     d1_rows_written_total_by_shard: z.record(z.string(), z.number()).meta({ description: "D1 rows written per shard (its index)" }),
+    d1_shards: z
+      .array(
+        z.strictObject({
+          shard: z.number().int(),
+          binding: z.string(),
+          bytes: z.number().nullable().meta({ description: "the shard's size (meta.size_after); null when it did not answer" }),
+          historyMaxBytes: z.number().meta({ description: "HISTORY_MAX_BYTES: above it history is purged before the retention" }),
+          shardMaxBytes: z.number().meta({ description: "SHARD_MAX_BYTES: above it the shard takes no new jobs" }),
+          oldestHistoryAt: z.string().nullable().meta({ description: "the oldest finished history it holds" }),
+          error: z.string().optional(),
+        }),
+      )
+      .meta({ description: "each D1 shard's size, watermarks and oldest history (the whole deployment's)" }),
     fire_lag_ms: z.strictObject({
       count: z.number().int(),
       p50: z.number().nullable(),

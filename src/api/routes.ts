@@ -2,7 +2,8 @@
 import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { type ActionState, BULK_JOB_KINDS, type BulkKind, bulkActionName, type Selector } from "../actions/bulk-action";
-import { configOf } from "../config";
+import { executionOfArchived, findArchived, listArchive, tenantPrefix } from "../archive/archive";
+import { type Config, configOf } from "../config";
 import { MAX_BUCKET } from "../consumer/message";
 import { bucketName } from "../core/bucketing";
 import { isOriginKey, ORIGIN_KEY_PREFIX } from "../core/flow";
@@ -14,7 +15,7 @@ import { decodePullToken, encodePullToken } from "../core/pull";
 import type { DeliveryOutcome } from "../core/response";
 import { toRfc3339 } from "../core/when";
 import type { JobRow } from "../db/schema";
-import { checkShardCount, highestBucketOfAll, ShardsLowered, ShardUnavailable, shardOfOrNull, shardsOf } from "../db/shards";
+import { checkShardCount, highestBucketOfAll, ShardsFull, ShardsLowered, ShardUnavailable, shardOfOrNull, shardsOf } from "../db/shards";
 import { type FlowKeyView, flowKeyOf } from "../flow/flow-key";
 import { type PullLease, pullQueueOf } from "../pull/pull-queue";
 import { requireApiKey } from "./auth";
@@ -33,14 +34,17 @@ import {
   listExecutionsPage,
   listFlowKeysOfAll,
   listJobsPage,
+  shardGauges,
 } from "./read-model";
 import type { ActionView, FlowKeyView as FlowKeyResponse, PullLeaseView } from "./responses";
 import {
+  ArchiveObjectQuery,
   BulkJobsInput,
   BulkRedriveInput,
   CreateJobBatchInput,
   FlowKeyName,
   FlowLimitsInput,
+  ListArchiveQuery,
   ListDeadQuery,
   ListExecutionsQuery,
   ListJobsQuery,
@@ -58,6 +62,11 @@ export const app = new Hono<ApiEnv>();
 app.onError((error, c) => {
   if (error instanceof ApiError) return respondError(c, error);
   // a shard that did not answer: only what needs it fails, with a 503 naming it
+  // no shard has room for new jobs: 507, naming them and what to do
+  if (error instanceof ShardsFull) {
+    console.error(error);
+    return respondError(c, new ApiError(507, "shards_full", error.message));
+  }
   if (error instanceof ShardUnavailable || error instanceof ShardsLowered) {
     console.error(error);
     const code = error instanceof ShardsLowered ? "shards_lowered" : "shard_unavailable";
@@ -161,15 +170,16 @@ app.post("/v1/jobs", limit(SINGLE_BODY_BYTES), async (c) => {
   const tenant = c.get("tenant");
   const now = Date.now();
   const headerKey = idempotencyKeyHeader(c);
-  const [shard] = shardsOf(c.env).pick(1);
+  const shard = await shardForNewJobs(c.env, config);
   const prepared = await prepareJob(await readJson(c), {
     tenant,
     now,
     config,
     fieldPrefix: "",
-    shard: shard!,
+    shard: shard.index,
     headerIdempotencyKey: headerKey,
   });
+  shard.refuseIfFull();
   const [result] = await createJobs(c.env, config, tenant, [prepared], now);
   if (!result) throw new Error("createJobs returned no result");
   if ("error" in result) throw result.error;
@@ -185,16 +195,17 @@ app.post("/v1/jobs/batch", limit(BATCH_BODY_BYTES), async (c) => {
   // validate every item first; invalid items get their own 400 and the rest go ahead
   const outcomes: ({ prepared: PreparedJob } | { error: ApiError })[] = [];
   // one shard for the request's jobs: one atomic write, accepted whole or not at all
-  const [shard] = shardsOf(c.env).pick(1);
+  const shard = await shardForNewJobs(c.env, config);
   for (const [i, raw] of parsed.data.jobs.entries()) {
     try {
-      outcomes.push({ prepared: await prepareJob(raw, { tenant, now, config, fieldPrefix: `jobs[${i}]`, shard: shard! }) });
+      outcomes.push({ prepared: await prepareJob(raw, { tenant, now, config, fieldPrefix: `jobs[${i}]`, shard: shard.index }) });
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       outcomes.push({ error });
     }
   }
   const valid = outcomes.flatMap((o) => ("prepared" in o ? [o.prepared] : []));
+  if (valid.length > 0) shard.refuseIfFull();
   const created = await createJobs(c.env, config, tenant, valid, now);
   let next = 0;
   const results = outcomes.map((o) => {
@@ -410,9 +421,32 @@ app.get("/v1/executions", async (c) => {
 });
 
 app.get("/v1/executions/:id", async (c) => {
-  const view = await findExecution(c.env, c.get("tenant"), configOf(c.env).BUCKETS, c.req.param("id"));
-  if (!view) throw notFound("execution");
-  return c.json(presentExecution(view));
+  const id = c.req.param("id");
+  const view = await findExecution(c.env, c.get("tenant"), configOf(c.env).BUCKETS, id);
+  if (view) return c.json(presentExecution(view));
+  // D1 no longer has it: the archive may (one R2 list per 1,000 objects of its hour, one read)
+  const archived = c.env.ARCHIVE && /^exe_[0-9a-z]{26}$/.test(id) ? await findArchived(c.env.ARCHIVE, c.get("tenant"), id) : undefined;
+  if (!archived) throw notFound("execution");
+  return c.json({ ...executionOfArchived(archived.execution), archived: true as const, archiveKey: archived.key });
+});
+
+/** The tenant's archive objects (README "History archive"), in time order: one R2 list a page. */
+app.get("/v1/archive", async (c) => {
+  const query = ListArchiveQuery.safeParse(singleQuery(c));
+  if (!query.success) throw fromZodError(query.error);
+  return c.json(await listArchive(archiveOf(c.env), c.get("tenant"), query.data));
+});
+
+/** One archive object of the tenant, as stored (gzip NDJSON): one R2 read. */
+app.get("/v1/archive/object", async (c) => {
+  const query = ArchiveObjectQuery.safeParse(singleQuery(c));
+  if (!query.success) throw fromZodError(query.error);
+  const { key } = query.data;
+  const bucket = archiveOf(c.env);
+  // another tenant's object is indistinguishable from a missing one
+  const object = key.startsWith(tenantPrefix(c.get("tenant"))) ? await bucket.get(key) : null;
+  if (!object) throw new ApiError(404, "not_found", "archive object not found", "key");
+  return c.body(object.body, 200, { "content-type": "application/gzip", "content-length": String(object.size) });
 });
 
 app.get("/v1/dlq", async (c) => {
@@ -596,21 +630,40 @@ async function readFlowKeys(
 }
 
 app.get("/v1/metrics", async (c) => {
-  const [summary, flow] = await Promise.all([gatherMetrics(c), readFlowKeys(c, METRICS_FLOW_KEYS.json)]);
+  const [summary, flow, shards] = await Promise.all([gatherMetrics(c), readFlowKeys(c, METRICS_FLOW_KEYS.json), shardGauges(c.env)]);
   const keys = flow.keys.map(({ key, view }) =>
     view ? presentFlowKey(key, view) : { key, ...errorBody("unavailable", "the key's object did not answer; read it again") },
   );
   const listError = flow.listFailed ? errorBody("unavailable", "the flow-control keys could not be listed; read again") : {};
-  return c.json({ ...summary, flowControl: { keys, truncated: flow.truncated, ...listError } });
+  return c.json({ ...summary, d1_shards: shards, flowControl: { keys, truncated: flow.truncated, ...listError } });
 });
 
 app.get("/metrics", async (c) => {
-  const [summary, flow] = await Promise.all([gatherMetrics(c), readFlowKeys(c, METRICS_FLOW_KEYS.prometheus)]);
+  const [summary, flow, shards] = await Promise.all([gatherMetrics(c), readFlowKeys(c, METRICS_FLOW_KEYS.prometheus), shardGauges(c.env)]);
   c.header("content-type", "text/plain; version=0.0.4; charset=utf-8");
-  return c.body(toPrometheus(summary, flow));
+  return c.body(toPrometheus(summary, flow, shards));
 });
 
 // --- helpers --------------------------------------------------------------------------------
+
+/**
+ * The shard of a create's new jobs (db/shards.ts pickWithRoom). With none having room the request
+ * is still validated (a bad field is a 400 first), then refused: `refuseIfFull` throws ShardsFull.
+ */
+async function shardForNewJobs(env: Env, config: Config): Promise<{ index: number; refuseIfFull: () => void }> {
+  try {
+    const index = await shardsOf(env).pickWithRoom(config.SHARD_MAX_BYTES);
+    return { index, refuseIfFull: () => undefined };
+  } catch (error) {
+    if (!(error instanceof ShardsFull)) throw error;
+    return {
+      index: 0,
+      refuseIfFull: () => {
+        throw error;
+      },
+    };
+  }
+}
 
 let routeMethods: { pattern: RegExp; method: string }[] | undefined;
 
@@ -634,6 +687,13 @@ function cursorOf(cursor: string | undefined): { at: number; id: string } | unde
 
 function badCursor(): ApiError {
   return new ApiError(400, "invalid_field", "cursor is not one this API returned", "cursor");
+}
+
+/** The archive bucket; a deployment without one answers 404 naming the setting. */
+function archiveOf(env: Env): R2Bucket {
+  if (!env.ARCHIVE)
+    throw new ApiError(404, "archive_not_configured", "this deployment has no history archive (bind an R2 bucket as ARCHIVE)");
+  return env.ARCHIVE;
 }
 
 function notFound(what: string): ApiError {

@@ -260,6 +260,22 @@ export const ListJobsQuery = z.strictObject({
   cursor: z.string().max(200).optional(),
 });
 
+export const ListArchiveQuery = z.strictObject({
+  /** below the tenant's own prefix: "date=2026-12-01/" or "date=2026-12-01/hour=14/" */
+  prefix: z
+    .string()
+    .max(200)
+    .regex(
+      /^date=\d{4}-\d{2}-\d{2}\/(hour=\d{2}\/)?$|^date=\d{4}(-\d{2}){0,2}$/,
+      'is "date=YYYY-MM-DD/" or "date=YYYY-MM-DD/hour=HH/" (or a start of a date)',
+    )
+    .optional(),
+  limit: z.coerce.number().int().min(1).max(1000).default(100),
+  cursor: z.string().max(1000).optional(),
+});
+
+export const ArchiveObjectQuery = z.strictObject({ key: z.string().min(1).max(1024) });
+
 export const ListDeadQuery = z.strictObject({
   limit: z.coerce.number().int().min(1).max(200).default(50),
   cursor: z.string().max(200).optional(),

@@ -38,6 +38,7 @@ import { type Shard, shardsOf } from "../db/shards";
 import { Executions, type Lease } from "./flight";
 import type {
   Applied,
+  ArchiveCount,
   AttemptRecord,
   BucketCounts,
   ClaimResult,
@@ -617,10 +618,17 @@ export class Bucket extends DurableObject<Env> {
   }
 
   /** Counts D1 rows written outside the bucket (the scan's purge, a create of far jobs), per shard. */
-  async countD1RowsOf(meters: D1Meter[]): Promise<void> {
+  async countD1RowsOf(meters: D1Meter[], archive?: ArchiveCount): Promise<void> {
     this.countRequest();
     await this.change(null, () => {
       for (const m of meters) this.countD1Rows(m.shard, m.d1RowsWritten);
+      const archiveCounts: [CounterName, number][] = [
+        ["archived_executions_total", archive?.executions ?? 0],
+        ["archive_objects_total", archive?.objects ?? 0],
+        ["archive_bytes_total", archive?.bytes ?? 0],
+        ["archive_write_failures_total", archive?.failures ?? 0],
+      ];
+      for (const [name, by] of archiveCounts) if (by > 0) this.tally.add(name, SYSTEM_TENANT, "", by);
     });
   }
 

@@ -45,6 +45,15 @@ export interface Applied {
 }
 
 /** D1 rows a caller wrote to one shard, counted with the bucket's metrics (d1_rows_written_total by shard). */
+/** What a scan's purge put to the history archive, counted with bucket 0's metrics. */
+export interface ArchiveCount {
+  executions: number;
+  objects: number;
+  bytes: number;
+  /** shards whose archive write failed */
+  failures: number;
+}
+
 export interface D1Meter {
   shard: number;
   d1RowsWritten: number;

@@ -25,6 +25,10 @@ export const COUNTERS = [
   "d1_rows_written_total",
   "alarms_set_total",
   "do_requests_total",
+  "archived_executions_total",
+  "archive_objects_total",
+  "archive_bytes_total",
+  "archive_write_failures_total",
 ] as const;
 export type CounterName = (typeof COUNTERS)[number];
 
@@ -49,6 +53,10 @@ export const COUNTER_HELP: Record<CounterName, string> = {
   d1_rows_written_total: "D1 rows written by the job path, index entries included (meta.rows_written), by shard",
   alarms_set_total: "Durable Object alarms set (each is billed like a row written)",
   do_requests_total: "Durable Object requests: every RPC call and alarm invocation of a bucket (each is billed)",
+  archived_executions_total: "finished executions written to the R2 archive before they left D1 (all tenants)",
+  archive_objects_total: "objects put to the R2 archive (each is a billed class A operation)",
+  archive_bytes_total: "compressed bytes put to the R2 archive",
+  archive_write_failures_total: "scans whose archive write failed for a shard: its purge waited for the next scan (nothing left D1)",
 };
 
 /** The tenant of events that belong to no tenant (a malformed message names none). */
@@ -65,6 +73,22 @@ export interface CounterSample {
 export interface BucketMetrics {
   counters: CounterSample[];
   lag: { tenant: string; le: number; count: number }[];
+}
+
+/** A D1 shard's gauges (GET /v1/metrics d1_shards): its size against its two watermarks. */
+export interface ShardGauges {
+  shard: number;
+  binding: string;
+  /** its size (meta.size_after, bytes); null when it did not answer */
+  bytes: number | null;
+  /** HISTORY_MAX_BYTES: above it, history is purged before the retention */
+  historyMaxBytes: number;
+  /** SHARD_MAX_BYTES: above it, the shard takes no new jobs */
+  shardMaxBytes: number;
+  /** the oldest finished history it holds (RFC 3339; null with none or when it did not answer) */
+  oldestHistoryAt: string | null;
+  /** why it could not be read */
+  error?: string;
 }
 
 export interface MetricsSummary {
@@ -169,7 +193,7 @@ export const FLOW_KEY_SERIES = [
 ] as const;
 
 /** Prometheus text exposition of a summary, and of a tenant's flow-control keys when given. */
-export function toPrometheus(summary: MetricsSummary, flow?: FlowKeyReadings): string {
+export function toPrometheus(summary: MetricsSummary, flow?: FlowKeyReadings, shards: readonly ShardGauges[] = []): string {
   const lines: string[] = [];
   for (const name of COUNTERS) {
     const metric = `scheduler_${name}`;
@@ -194,8 +218,36 @@ export function toPrometheus(summary: MetricsSummary, flow?: FlowKeyReadings): s
     lines.push(`${lag}_bucket{le="${b.le}"} ${cumulative}`);
   }
   lines.push(`${lag}_count ${summary.fire_lag_ms.count}`);
+  lines.push(...shardLines(shards));
   if (flow) lines.push(...flowKeyLines(flow));
   return `${lines.join("\n")}\n`;
+}
+
+/** Each D1 shard's size, watermarks and oldest history: gauges of the whole deployment (every tenant sees them). */
+function shardLines(shards: readonly ShardGauges[]): string[] {
+  const series: { name: string; help: string; of: (s: ShardGauges) => number | null }[] = [
+    { name: "d1_shard_bytes", help: "the D1 shard's size (meta.size_after)", of: (s) => s.bytes },
+    {
+      name: "d1_shard_history_max_bytes",
+      help: "HISTORY_MAX_BYTES: above it history is purged before the retention",
+      of: (s) => s.historyMaxBytes,
+    },
+    { name: "d1_shard_max_bytes", help: "SHARD_MAX_BYTES: above it the shard takes no new jobs", of: (s) => s.shardMaxBytes },
+    {
+      name: "d1_shard_oldest_history_timestamp_seconds",
+      help: "the oldest finished history the shard holds (Unix seconds)",
+      of: (s) => (s.oldestHistoryAt === null ? null : Math.floor(Date.parse(s.oldestHistoryAt) / 1000)),
+    },
+  ];
+  const lines: string[] = [];
+  for (const { name, help, of } of series) {
+    lines.push(`# HELP scheduler_${name} ${help}`, `# TYPE scheduler_${name} gauge`);
+    for (const s of shards) {
+      const value = of(s);
+      if (value !== null) lines.push(`scheduler_${name}{shard="${s.shard}"} ${value}`);
+    }
+  }
+  return lines;
 }
 
 function flowKeyLines(flow: FlowKeyReadings): string[] {

@@ -171,9 +171,15 @@ export interface NewJob {
  * insertJobs: jobs in one atomic batch (one shard's), one row each (2 rows written with its index
  * entry), and one job_labels row per label. A job already there (a retry that inserts the job of
  * an idempotency key's claim under the same id) is left as it is. Idempotency keys are claimed
- * before, in their own objects (idempotency/idempotency-keys.ts). Returns the rows written.
+ * before, in their own objects (idempotency/idempotency-keys.ts). Returns the rows written and the
+ * database's size after (meta.size_after, bytes; db/shards.ts keeps the room each shard has left).
  */
-export async function insertJobs(db: Db, tenant: string, items: NewJob[], now: number): Promise<number> {
+export async function insertJobs(
+  db: Db,
+  tenant: string,
+  items: NewJob[],
+  now: number,
+): Promise<{ rowsWritten: number; sizeAfter: number | null }> {
   const jobItems = items.map((j) => ({
     id: j.id,
     n: j.name,
@@ -243,7 +249,14 @@ export async function insertJobs(db: Db, tenant: string, items: NewJob[], now: n
       )
       .onConflictDoNothing();
   const inserts = [...jsonChunks(jobItems).map(insertJobRows), ...jsonChunks(labelItems).map(insertLabelRows)];
-  return rowsWritten(await batchRun(db, inserts));
+  const results = await batchRun(db, inserts);
+  return { rowsWritten: rowsWritten(results), sizeAfter: results.at(-1)?.meta.size_after ?? null };
+}
+
+/** The database's size (meta.size_after, bytes) by a statement that reads no row; null if D1 does not say. */
+export async function sizeOf(db: Db): Promise<number | null> {
+  const result = (await db.run(sql`SELECT 1`)) as unknown as D1Result;
+  return result.meta.size_after ?? null;
 }
 
 /**
@@ -985,11 +998,23 @@ export async function listFlowKeys(db: Db, tenant: string, limit: number): Promi
 // ---------------------------------------------------------------------------------------------
 // retention
 
+/** A page of history leaving D1 with an archive bound: its finished jobs and occurrences, as read. */
+export interface HistoryPage {
+  /** finished jobs (a one-off one is its execution; a recurring one's executions are its occurrences) */
+  jobs: JobRow[];
+  /** finished occurrences, with their job's name and labels (null once the job itself has gone) */
+  occurrences: (OccurrenceRow & { jobName: string | null; labels: string | null })[];
+}
+
 /**
  * purgeHistory: one page of finished jobs (per bucket, by the due-time index), occurrence history,
  * dead letters (unless `keepDeadLetters`) and idempotency keys older than their cutoffs. Returns
  * the rows deleted, whether a statement filled its page (more remain), the rows written, and the
  * database's size after it (meta.size_after, bytes).
+ *
+ * With `archive`, the page's jobs and occurrences are read first, in a fixed order (due time, then
+ * key: a retry reads the same page), handed to `archive`, and deleted only once it resolved, by
+ * their keys and still finished (a redrive in between keeps its job). A rejection deletes nothing.
  */
 export async function purgeHistory(
   db: Db,
@@ -997,29 +1022,62 @@ export async function purgeHistory(
   historyCutoffAt: number,
   idempotencyCutoffAt: number,
   limit: number,
-  { keepDeadLetters = false } = {},
+  { keepDeadLetters = false, archive }: { keepDeadLetters?: boolean; archive?: (page: HistoryPage) => Promise<void> } = {},
 ): Promise<{ deleted: number; more: boolean; rowsWritten: number; sizeAfter: number | null }> {
   const perBucket = Math.max(1, Math.ceil(limit / buckets));
-  // SQLite's DELETE ... LIMIT is a compile-time option: each page is a key subquery with a LIMIT
-  const finishedJobs = (b: number) =>
-    db
-      .select({ tenant: jobs.tenant, id: jobs.id })
-      .from(jobs)
-      .where(
-        and(eq(jobs.bucket, b), lt(jobs.nextRunAt, historyCutoffAt), inArray(jobs.status, FINISHED), lt(jobs.updatedAt, historyCutoffAt)),
-      )
-      .limit(perBucket);
+  const finishedJob = and(inArray(jobs.status, FINISHED), lt(jobs.nextRunAt, historyCutoffAt), lt(jobs.updatedAt, historyCutoffAt));
+  const oldOccurrence = lt(occurrences.finishedAt, historyCutoffAt);
+  // what each page deletes: without an archive, the first `limit` found; with one, what it archived
+  let jobsOf: (b: number) => SQLWrapper;
+  let occurrencesWhere: SQL | undefined;
+  let more = false;
+  if (archive) {
+    const read = (await db.batch([
+      ...Array.from({ length: buckets }, (_, b) =>
+        db
+          .select()
+          .from(jobs)
+          .where(and(eq(jobs.bucket, b), finishedJob))
+          .orderBy(jobs.nextRunAt, jobs.tenant, jobs.id)
+          .limit(perBucket),
+      ),
+      db
+        .select({ ...getTableColumns(occurrences), jobName: jobs.name, labels: jobs.labels })
+        .from(occurrences)
+        .leftJoin(jobs, and(eq(jobs.tenant, occurrences.tenant), eq(jobs.id, occurrences.jobId)))
+        .where(oldOccurrence)
+        .orderBy(occurrences.finishedAt, occurrences.tenant, occurrences.id)
+        .limit(limit),
+    ] as unknown as [BatchItem<"sqlite">])) as unknown[][];
+    const page: HistoryPage = { jobs: read.slice(0, buckets).flat() as JobRow[], occurrences: read.at(-1) as HistoryPage["occurrences"] };
+    more = read.slice(0, buckets).some((rows) => rows.length >= perBucket) || page.occurrences.length >= limit;
+    if (page.jobs.length > 0 || page.occurrences.length > 0) await archive(page);
+    const jobKeys = JSON.stringify(page.jobs.map((j) => [j.tenant, j.id]));
+    jobsOf = (b) =>
+      db
+        .select({ tenant: jobs.tenant, id: jobs.id })
+        .from(jobs)
+        .where(and(sql`(${jobs.tenant}, ${jobs.id}) IN ${keysIn(jobKeys)}`, eq(jobs.bucket, b), finishedJob));
+    occurrencesWhere = sql`(${occurrences.tenant}, ${occurrences.id}) IN ${keysIn(JSON.stringify(page.occurrences.map((o) => [o.tenant, o.id])))}`;
+  } else {
+    // SQLite's DELETE ... LIMIT is a compile-time option: each page is a key subquery with a LIMIT
+    jobsOf = (b) =>
+      db
+        .select({ tenant: jobs.tenant, id: jobs.id })
+        .from(jobs)
+        .where(and(eq(jobs.bucket, b), finishedJob))
+        .limit(perBucket);
+    occurrencesWhere = inArray(
+      sql`(${occurrences.tenant}, ${occurrences.id})`,
+      db.select({ tenant: occurrences.tenant, id: occurrences.id }).from(occurrences).where(oldOccurrence).limit(limit),
+    );
+  }
   // a purged job's labels first: the same page of finished jobs (the same query on the same rows)
   const statements: BatchItem<"sqlite">[] = Array.from({ length: buckets }, (_, b) => [
     // by each label row's full key (its labels JSON): the table's key has no (tenant, job) prefix
-    db.delete(jobLabels).where(inArray(LABEL_KEY, labelRowsWhere(db, sql`(${JOB.tenant}, ${JOB.id}) IN ${finishedJobs(b)}`))),
-    db.delete(jobs).where(inArray(sql`(${jobs.tenant}, ${jobs.id})`, finishedJobs(b))),
+    db.delete(jobLabels).where(inArray(LABEL_KEY, labelRowsWhere(db, sql`(${JOB.tenant}, ${JOB.id}) IN ${jobsOf(b)}`))),
+    db.delete(jobs).where(sql`(${jobs.tenant}, ${jobs.id}) IN ${jobsOf(b)}`),
   ]).flat();
-  const oldOccurrences = db
-    .select({ tenant: occurrences.tenant, id: occurrences.id })
-    .from(occurrences)
-    .where(lt(occurrences.finishedAt, historyCutoffAt))
-    .limit(limit);
   const oldDeadLetters = db
     .select({ tenant: deadLetters.tenant, executionId: deadLetters.executionId })
     .from(deadLetters)
@@ -1028,7 +1086,7 @@ export async function purgeHistory(
   const rowid = sql<number>`rowid`; // idempotency_keys is a rowid table (schema.ts withoutRowid)
   const oldKeys = db.select({ rowid }).from(idempotencyKeys).where(lt(idempotencyKeys.createdAt, idempotencyCutoffAt)).limit(limit);
   statements.push(
-    db.delete(occurrences).where(inArray(sql`(${occurrences.tenant}, ${occurrences.id})`, oldOccurrences)),
+    db.delete(occurrences).where(occurrencesWhere),
     ...(keepDeadLetters
       ? []
       : [db.delete(deadLetters).where(inArray(sql`(${deadLetters.tenant}, ${deadLetters.executionId})`, oldDeadLetters))]),
@@ -1040,10 +1098,33 @@ export async function purgeHistory(
   const limits = [...Array.from({ length: buckets }, () => perBucket), ...results.slice(buckets * 2).map(() => limit)];
   return {
     deleted: counted.reduce((n, r) => n + (r.meta.changes ?? 0), 0),
-    more: counted.some((r, i) => (r.meta.changes ?? 0) >= limits[i]!),
+    more: more || counted.some((r, i) => (r.meta.changes ?? 0) >= limits[i]!),
     rowsWritten: rowsWritten(results),
     sizeAfter: results.at(-1)?.meta.size_after ?? null,
   };
+}
+
+/** `(SELECT tenant, id ...)` of a JSON array of [tenant, id] pairs: keys bound as one parameter. */
+function keysIn(json: string): SQL {
+  return sql`(SELECT json_extract(purged.value, '$[0]'), json_extract(purged.value, '$[1]') FROM json_each(${json}) AS purged)`;
+}
+
+/**
+ * A shard's size (meta.size_after) and the oldest history it holds: the earliest due time of a
+ * finished job or finish of an occurrence (ms; null with none). One statement: the occurrence
+ * index's first entry, and each bucket's first finished job by the due-time index (rows read:
+ * about one a bucket, more where live jobs are due before every finished one).
+ */
+export async function shardHistory(db: Db, buckets: number): Promise<{ bytes: number | null; oldestHistoryAt: number | null }> {
+  const statuses = sql.raw(FINISHED.map((s) => `'${s}'`).join(","));
+  const result = (await db.run(sql`
+    WITH RECURSIVE b(k) AS (SELECT 0 UNION ALL SELECT k + 1 FROM b WHERE k + 1 < ${buckets})
+    SELECT min(at) AS oldest FROM (
+      SELECT min(${occurrences.finishedAt}) AS at FROM ${occurrences}
+      UNION ALL
+      SELECT (SELECT min(${jobs.nextRunAt}) FROM ${jobs} WHERE ${jobs.bucket} = b.k AND ${jobs.status} IN (${statuses})) FROM b
+    )`)) as unknown as D1Result<{ oldest: number | null }>;
+  return { bytes: result.meta.size_after ?? null, oldestHistoryAt: result.results[0]?.oldest ?? null };
 }
 
 /** The highest bucket any job names (a lowered BUCKETS setting must not strand a bucket's jobs). */

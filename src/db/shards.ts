@@ -11,7 +11,7 @@
  * list answers 503), while everything that touches only other shards goes on.
  */
 import { MAX_SHARDS, shardOfId } from "../core/id";
-import { type Db, dbOf, highestBucket, mostShards, recordShardCount } from "./queries";
+import { type Db, dbOf, highestBucket, mostShards, recordShardCount, sizeOf } from "./queries";
 
 export interface Shard {
   index: number;
@@ -37,6 +37,32 @@ export class ShardUnavailable extends Error {
   }
 }
 
+/**
+ * New jobs have no shard with room: every shard is above SHARD_MAX_BYTES with live jobs (or D1
+ * refused a write as full). The API answers 507 naming them; nothing already accepted is touched.
+ */
+export class ShardsFull extends Error {
+  constructor(
+    readonly full: readonly { index: number; bytes: number | null }[],
+    readonly count: number,
+    readonly maxBytes: number,
+  ) {
+    const gb = (bytes: number) => `${(bytes / 1e9).toFixed(2)} GB`;
+    const which = full.map(
+      (s) => `${s.index} (${shardBinding(s.index)}${s.bytes === null ? ", refused a write as full" : `, ${gb(s.bytes)}`})`,
+    );
+    super(
+      `no D1 shard has room for new jobs: ${full.length === 1 ? "shard" : "shards"} ${which.join(", ")} ${full.length === 1 ? "is" : "are"} above SHARD_MAX_BYTES (${gb(maxBytes)}) with live jobs; nothing was stored and every job already accepted runs as before. Add a shard (bind ${shardBinding(count)}: README "Shards"), or let live jobs finish`,
+    );
+  }
+}
+
+/** Whether a D1 error says the database is full (D1's 10 GB, SQLite's SQLITE_FULL). */
+export function isFullError(error: unknown): boolean {
+  const text = error instanceof Error ? `${error.message} ${error.cause instanceof Error ? error.cause.message : ""}` : String(error);
+  return /SQLITE_FULL|database or disk is full|exceeded maximum (db|database) size/i.test(text);
+}
+
 /** The binding name of a shard. */
 export function shardBinding(index: number): string {
   return index === 0 ? "DB" : `DB_${index}`;
@@ -45,6 +71,8 @@ export function shardBinding(index: number): string {
 export class Shards {
   /** where the next pick starts: spreads consecutive requests (and the items of one) over every shard */
   private next: number;
+  /** each shard's size as this isolate last saw it (meta.size_after of a write or a look), and when */
+  private readonly sizes = new Map<number, { bytes: number | null; at: number }>();
 
   constructor(readonly all: readonly Shard[]) {
     this.next = Math.floor(Math.random() * all.length);
@@ -69,6 +97,38 @@ export class Shards {
     return picked;
   }
 
+  /**
+   * A shard for a request's new jobs: in turn, skipping one last seen above `maxBytes`
+   * (SHARD_MAX_BYTES). A shard's size is looked at (one statement that reads no row) the first time
+   * an isolate picks it, and again once SHARD_CHECK_MS has passed while it is full (live jobs finish
+   * and their history leaves); every write's meta.size_after keeps it current between. ShardsFull
+   * when every shard is full. A shard that does not answer is tried (its failure is a 503 naming it).
+   */
+  async pickWithRoom(maxBytes: number, now = Date.now()): Promise<number> {
+    for (let tried = 0; tried < this.count; tried++) {
+      const [index] = this.pick(1);
+      if (await this.hasRoom(index!, maxBytes, now)) return index!;
+    }
+    const full = this.all.map((s) => ({ index: s.index, bytes: this.sizes.get(s.index)?.bytes ?? null }));
+    throw new ShardsFull(full, this.count, maxBytes);
+  }
+
+  /** Records a shard's size from a D1 result's meta.size_after; `null`: D1 refused a write as full. */
+  noteSize(index: number, bytes: number | null | undefined, now = Date.now()): void {
+    if (bytes !== undefined) this.sizes.set(index, { bytes, at: now });
+  }
+
+  private async hasRoom(index: number, maxBytes: number, now: number): Promise<boolean> {
+    const seen = this.sizes.get(index);
+    if (seen && seen.bytes !== null && seen.bytes <= maxBytes) return true;
+    if (seen && now - seen.at < SHARD_CHECK_MS) return false;
+    // not seen yet, or seen full a while ago: look (a shard that does not answer is tried)
+    const bytes = await sizeOf(this.all[index]!.db).catch(() => undefined);
+    if (bytes === undefined || bytes === null) return true;
+    this.noteSize(index, bytes, now);
+    return bytes <= maxBytes;
+  }
+
   /** Runs `read` on every shard at once; the first that fails fails the whole with ShardUnavailable naming it. */
   async everyShard<T>(read: (shard: Shard) => Promise<T>): Promise<T[]> {
     return Promise.all(this.all.map((shard) => this.on(shard, () => read(shard))));
@@ -79,7 +139,7 @@ export class Shards {
     try {
       return await work();
     } catch (error) {
-      if (error instanceof ShardUnavailable) throw error;
+      if (error instanceof ShardUnavailable || error instanceof ShardsFull) throw error;
       throw new ShardUnavailable(shard.index, shard.binding, "failed", error);
     }
   }

@@ -5,9 +5,11 @@
  * alarm heals within one scan period. Then old history leaves D1.
  */
 
+import { viewOfOccurrence, viewOfOneOff } from "../api/present";
+import { type ArchiveWrite, type LeavingExecution, writeArchive } from "../archive/archive";
 import { type Config, configOf } from "../config";
 import { bucketName } from "../core/bucketing";
-import { type Db, purgeHistory } from "../db/queries";
+import { type Db, type HistoryPage, purgeHistory } from "../db/queries";
 import { checkShardCount, highestBucketOfAll, shardsOf } from "../db/shards";
 
 const CONCURRENT_BUCKETS = 6;
@@ -26,6 +28,10 @@ export interface ScanReport {
   purged: number;
   /** of those, deleted before HISTORY_RETENTION_MS because a shard was above HISTORY_MAX_BYTES */
   trimmed: number;
+  /** what went to the archive (ARCHIVE bound) before it left D1 */
+  archived: ArchiveWrite;
+  /** shards whose purge waits because an archive write failed (retried at the next scan) */
+  archiveFailedShards: number[];
   /** why nothing was done (fewer shards bound than the deployment has had) */
   refused?: string;
 }
@@ -38,7 +44,16 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
     await checkShardCount(shards);
   } catch (error) {
     console.error("scan refused", error);
-    return { pulled: 0, failedBuckets: [], failedShards: [], purged: 0, trimmed: 0, refused: String(error) };
+    return {
+      pulled: 0,
+      failedBuckets: [],
+      failedShards: [],
+      purged: 0,
+      trimmed: 0,
+      archived: { objects: 0, bytes: 0, executions: 0 },
+      archiveFailedShards: [],
+      refused: String(error),
+    };
   }
   // every bucket that holds a job, even if BUCKETS was lowered since
   const buckets = Math.max(config.BUCKETS, (await highestBucketOfAll(env).catch(() => -1)) + 1);
@@ -64,22 +79,51 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
   // each shard's history, at once; a shard that fails is purged at the next scan
   const done = await Promise.all(
     shards.all.map((shard) =>
-      purgeShard(shard.db, buckets, config, now, started).catch((error: unknown) => {
+      purgeShard(shard.db, buckets, config, now, started, env.ARCHIVE).catch((error: unknown) => {
         console.error(`history purge of D1 shard ${shard.index} failed`, error);
         failedShards.add(shard.index);
-        return { purged: 0, trimmed: 0, rowsWritten: 0 };
+        return { purged: 0, trimmed: 0, rowsWritten: 0, archived: { objects: 0, bytes: 0, executions: 0 }, archiveFailed: false };
       }),
     ),
   );
+  const archived = {
+    objects: done.reduce((n, d) => n + d.archived.objects, 0),
+    bytes: done.reduce((n, d) => n + d.archived.bytes, 0),
+    executions: done.reduce((n, d) => n + d.archived.executions, 0),
+  };
+  const archiveFailedShards = done.flatMap((d, shard) => (d.archiveFailed ? [shard] : []));
   // the purge's rows are billed too: counted with bucket 0's metrics, one request
   const meters = done.map((d, shard) => ({ shard, d1RowsWritten: d.rowsWritten })).filter((m) => m.d1RowsWritten > 0);
-  if (meters.length > 0)
+  if (meters.length > 0 || archived.objects > 0 || archiveFailedShards.length > 0)
     await env.BUCKET.getByName(bucketName(0))
-      .countD1RowsOf(meters)
+      .countD1RowsOf(meters, { ...archived, failures: archiveFailedShards.length })
       .catch(() => undefined);
   const purged = done.reduce((n, d) => n + d.purged, 0);
   const trimmed = done.reduce((n, d) => n + d.trimmed, 0);
-  return { pulled, failedBuckets, failedShards: [...failedShards].sort((a, b) => a - b), purged, trimmed };
+  return { pulled, failedBuckets, failedShards: [...failedShards].sort((a, b) => a - b), purged, trimmed, archived, archiveFailedShards };
+}
+
+/** A write to the archive failed: the page it held stays in D1 until a later scan writes it. */
+class ArchiveFailed extends Error {}
+
+/** A purge page's executions as the archive keeps them: one-off jobs' and occurrences (a recurring job's row is not one). */
+function leavingOf(page: HistoryPage): LeavingExecution[] {
+  return [
+    ...page.jobs
+      .filter((job) => job.cron === null)
+      .map(
+        (job): LeavingExecution => ({
+          tenant: job.tenant,
+          kind: "one-off",
+          view: viewOfOneOff(job),
+          jobName: job.name,
+          labels: job.labels,
+        }),
+      ),
+    ...page.occurrences.map(
+      (o): LeavingExecution => ({ tenant: o.tenant, kind: "occurrence", view: viewOfOccurrence(o), jobName: o.jobName, labels: o.labels }),
+    ),
+  ];
 }
 
 /**
@@ -95,16 +139,32 @@ async function purgeShard(
   config: Config,
   now: number,
   started: number,
-): Promise<{ purged: number; trimmed: number; rowsWritten: number }> {
+  archive: R2Bucket | undefined,
+): Promise<{ purged: number; trimmed: number; rowsWritten: number; archived: ArchiveWrite; archiveFailed: boolean }> {
   let purged = 0;
   let trimmed = 0;
   let rowsWritten = 0;
+  const archived: ArchiveWrite = { objects: 0, bytes: 0, executions: 0 };
   const inBudget = () => Date.now() - started <= PURGE_BUDGET_MS;
+  // with an archive bound, each page's executions are durable in it before they leave D1
+  const toArchive = archive
+    ? async (page: HistoryPage) => {
+        const leaving = leavingOf(page);
+        if (leaving.length === 0) return;
+        const wrote = await writeArchive(archive, leaving).catch((error: unknown) => {
+          throw new ArchiveFailed(`archive write failed: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+        });
+        archived.objects += wrote.objects;
+        archived.bytes += wrote.bytes;
+        archived.executions += wrote.executions;
+      }
+    : undefined;
   /** pages of history finished more than `keptMs` ago, until caught up or out of budget; the size after */
   const purgeBefore = async (keptMs: number, trimming: boolean): Promise<number | null> => {
     for (;;) {
       const page = await purgeHistory(db, buckets, now - keptMs, now - config.IDEMPOTENCY_WINDOW_MS, PURGE_PAGE, {
         keepDeadLetters: trimming,
+        archive: toArchive,
       });
       rowsWritten += page.rowsWritten;
       purged += page.deleted;
@@ -112,14 +172,21 @@ async function purgeShard(
       if (!page.more || !inBudget()) return page.sizeAfter;
     }
   };
-  let size = await purgeBefore(config.HISTORY_RETENTION_MS, false);
-  for (
-    let keptMs = Math.floor(config.HISTORY_RETENTION_MS / 2);
-    keptMs >= MIN_HISTORY_KEPT_MS && inBudget();
-    keptMs = Math.floor(keptMs / 2)
-  ) {
-    if (size === null || size <= config.HISTORY_MAX_BYTES) break;
-    size = await purgeBefore(keptMs, true);
+  try {
+    let size = await purgeBefore(config.HISTORY_RETENTION_MS, false);
+    for (
+      let keptMs = Math.floor(config.HISTORY_RETENTION_MS / 2);
+      keptMs >= MIN_HISTORY_KEPT_MS && inBudget();
+      keptMs = Math.floor(keptMs / 2)
+    ) {
+      if (size === null || size <= config.HISTORY_MAX_BYTES) break;
+      size = await purgeBefore(keptMs, true);
+    }
+  } catch (error) {
+    if (!(error instanceof ArchiveFailed)) throw error;
+    // nothing of the page was deleted; the next scan writes it again (the same objects)
+    console.error("history archive write failed: the purge waits for the next scan", error);
+    return { purged, trimmed, rowsWritten, archived, archiveFailed: true };
   }
-  return { purged, trimmed, rowsWritten };
+  return { purged, trimmed, rowsWritten, archived, archiveFailed: false };
 }

@@ -169,11 +169,30 @@ async function jsonOf(res: Response): Promise<unknown> {
  * design (core/metrics.ts summarize): any request of any tenant moves them. Left out where a
  * tenant's view must not move.
  */
-const METERS = ["do_rows_written_total", "d1_rows_written_total", "alarms_set_total", "do_requests_total"];
+/** what every tenant sees of the whole deployment: what the platform bills, the archive, each D1 shard's size */
+const METERS = [
+  "do_rows_written_total",
+  "d1_rows_written_total",
+  "alarms_set_total",
+  "do_requests_total",
+  "archived_executions_total",
+  "archive_objects_total",
+  "archive_bytes_total",
+  "archive_write_failures_total",
+  "d1_shard_bytes",
+  "d1_shard_history_max_bytes",
+  "d1_shard_max_bytes",
+  "d1_shard_oldest_history_timestamp_seconds",
+];
 function tenantOnly(summary: unknown): unknown {
-  const { d1_rows_written_total_by_shard: _byShard, ...s } = summary as {
+  const {
+    d1_rows_written_total_by_shard: _byShard,
+    d1_shards: _shards,
+    ...s
+  } = summary as {
     counters: Record<string, number>;
     d1_rows_written_total_by_shard: unknown;
+    d1_shards: unknown;
   };
   return { ...s, counters: Object.fromEntries(Object.entries(s.counters).filter(([name]) => !METERS.includes(name))) };
 }

@@ -5,7 +5,8 @@
  * the command in the positionals, a strict one checks the flags that command takes. Human output
  * on stdout, errors on stderr, and exit codes scripts can use (EXIT, listed in --help).
  */
-import { readFile } from "node:fs/promises";
+import { mkdir, readFile, writeFile } from "node:fs/promises";
+import { dirname, resolve as resolvePath, sep } from "node:path";
 import { parseArgs } from "node:util";
 import {
   type Attempt,
@@ -71,6 +72,12 @@ const GLOBAL_FLAGS: Record<string, Flag> = {
 
 const LIMIT: Flag = { type: "string", value: "<n>", help: `at most n items, following pages (default ${DEFAULT_LIMIT})` };
 
+const ARCHIVE_PREFIX: Flag = {
+  type: "string",
+  value: "<prefix>",
+  help: 'a day or an hour: "date=2026-12-01/" or "date=2026-12-01/hour=14/"',
+};
+
 const CREATE_FLAGS: Record<string, Flag> = {
   target: { type: "string", value: "<url>", help: "the URL to call (target.url)" },
   method: { type: "string", value: "<method>", help: "GET, POST (default), PUT, PATCH or DELETE" },
@@ -120,6 +127,18 @@ const COMMANDS: Record<string, Command> = {
   "executions get": { summary: "one execution", args: ["executionId"], flags: {}, run: showExecution },
   "dlq list": { summary: "dead executions, latest first", args: [], flags: { limit: LIMIT }, run: listDead },
   "dlq redrive": { summary: "run a dead execution again with a fresh attempt budget", args: ["executionId"], flags: {}, run: redrive },
+  "archive list": {
+    summary: "the history archive's objects (executions D1 no longer holds), oldest first",
+    args: [],
+    flags: { prefix: ARCHIVE_PREFIX, limit: LIMIT },
+    run: listArchive,
+  },
+  "archive pull": {
+    summary: "download the archive's objects into a directory, keeping their keys as paths (for DuckDB)",
+    args: [],
+    flags: { out: { type: "string", value: "<dir>", help: "where to write them (default ./archive)" }, prefix: ARCHIVE_PREFIX },
+    run: pullArchive,
+  },
   metrics: { summary: "non-zero counters, dead by reason, fire lag p50/p95/p99", args: [], flags: {}, run: showMetrics },
   tail: {
     summary: "follow a job's executions live (a one-off job's until its execution is final)",
@@ -541,6 +560,41 @@ async function redrive({ client, args, json }: Context): Promise<number> {
   const execution = await client.dlq.redrive(args[0]!);
   if (json) printJson(execution);
   else out(`${execution.id}  redriven  ${execution.status}, due ${execution.dueAt}`);
+  return EXIT.ok;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the history archive
+
+async function listArchive({ client, values, json }: Context): Promise<number> {
+  const limit = numberFlag(values, "limit", usageOf("archive list")) ?? DEFAULT_LIMIT;
+  const prefix = typeof values.prefix === "string" ? values.prefix : undefined;
+  const objects = await client.archive.list({ prefix, limit: Math.min(limit, 1000) }).toArray(limit);
+  if (json) printJson(objects);
+  else
+    table(
+      ["KEY", "EXECUTIONS", "BYTES", "UPLOADED"],
+      objects.map((o) => [o.key, String(o.executions), String(o.size), o.uploadedAt]),
+    );
+  return EXIT.ok;
+}
+
+async function pullArchive({ client, values, json }: Context): Promise<number> {
+  const dir = resolvePath(typeof values.out === "string" ? values.out : "archive");
+  const prefix = typeof values.prefix === "string" ? values.prefix : undefined;
+  const written: { key: string; path: string; bytes: number }[] = [];
+  for await (const object of client.archive.list({ prefix, limit: 1000 })) {
+    const path = resolvePath(dir, ...object.key.split("/"));
+    // a key is the API's; still, nothing is written outside the directory
+    if (!path.startsWith(`${dir}${sep}`)) throw new Error(`archive key ${object.key} leaves ${dir}`);
+    const bytes = await client.archive.object(object.key);
+    await mkdir(dirname(path), { recursive: true });
+    await writeFile(path, bytes);
+    written.push({ key: object.key, path, bytes: bytes.byteLength });
+    if (!json) out(`${object.key}  ${bytes.byteLength} bytes`);
+  }
+  if (json) printJson(written);
+  else out(`${written.length} object(s) in ${dir}`);
   return EXIT.ok;
 }
 

@@ -22,6 +22,8 @@ export type ExecutionWithAttempts = Schemas["ExecutionWithAttempts"];
 export type Attempt = Schemas["Attempt"];
 export type RedrivenExecution = Schemas["RedrivenExecution"];
 export type FlowKey = Schemas["FlowKey"];
+export type ArchivedExecution = Schemas["ArchivedExecution"];
+export type ArchiveObject = Schemas["ArchiveObject"];
 export type Metrics = Schemas["Metrics"];
 export type BatchResults = Schemas["BatchResults"];
 export type BatchResult = BatchResults["results"][number];
@@ -114,6 +116,14 @@ export interface DlqApi {
   redriveMany(executions: BulkRedrive, options?: { idempotencyKey?: string }): Promise<BulkAction>;
 }
 
+/** The history archive (R2): finished executions D1 no longer holds, gzip NDJSON per tenant and hour. */
+export interface ArchiveApi {
+  /** the tenant's objects in time order; `prefix` "date=2026-12-01/" (or with "hour=14/") narrows it */
+  list(query?: { prefix?: string; limit?: number }): Paginated<ArchiveObject>;
+  /** one object as stored: gzip-compressed NDJSON, one execution a line */
+  object(key: string): Promise<Uint8Array>;
+}
+
 export interface ActionsApi {
   /** a bulk action's progress */
   get(id: string): Promise<BulkAction>;
@@ -161,6 +171,8 @@ interface Call {
    * after a 5xx or no answer, because repeating the call cannot do it twice.
    */
   repeatable: boolean;
+  /** the answer is bytes, not JSON */
+  binary?: boolean;
 }
 
 const enc = encodeURIComponent;
@@ -169,6 +181,7 @@ export class SchedulerClient {
   readonly jobs: JobsApi;
   readonly executions: ExecutionsApi;
   readonly dlq: DlqApi;
+  readonly archive: ArchiveApi;
   readonly flowControl: FlowControlApi;
   readonly actions: ActionsApi;
   readonly pull: PullApi;
@@ -246,6 +259,12 @@ export class SchedulerClient {
       redriveMany: (executions, options) => this.#startAction("/v1/dlq/redrive", executions, options?.idempotencyKey),
     };
 
+    this.archive = {
+      list: (query = {}) => this.#list<Schemas["ArchiveList"], "objects">("/v1/archive", "objects", query),
+      object: (key) =>
+        this.#request<Uint8Array>({ method: "GET", path: "/v1/archive/object", query: { key }, repeatable: true, binary: true }),
+    };
+
     this.actions = {
       get: (id) => this.#request({ method: "GET", path: `/v1/actions/${enc(id)}`, repeatable: true }),
     };
@@ -311,10 +330,13 @@ export class SchedulerClient {
     for (let attempt = 1; ; attempt++) {
       let response: Response;
       let text: string;
+      let bytes: Uint8Array | undefined;
       try {
         const timeout = AbortSignal.timeout(call.timeoutMs ?? this.#timeoutMs);
         response = await this.#fetch(request.clone(), { signal: call.signal ? AbortSignal.any([timeout, call.signal]) : timeout });
-        text = await response.text(); // inside the try: a body that breaks off is no answer either
+        // inside the try: a body that breaks off is no answer either
+        if (call.binary && response.ok) bytes = new Uint8Array(await response.arrayBuffer());
+        text = bytes ? "" : await response.text();
       } catch (cause) {
         if (!call.repeatable || attempt >= this.#maxAttempts || call.signal?.aborted) {
           const tries = attempt > 1 ? ` after ${attempt} attempts` : "";
@@ -325,6 +347,7 @@ export class SchedulerClient {
         continue;
       }
 
+      if (bytes) return bytes as T;
       if (response.ok) return parseSuccess<T>(response, text); // 200, 201, and 202 (durable, converging)
       const error = errorOf(response, text);
       const retryable = response.status === 429 || (call.repeatable && response.status >= 500);

@@ -2,6 +2,9 @@
 // "./receiver" subpath, so importing this one pulls in no dependency.
 export type {
   ActionsApi,
+  ArchiveApi,
+  ArchivedExecution,
+  ArchiveObject,
   Attempt,
   BatchResult,
   BatchResults,

@@ -225,6 +225,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/archive": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's history archive objects (gzip NDJSON, one line per execution), in time order */
+        get: operations["listArchive"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/archive/object": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One archive object of the tenant, as stored (application/gzip) */
+        get: operations["getArchiveObject"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions/{id}/redrive": {
         parameters: {
             query?: never;
@@ -929,6 +963,51 @@ export interface components {
             executions: components["schemas"]["Execution"][];
             nextCursor: string | null;
         };
+        ArchivedExecution: {
+            /** @description exe_…; also the webhook-id and Idempotency-Key of every delivery */
+            id: string;
+            jobId: string;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            dueAt: string;
+            /** @enum {string} */
+            status: "pending" | "scheduled" | "dispatched" | "running" | "succeeded" | "dead" | "canceled";
+            lastHttpStatus: number | null;
+            lastError: string | null;
+            /** @description permanent, attempts_exhausted or poison */
+            deadReason: string | null;
+            /**
+             * Format: date-time
+             * @description RFC 3339, UTC
+             */
+            finishedAt: string | null;
+            /** @description attempts made */
+            attempts: number;
+            /**
+             * @description read from the history archive (R2): D1 no longer holds it
+             * @enum {boolean}
+             */
+            archived: true;
+            /** @description the archive object holding it (GET /v1/archive/object?key=...) */
+            archiveKey: string;
+        };
+        ArchiveList: {
+            objects: components["schemas"]["ArchiveObject"][];
+            nextCursor: string | null;
+        };
+        ArchiveObject: {
+            /** @description the object's key in the archive bucket */
+            key: string;
+            /** @description bytes (gzip) */
+            size: number;
+            /** @description lines: one per execution */
+            executions: number;
+            firstId: string;
+            lastId: string;
+            uploadedAt: string;
+        };
         RedrivenExecution: {
             /** @description exe_…; also the webhook-id and Idempotency-Key of every delivery */
             id: string;
@@ -1063,6 +1142,20 @@ export interface components {
             d1_rows_written_total_by_shard: {
                 [key: string]: number;
             };
+            /** @description each D1 shard's size, watermarks and oldest history (the whole deployment's) */
+            d1_shards: {
+                shard: number;
+                binding: string;
+                /** @description the shard's size (meta.size_after); null when it did not answer */
+                bytes: number | null;
+                /** @description HISTORY_MAX_BYTES: above it history is purged before the retention */
+                historyMaxBytes: number;
+                /** @description SHARD_MAX_BYTES: above it the shard takes no new jobs */
+                shardMaxBytes: number;
+                /** @description the oldest finished history it holds */
+                oldestHistoryAt: string | null;
+                error?: string;
+            }[];
             fire_lag_ms: {
                 count: number;
                 p50: number | null;
@@ -1297,6 +1390,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description shards_full: every D1 shard is above SHARD_MAX_BYTES with live jobs (the message names them): nothing was stored; add a shard */
+            507: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     createJobs: {
@@ -1382,6 +1484,15 @@ export interface operations {
                 headers: {
                     /** @description seconds to wait */
                     "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description shards_full: every D1 shard is above SHARD_MAX_BYTES with live jobs (the message names them): nothing was stored; add a shard */
+            507: {
+                headers: {
                     [name: string]: unknown;
                 };
                 content: {
@@ -2510,13 +2621,13 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description the execution */
+            /** @description the execution; once D1 no longer holds it, from the history archive (`archived: true`; one R2 list per 1,000 objects of its hour, and one read) */
             200: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["Execution"];
+                    "application/json": components["schemas"]["Execution"] | components["schemas"]["ArchivedExecution"];
                 };
             };
             /** @description missing, malformed or unknown API key */
@@ -2529,6 +2640,168 @@ export interface operations {
                 };
             };
             /** @description no such execution */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    listArchive: {
+        parameters: {
+            query?: {
+                prefix?: string;
+                limit?: number;
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description a page; follow nextCursor */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ArchiveList"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description archive_not_configured: no R2 bucket is bound as ARCHIVE */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getArchiveObject: {
+        parameters: {
+            query: {
+                key: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the object: gzip-compressed NDJSON */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/gzip": string;
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such object of the tenant, or archive_not_configured */
             404: {
                 headers: {
                     [name: string]: unknown;
