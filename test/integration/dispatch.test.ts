@@ -320,7 +320,10 @@ describe("lost messages", () => {
     expect(delta(before, await counters(), "duplicates_suppressed_total")).toBe(1);
   });
 
-  it("kills nothing while the consumer is down for an hour; the execution is delivered once when the messages are finally consumed (failure row: message never consumed)", async () => {
+  // twelve scans of every shard: 2 s alone, past the default 5 s on a loaded machine
+  it("kills nothing while the consumer is down for an hour; the execution is delivered once when the messages are finally consumed (failure row: message never consumed)", {
+    timeout: 30_000,
+  }, async () => {
     const e = await oneOff();
     await runAlarm(e.stub);
     const before = await counters();
