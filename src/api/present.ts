@@ -116,7 +116,23 @@ export function viewOfLive(e: LiveExecution): ExecutionView {
 }
 
 /** A one-off job's execution as D1 has it: its outcome once terminal, else pending (not held) or canceled with the job. */
-export function viewOfOneOff(job: JobRow): ExecutionView {
+export function viewOfOneOff(
+  job: Pick<
+    JobRow,
+    | "id"
+    | "status"
+    | "runStatus"
+    | "nextRunAt"
+    | "createdAt"
+    | "updatedAt"
+    | "attempts"
+    | "attemptLog"
+    | "lastHttpStatus"
+    | "lastError"
+    | "deadReason"
+    | "finishedAt"
+  >,
+): ExecutionView {
   const status = job.runStatus !== null && isTerminal(job.runStatus) ? job.runStatus : job.status === "canceled" ? "canceled" : "pending";
   return {
     id: oneOffExecutionId(job.id),

@@ -190,11 +190,26 @@ async function liveExecutions(env: Env, bucket: number, query: { jobId?: string;
   }
 }
 
+/** how long one isolate reuses its last reading of the shards' gauges (every scrape of every tenant asks) */
+const SHARD_GAUGES_TTL_MS = 10_000;
+/** a shard that has not answered by then is shown as unreadable */
+const SHARD_GAUGES_TIMEOUT_MS = 5_000;
+const gaugesRead = new WeakMap<object, { at: number; gauges: Promise<ShardGauges[]> }>();
+
 /**
- * Each shard's size, watermarks and oldest history: one statement a shard (shardHistory). A shard
- * that does not answer is shown with an error, never a 500.
+ * Each shard's size, watermarks and oldest history: one statement a shard (shardHistory), read at
+ * most every SHARD_GAUGES_TTL_MS per isolate. A shard that fails or does not answer within
+ * SHARD_GAUGES_TIMEOUT_MS is shown with an error, never a 500.
  */
-export async function shardGauges(env: Env): Promise<ShardGauges[]> {
+export async function shardGauges(env: Env, now = Date.now()): Promise<ShardGauges[]> {
+  const last = gaugesRead.get(env);
+  if (last && now - last.at < SHARD_GAUGES_TTL_MS) return last.gauges;
+  const gauges = readShardGauges(env);
+  gaugesRead.set(env, { at: now, gauges });
+  return gauges;
+}
+
+async function readShardGauges(env: Env): Promise<ShardGauges[]> {
   const config = configOf(env);
   const buckets = Math.max(config.BUCKETS, (await highestBucketOfAll(env).catch(() => -1)) + 1);
   return Promise.all(
@@ -205,13 +220,19 @@ export async function shardGauges(env: Env): Promise<ShardGauges[]> {
         historyMaxBytes: config.HISTORY_MAX_BYTES,
         shardMaxBytes: config.SHARD_MAX_BYTES,
       };
+      let timer: ReturnType<typeof setTimeout> | undefined;
       try {
-        const { bytes, oldestHistoryAt } = await shardHistory(shard.db, buckets);
+        const timeout = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`no answer within ${SHARD_GAUGES_TIMEOUT_MS} ms`)), SHARD_GAUGES_TIMEOUT_MS);
+        });
+        const { bytes, oldestHistoryAt } = await Promise.race([shardHistory(shard.db, buckets), timeout]);
         shardsOf(env).noteSize(shard.index, bytes);
         return { ...gauges, bytes, oldestHistoryAt: oldestHistoryAt === null ? null : toRfc3339(oldestHistoryAt) };
       } catch (error) {
         console.error(`reading D1 shard ${shard.index}'s size failed`, error);
         return { ...gauges, bytes: null, oldestHistoryAt: null, error: "the shard did not answer; read again" };
+      } finally {
+        clearTimeout(timer);
       }
     }),
   );

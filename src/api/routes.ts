@@ -434,7 +434,14 @@ app.get("/v1/executions/:id", async (c) => {
 app.get("/v1/archive", async (c) => {
   const query = ListArchiveQuery.safeParse(singleQuery(c));
   if (!query.success) throw fromZodError(query.error);
-  return c.json(await listArchive(archiveOf(c.env), c.get("tenant"), query.data));
+  const bucket = archiveOf(c.env);
+  try {
+    return c.json(await listArchive(bucket, c.get("tenant"), query.data));
+  } catch (error) {
+    // R2 refuses a cursor it did not hand out
+    if (query.data.cursor === undefined) throw error;
+    throw new ApiError(400, "invalid_field", "cursor is not one this API returned", "cursor");
+  }
 });
 
 /** One archive object of the tenant, as stored (gzip NDJSON): one R2 read. */

@@ -4,15 +4,16 @@
  * GET /v1/executions/:id reads one back once D1 no longer has it.
  *
  * Layout, one object per tenant, hour and purge page:
- *   executions/tenant=<tenant, URI-encoded>/date=<YYYY-MM-DD>/hour=<HH>/<first execution id>.ndjson.gz
+ *   executions/tenant=<tenant, URI-encoded>/date=<YYYY-MM-DD>/hour=<HH>/<first execution id>.<content hash>.ndjson.gz
  * The hour (UTC) is the execution id's own time: a one-off job's creation, a recurring job's
  * occurrence time, so an id alone names its hour's prefix. An object is gzip-compressed NDJSON,
  * one ArchivedExecution per line, in id order; its custom metadata says its last id and count.
  *
- * Written once: a purge page is chosen in a fixed order (db/queries.ts purgeHistory), so a retried
- * write after a failure produces the same key and the same bytes; a page whose rows changed in
- * between (a late finisher) keeps the key of its first id and overwrites the object with what D1
- * still holds. Nothing is deleted from D1 before every object of its page is durable (put resolved).
+ * Written once: a purge page is chosen in a fixed order (db/queries.ts purgeArchivedHistory), so a
+ * retried write after a failure produces the same key and the same bytes; the key ends with a hash
+ * of the content, so an object is never overwritten with other content (a page whose rows changed
+ * in between is another object, and an execution may then be in two: dedupe on id). Nothing is
+ * deleted from D1 before every object of its page is durable (put resolved).
  */
 
 import { type ExecutionView, presentAttempt, presentExecution } from "../api/present";
@@ -76,6 +77,7 @@ export function tenantPrefix(tenant: string): string {
 }
 
 export interface ArchiveObject {
+  /** the tenant's hour, its first id and a hash of its text */
   key: string;
   /** NDJSON, one line per execution, in id order */
   text: string;
@@ -85,21 +87,30 @@ export interface ArchiveObject {
 }
 
 /** A purge page's executions as objects: one per tenant and hour of their ids, lines in id order. */
-export function objectsOf(leaving: readonly LeavingExecution[]): ArchiveObject[] {
+export async function objectsOf(leaving: readonly LeavingExecution[]): Promise<ArchiveObject[]> {
   const groups = Map.groupBy(leaving, (e) => hourPrefix(e.tenant, timeOfId(e.view.id) ?? e.view.dueAt));
-  return [...groups]
-    .map(([prefix, group]) => {
+  const objects = await Promise.all(
+    [...groups].map(async ([prefix, group]) => {
       const lines = group.map(archivedExecution).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
       const first = lines[0]!.id;
-      return {
-        key: `${prefix}${first}.ndjson.gz`,
-        text: lines.map((line) => `${JSON.stringify(line)}\n`).join(""),
-        first,
-        last: lines.at(-1)!.id,
-        count: lines.length,
-      };
-    })
-    .sort((a, b) => (a.key < b.key ? -1 : 1));
+      const text = lines.map((line) => `${JSON.stringify(line)}\n`).join("");
+      return { key: `${prefix}${first}.${await contentHash(text)}${SUFFIX}`, text, first, last: lines.at(-1)!.id, count: lines.length };
+    }),
+  );
+  return objects.sort((a, b) => (a.key < b.key ? -1 : 1));
+}
+
+const SUFFIX = ".ndjson.gz";
+
+/** The first 16 hex digits of the text's SHA-256: other content, another key. */
+async function contentHash(text: string): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text)));
+  return [...digest.slice(0, 8)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** An object key's first execution id (its name up to the hash). */
+function firstIdOf(key: string): string {
+  return key.slice(key.lastIndexOf("/") + 1).split(".")[0]!;
 }
 
 export async function gzip(text: string): Promise<Uint8Array> {
@@ -124,7 +135,7 @@ export interface ArchiveWrite {
  * (the caller deletes nothing, and the next scan writes the same objects again).
  */
 export async function writeArchive(bucket: R2Bucket, leaving: readonly LeavingExecution[]): Promise<ArchiveWrite> {
-  const objects = objectsOf(leaving);
+  const objects = await objectsOf(leaving);
   let bytes = 0;
   // a page of many tenants is many objects: a few puts at a time
   for (let i = 0; i < objects.length; i += PUTS_AT_ONCE) {
@@ -143,17 +154,18 @@ export async function writeArchive(bucket: R2Bucket, leaving: readonly LeavingEx
   return { objects: objects.length, bytes, executions: leaving.length };
 }
 
-/** puts in flight at once while a page is written */
-const PUTS_AT_ONCE = 16;
+/** puts in flight at once while a page is written (an invocation has 6 connections) */
+const PUTS_AT_ONCE = 6;
 
 /** the most list pages an id's hour is searched through (1,000 objects each) */
 const FIND_LIST_PAGES = 20;
 
 /**
  * An archived execution by id, or undefined. Its hour's prefix follows from the id; the objects of
- * that prefix whose [first, last] range holds the id are read until one has it. Costs one R2 list
- * (a class A operation) per 1,000 objects of the tenant's hour, and one read (class B) per object
- * whose range holds the id: usually one.
+ * that prefix whose [first, last] range holds the id are read, and the latest outcome found is
+ * returned (a redriven execution is archived again). Costs one R2 list (a class A operation) per
+ * 1,000 objects of the tenant's hour, searched up to FIND_LIST_PAGES, and one read (class B) per
+ * object whose range holds the id: usually one.
  */
 export async function findArchived(
   bucket: R2Bucket,
@@ -163,11 +175,12 @@ export async function findArchived(
   const at = timeOfId(id);
   if (at === undefined) return undefined;
   const prefix = hourPrefix(tenant, at);
+  let found: { execution: ArchivedExecution; key: string } | undefined;
   let cursor: string | undefined;
   for (let page = 0; page < FIND_LIST_PAGES; page++) {
     const listed = await bucket.list({ prefix, cursor, include: ["customMetadata"] });
     for (const object of listed.objects) {
-      const first = object.key.slice(prefix.length, -".ndjson.gz".length);
+      const first = firstIdOf(object.key);
       const last = object.customMetadata?.last ?? first;
       if (id < first || id > last) continue;
       const body = await bucket.get(object.key);
@@ -175,13 +188,14 @@ export async function findArchived(
       for (const line of (await gunzip(body.body)).split("\n")) {
         if (!line.includes(id)) continue;
         const execution = JSON.parse(line) as ArchivedExecution;
-        if (execution.id === id && execution.tenant === tenant) return { execution, key: object.key };
+        if (execution.id !== id || execution.tenant !== tenant) continue;
+        if (!found || (execution.finishedAt ?? "") > (found.execution.finishedAt ?? "")) found = { execution, key: object.key };
       }
     }
-    if (!listed.truncated) return undefined;
+    if (!listed.truncated) break;
     cursor = listed.cursor;
   }
-  return undefined;
+  return found;
 }
 
 /** One archive object as GET /v1/archive lists it. */
@@ -209,7 +223,7 @@ export async function listArchive(
   });
   return {
     objects: listed.objects.map((o) => {
-      const first = o.key.slice(o.key.lastIndexOf("/") + 1, -".ndjson.gz".length);
+      const first = firstIdOf(o.key);
       return {
         key: o.key,
         size: o.size,

@@ -44,7 +44,6 @@ export interface Applied {
   version: number;
 }
 
-/** D1 rows a caller wrote to one shard, counted with the bucket's metrics (d1_rows_written_total by shard). */
 /** What a scan's purge put to the history archive, counted with bucket 0's metrics. */
 export interface ArchiveCount {
   executions: number;
@@ -54,6 +53,7 @@ export interface ArchiveCount {
   failures: number;
 }
 
+/** D1 rows a caller wrote to one shard, counted with the bucket's metrics (d1_rows_written_total by shard). */
 export interface D1Meter {
   shard: number;
   d1RowsWritten: number;

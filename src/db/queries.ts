@@ -998,23 +998,46 @@ export async function listFlowKeys(db: Db, tenant: string, limit: number): Promi
 // ---------------------------------------------------------------------------------------------
 // retention
 
+/** A finished job's columns the archive keeps (not its spec: its request, up to 128 KiB, is not history). */
+const ARCHIVED_JOB = {
+  tenant: jobs.tenant,
+  id: jobs.id,
+  name: jobs.name,
+  status: jobs.status,
+  cron: jobs.cron,
+  nextRunAt: jobs.nextRunAt,
+  createdAt: jobs.createdAt,
+  updatedAt: jobs.updatedAt,
+  runStatus: jobs.runStatus,
+  attempts: jobs.attempts,
+  lastHttpStatus: jobs.lastHttpStatus,
+  lastError: jobs.lastError,
+  deadReason: jobs.deadReason,
+  finishedAt: jobs.finishedAt,
+  attemptLog: jobs.attemptLog,
+  labels: jobs.labels,
+};
+export type ArchivedJobRow = Pick<JobRow, keyof typeof ARCHIVED_JOB>;
+
 /** A page of history leaving D1 with an archive bound: its finished jobs and occurrences, as read. */
 export interface HistoryPage {
   /** finished jobs (a one-off one is its execution; a recurring one's executions are its occurrences) */
-  jobs: JobRow[];
+  jobs: ArchivedJobRow[];
   /** finished occurrences, with their job's name and labels (null once the job itself has gone) */
   occurrences: (OccurrenceRow & { jobName: string | null; labels: string | null })[];
 }
+
+/** what a purge page with an archive reads at most, jobs and occurrences each (their attempt logs, errors, labels) */
+export const ARCHIVE_PAGE_BYTES = 16_000_000;
+/** a row's bytes beyond the variable columns, for the page's budget */
+const ROW_BYTES = 300;
 
 /**
  * purgeHistory: one page of finished jobs (per bucket, by the due-time index), occurrence history,
  * dead letters (unless `keepDeadLetters`) and idempotency keys older than their cutoffs. Returns
  * the rows deleted, whether a statement filled its page (more remain), the rows written, and the
- * database's size after it (meta.size_after, bytes).
- *
- * With `archive`, the page's jobs and occurrences are read first, in a fixed order (due time, then
- * key: a retry reads the same page), handed to `archive`, and deleted only once it resolved, by
- * their keys and still finished (a redrive in between keeps its job). A rejection deletes nothing.
+ * database's size after it (meta.size_after, bytes). Without an archive: one batch of deletes,
+ * each over a key subquery with a LIMIT.
  */
 export async function purgeHistory(
   db: Db,
@@ -1022,75 +1045,30 @@ export async function purgeHistory(
   historyCutoffAt: number,
   idempotencyCutoffAt: number,
   limit: number,
-  { keepDeadLetters = false, archive }: { keepDeadLetters?: boolean; archive?: (page: HistoryPage) => Promise<void> } = {},
-): Promise<{ deleted: number; more: boolean; rowsWritten: number; sizeAfter: number | null }> {
+  { keepDeadLetters = false }: { keepDeadLetters?: boolean } = {},
+): Promise<PurgedPage> {
   const perBucket = Math.max(1, Math.ceil(limit / buckets));
-  const finishedJob = and(inArray(jobs.status, FINISHED), lt(jobs.nextRunAt, historyCutoffAt), lt(jobs.updatedAt, historyCutoffAt));
-  const oldOccurrence = lt(occurrences.finishedAt, historyCutoffAt);
-  // what each page deletes: without an archive, the first `limit` found; with one, what it archived
-  let jobsOf: (b: number) => SQLWrapper;
-  let occurrencesWhere: SQL | undefined;
-  let more = false;
-  if (archive) {
-    const read = (await db.batch([
-      ...Array.from({ length: buckets }, (_, b) =>
-        db
-          .select()
-          .from(jobs)
-          .where(and(eq(jobs.bucket, b), finishedJob))
-          .orderBy(jobs.nextRunAt, jobs.tenant, jobs.id)
-          .limit(perBucket),
-      ),
-      db
-        .select({ ...getTableColumns(occurrences), jobName: jobs.name, labels: jobs.labels })
-        .from(occurrences)
-        .leftJoin(jobs, and(eq(jobs.tenant, occurrences.tenant), eq(jobs.id, occurrences.jobId)))
-        .where(oldOccurrence)
-        .orderBy(occurrences.finishedAt, occurrences.tenant, occurrences.id)
-        .limit(limit),
-    ] as unknown as [BatchItem<"sqlite">])) as unknown[][];
-    const page: HistoryPage = { jobs: read.slice(0, buckets).flat() as JobRow[], occurrences: read.at(-1) as HistoryPage["occurrences"] };
-    more = read.slice(0, buckets).some((rows) => rows.length >= perBucket) || page.occurrences.length >= limit;
-    if (page.jobs.length > 0 || page.occurrences.length > 0) await archive(page);
-    const jobKeys = JSON.stringify(page.jobs.map((j) => [j.tenant, j.id]));
-    jobsOf = (b) =>
-      db
-        .select({ tenant: jobs.tenant, id: jobs.id })
-        .from(jobs)
-        .where(and(sql`(${jobs.tenant}, ${jobs.id}) IN ${keysIn(jobKeys)}`, eq(jobs.bucket, b), finishedJob));
-    occurrencesWhere = sql`(${occurrences.tenant}, ${occurrences.id}) IN ${keysIn(JSON.stringify(page.occurrences.map((o) => [o.tenant, o.id])))}`;
-  } else {
-    // SQLite's DELETE ... LIMIT is a compile-time option: each page is a key subquery with a LIMIT
-    jobsOf = (b) =>
-      db
-        .select({ tenant: jobs.tenant, id: jobs.id })
-        .from(jobs)
-        .where(and(eq(jobs.bucket, b), finishedJob))
-        .limit(perBucket);
-    occurrencesWhere = inArray(
-      sql`(${occurrences.tenant}, ${occurrences.id})`,
-      db.select({ tenant: occurrences.tenant, id: occurrences.id }).from(occurrences).where(oldOccurrence).limit(limit),
-    );
-  }
+  // SQLite's DELETE ... LIMIT is a compile-time option: each page is a key subquery with a LIMIT
+  const finishedJobs = (b: number) =>
+    db
+      .select({ tenant: jobs.tenant, id: jobs.id })
+      .from(jobs)
+      .where(and(eq(jobs.bucket, b), finishedJobBefore(historyCutoffAt)))
+      .limit(perBucket);
   // a purged job's labels first: the same page of finished jobs (the same query on the same rows)
   const statements: BatchItem<"sqlite">[] = Array.from({ length: buckets }, (_, b) => [
     // by each label row's full key (its labels JSON): the table's key has no (tenant, job) prefix
-    db.delete(jobLabels).where(inArray(LABEL_KEY, labelRowsWhere(db, sql`(${JOB.tenant}, ${JOB.id}) IN ${jobsOf(b)}`))),
-    db.delete(jobs).where(sql`(${jobs.tenant}, ${jobs.id}) IN ${jobsOf(b)}`),
+    db.delete(jobLabels).where(inArray(LABEL_KEY, labelRowsWhere(db, sql`(${JOB.tenant}, ${JOB.id}) IN ${finishedJobs(b)}`))),
+    db.delete(jobs).where(inArray(sql`(${jobs.tenant}, ${jobs.id})`, finishedJobs(b))),
   ]).flat();
-  const oldDeadLetters = db
-    .select({ tenant: deadLetters.tenant, executionId: deadLetters.executionId })
-    .from(deadLetters)
-    .where(and(lt(deadLetters.deadAt, historyCutoffAt), isNull(deadLetters.redriveAt)))
+  const oldOccurrences = db
+    .select({ tenant: occurrences.tenant, id: occurrences.id })
+    .from(occurrences)
+    .where(lt(occurrences.finishedAt, historyCutoffAt))
     .limit(limit);
-  const rowid = sql<number>`rowid`; // idempotency_keys is a rowid table (schema.ts withoutRowid)
-  const oldKeys = db.select({ rowid }).from(idempotencyKeys).where(lt(idempotencyKeys.createdAt, idempotencyCutoffAt)).limit(limit);
   statements.push(
-    db.delete(occurrences).where(occurrencesWhere),
-    ...(keepDeadLetters
-      ? []
-      : [db.delete(deadLetters).where(inArray(sql`(${deadLetters.tenant}, ${deadLetters.executionId})`, oldDeadLetters))]),
-    db.delete(idempotencyKeys).where(inArray(rowid, oldKeys)),
+    db.delete(occurrences).where(inArray(sql`(${occurrences.tenant}, ${occurrences.id})`, oldOccurrences)),
+    ...retentionOnly(db, historyCutoffAt, idempotencyCutoffAt, limit, keepDeadLetters),
   );
   const results = await batchRun(db, statements);
   // label rows do not count as deleted items (a job's labels go with it); "more" looks at the jobs
@@ -1098,10 +1076,150 @@ export async function purgeHistory(
   const limits = [...Array.from({ length: buckets }, () => perBucket), ...results.slice(buckets * 2).map(() => limit)];
   return {
     deleted: counted.reduce((n, r) => n + (r.meta.changes ?? 0), 0),
-    more: more || counted.some((r, i) => (r.meta.changes ?? 0) >= limits[i]!),
+    more: counted.some((r, i) => (r.meta.changes ?? 0) >= limits[i]!),
     rowsWritten: rowsWritten(results),
     sizeAfter: results.at(-1)?.meta.size_after ?? null,
   };
+}
+
+export interface PurgedPage {
+  deleted: number;
+  more: boolean;
+  rowsWritten: number;
+  sizeAfter: number | null;
+}
+
+/**
+ * purgeArchivedHistory: purgeHistory's page with an archive. The page's keys are chosen in a fixed
+ * order (due time, then key; occurrences by finish) and cut at ARCHIVE_PAGE_BYTES, so a retry reads
+ * the same page; its rows are read by key (without the job's spec), handed to `archive`, and
+ * deleted only once it resolved: by key and only if still finished and as old (a redrive or a new
+ * outcome in between keeps the row, and a later page archives it again). When `archive` rejects,
+ * no job or occurrence is deleted (dead letters and idempotency keys past their retention still
+ * are), and the rejection is rethrown. Rows read: about 3 per execution (keys, rows, the delete's
+ * lookups).
+ */
+export async function purgeArchivedHistory(
+  db: Db,
+  buckets: number,
+  historyCutoffAt: number,
+  idempotencyCutoffAt: number,
+  limit: number,
+  archive: (page: HistoryPage) => Promise<void>,
+  { keepDeadLetters = false, pageBytes = ARCHIVE_PAGE_BYTES }: { keepDeadLetters?: boolean; pageBytes?: number } = {},
+): Promise<PurgedPage> {
+  const perBucket = Math.max(1, Math.ceil(limit / buckets));
+  const bytes = (...columns: AnySQLiteColumn[]) =>
+    sql<number>`${sql.join(
+      columns.map((c) => sql`ifnull(length(${c}), 0)`),
+      sql` + `,
+    )}`;
+  const keyed = (await db.batch([
+    ...Array.from({ length: buckets }, (_, b) =>
+      db
+        .select({ tenant: jobs.tenant, id: jobs.id, bytes: bytes(jobs.attemptLog, jobs.lastError, jobs.labels, jobs.name) })
+        .from(jobs)
+        .where(and(eq(jobs.bucket, b), finishedJobBefore(historyCutoffAt)))
+        .orderBy(jobs.nextRunAt, jobs.tenant, jobs.id)
+        .limit(perBucket),
+    ),
+    db
+      .select({ tenant: occurrences.tenant, id: occurrences.id, bytes: bytes(occurrences.attemptLog, occurrences.lastError) })
+      .from(occurrences)
+      .where(lt(occurrences.finishedAt, historyCutoffAt))
+      .orderBy(occurrences.finishedAt, occurrences.tenant, occurrences.id)
+      .limit(limit),
+  ] as unknown as [BatchItem<"sqlite">])) as { tenant: string; id: string; bytes: number }[][];
+  const jobKeys = withinBytes(keyed.slice(0, buckets).flat(), pageBytes);
+  const occurrenceKeys = withinBytes(keyed.at(-1)!, pageBytes);
+  const more =
+    keyed.slice(0, buckets).some((rows) => rows.length >= perBucket) || keyed.at(-1)!.length >= limit || jobKeys.cut || occurrenceKeys.cut;
+  const jobJson = JSON.stringify(jobKeys.keys.map((k) => [k.tenant, k.id]));
+  const occurrenceJson = JSON.stringify(occurrenceKeys.keys.map((k) => [k.tenant, k.id]));
+  const tail = retentionOnly(db, historyCutoffAt, idempotencyCutoffAt, limit, keepDeadLetters);
+  if (jobKeys.keys.length > 0 || occurrenceKeys.keys.length > 0) {
+    const [jobRows, occurrenceRows] = await db.batch([
+      db
+        .select(ARCHIVED_JOB)
+        .from(jobs)
+        .where(sql`(${jobs.tenant}, ${jobs.id}) IN ${keysIn(jobJson)}`),
+      db
+        .select({ ...getTableColumns(occurrences), jobName: jobs.name, labels: jobs.labels })
+        .from(occurrences)
+        .leftJoin(jobs, and(eq(jobs.tenant, occurrences.tenant), eq(jobs.id, occurrences.jobId)))
+        .where(sql`(${occurrences.tenant}, ${occurrences.id}) IN ${keysIn(occurrenceJson)}`),
+    ]);
+    try {
+      await archive({ jobs: jobRows, occurrences: occurrenceRows });
+    } catch (error) {
+      await batchRun(db, tail);
+      throw error;
+    }
+  }
+  // by key, and only rows still finished and as old as when read (`+`: by the key, not the due-time index)
+  const stillFinished = db
+    .select({ tenant: jobs.tenant, id: jobs.id })
+    .from(jobs)
+    .where(
+      and(
+        sql`(${jobs.tenant}, ${jobs.id}) IN ${keysIn(jobJson)}`,
+        inArray(jobs.status, FINISHED),
+        sql`+${jobs.nextRunAt} < ${historyCutoffAt}`,
+        sql`+${jobs.updatedAt} < ${historyCutoffAt}`,
+      ),
+    );
+  const results = await batchRun(db, [
+    db.delete(jobLabels).where(inArray(LABEL_KEY, labelRowsWhere(db, sql`(${JOB.tenant}, ${JOB.id}) IN ${stillFinished}`))),
+    db.delete(jobs).where(inArray(sql`(${jobs.tenant}, ${jobs.id})`, stillFinished)),
+    db
+      .delete(occurrences)
+      .where(
+        and(
+          sql`(${occurrences.tenant}, ${occurrences.id}) IN ${keysIn(occurrenceJson)}`,
+          sql`+${occurrences.finishedAt} < ${historyCutoffAt}`,
+        ),
+      ),
+    ...tail,
+  ]);
+  return {
+    // label rows do not count as deleted items (a job's labels go with it)
+    deleted: results.slice(1).reduce((n, r) => n + (r.meta.changes ?? 0), 0),
+    more: more || results.slice(3).some((r) => (r.meta.changes ?? 0) >= limit),
+    rowsWritten: rowsWritten(results),
+    sizeAfter: results.at(-1)?.meta.size_after ?? null,
+  };
+}
+
+/** Keys in order while their bytes fit `budget` (at least one); `cut` when some were left for the next page. */
+function withinBytes<T extends { bytes: number }>(keys: T[], budget: number): { keys: T[]; cut: boolean } {
+  let total = 0;
+  for (const [i, k] of keys.entries()) {
+    total += k.bytes + ROW_BYTES;
+    if (total > budget && i > 0) return { keys: keys.slice(0, i), cut: true };
+  }
+  return { keys, cut: false };
+}
+
+/** A finished job whose due time and last change are before the cutoff. */
+function finishedJobBefore(cutoffAt: number): SQL {
+  return and(inArray(jobs.status, FINISHED), lt(jobs.nextRunAt, cutoffAt), lt(jobs.updatedAt, cutoffAt))!;
+}
+
+/** The purge of what is not an execution: dead letters (unless kept) and idempotency keys past their retention. */
+function retentionOnly(db: Db, historyCutoffAt: number, idempotencyCutoffAt: number, limit: number, keepDeadLetters: boolean) {
+  const oldDeadLetters = db
+    .select({ tenant: deadLetters.tenant, executionId: deadLetters.executionId })
+    .from(deadLetters)
+    .where(and(lt(deadLetters.deadAt, historyCutoffAt), isNull(deadLetters.redriveAt)))
+    .limit(limit);
+  const rowid = sql<number>`rowid`; // idempotency_keys is a rowid table (schema.ts withoutRowid)
+  const oldKeys = db.select({ rowid }).from(idempotencyKeys).where(lt(idempotencyKeys.createdAt, idempotencyCutoffAt)).limit(limit);
+  return [
+    ...(keepDeadLetters
+      ? []
+      : [db.delete(deadLetters).where(inArray(sql`(${deadLetters.tenant}, ${deadLetters.executionId})`, oldDeadLetters))]),
+    db.delete(idempotencyKeys).where(inArray(rowid, oldKeys)),
+  ];
 }
 
 /** `(SELECT tenant, id ...)` of a JSON array of [tenant, id] pairs: keys bound as one parameter. */
@@ -1109,11 +1227,15 @@ function keysIn(json: string): SQL {
   return sql`(SELECT json_extract(purged.value, '$[0]'), json_extract(purged.value, '$[1]') FROM json_each(${json}) AS purged)`;
 }
 
+/** how many of a bucket's earliest-due jobs the oldest-history gauge looks at */
+const OLDEST_SCAN_ROWS = 1000;
+
 /**
  * A shard's size (meta.size_after) and the oldest history it holds: the earliest due time of a
  * finished job or finish of an occurrence (ms; null with none). One statement: the occurrence
- * index's first entry, and each bucket's first finished job by the due-time index (rows read:
- * about one a bucket, more where live jobs are due before every finished one).
+ * index's first entry, and the first finished job among each bucket's OLDEST_SCAN_ROWS
+ * earliest-due (the due-time index): rows read about one a bucket, at most OLDEST_SCAN_ROWS where
+ * live jobs are due before every finished one (then that bucket's history is newer than those).
  */
 export async function shardHistory(db: Db, buckets: number): Promise<{ bytes: number | null; oldestHistoryAt: number | null }> {
   const statuses = sql.raw(FINISHED.map((s) => `'${s}'`).join(","));
@@ -1122,7 +1244,13 @@ export async function shardHistory(db: Db, buckets: number): Promise<{ bytes: nu
     SELECT min(at) AS oldest FROM (
       SELECT min(${occurrences.finishedAt}) AS at FROM ${occurrences}
       UNION ALL
-      SELECT (SELECT min(${jobs.nextRunAt}) FROM ${jobs} WHERE ${jobs.bucket} = b.k AND ${jobs.status} IN (${statuses})) FROM b
+      SELECT (
+        SELECT min(due) FROM (
+          SELECT ${jobs.nextRunAt} AS due, ${jobs.status} AS status FROM ${jobs}
+          WHERE ${jobs.bucket} = b.k AND ${jobs.nextRunAt} IS NOT NULL
+          ORDER BY ${jobs.nextRunAt} LIMIT ${OLDEST_SCAN_ROWS}
+        ) WHERE status IN (${statuses})
+      ) FROM b
     )`)) as unknown as D1Result<{ oldest: number | null }>;
   return { bytes: result.meta.size_after ?? null, oldestHistoryAt: result.results[0]?.oldest ?? null };
 }

@@ -52,7 +52,7 @@ export class ShardsFull extends Error {
       (s) => `${s.index} (${shardBinding(s.index)}${s.bytes === null ? ", refused a write as full" : `, ${gb(s.bytes)}`})`,
     );
     super(
-      `no D1 shard has room for new jobs: ${full.length === 1 ? "shard" : "shards"} ${which.join(", ")} ${full.length === 1 ? "is" : "are"} above SHARD_MAX_BYTES (${gb(maxBytes)}) with live jobs; nothing was stored and every job already accepted runs as before. Add a shard (bind ${shardBinding(count)}: README "Shards"), or let live jobs finish`,
+      `no D1 shard has room for new jobs: ${full.length === 1 ? "shard" : "shards"} ${which.join(", ")} ${full.length === 1 ? "is" : "are"} above SHARD_MAX_BYTES (${gb(maxBytes)}): live jobs, or history the purge could not remove yet (see archive_write_failures_total); this request stored no job without an idempotency key, and every job already accepted runs as before. Add a shard (bind ${shardBinding(count)}: README "Shards"), or let live jobs finish`,
     );
   }
 }
@@ -105,9 +105,11 @@ export class Shards {
    * when every shard is full. A shard that does not answer is tried (its failure is a 503 naming it).
    */
   async pickWithRoom(maxBytes: number, now = Date.now()): Promise<number> {
+    // the start is taken once: concurrent requests move `next` while this one waits on a look
+    const [start] = this.pick(1);
     for (let tried = 0; tried < this.count; tried++) {
-      const [index] = this.pick(1);
-      if (await this.hasRoom(index!, maxBytes, now)) return index!;
+      const index = (start! + tried) % this.count;
+      if (await this.hasRoom(index, maxBytes, now)) return index;
     }
     const full = this.all.map((s) => ({ index: s.index, bytes: this.sizes.get(s.index)?.bytes ?? null }));
     throw new ShardsFull(full, this.count, maxBytes);

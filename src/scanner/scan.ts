@@ -9,7 +9,7 @@ import { viewOfOccurrence, viewOfOneOff } from "../api/present";
 import { type ArchiveWrite, type LeavingExecution, writeArchive } from "../archive/archive";
 import { type Config, configOf } from "../config";
 import { bucketName } from "../core/bucketing";
-import { type Db, type HistoryPage, purgeHistory } from "../db/queries";
+import { type Db, type HistoryPage, type PurgedPage, purgeArchivedHistory, purgeHistory } from "../db/queries";
 import { checkShardCount, highestBucketOfAll, shardsOf } from "../db/shards";
 
 const CONCURRENT_BUCKETS = 6;
@@ -162,10 +162,13 @@ async function purgeShard(
   /** pages of history finished more than `keptMs` ago, until caught up or out of budget; the size after */
   const purgeBefore = async (keptMs: number, trimming: boolean): Promise<number | null> => {
     for (;;) {
-      const page = await purgeHistory(db, buckets, now - keptMs, now - config.IDEMPOTENCY_WINDOW_MS, PURGE_PAGE, {
-        keepDeadLetters: trimming,
-        archive: toArchive,
-      });
+      const historyCutoffAt = now - keptMs;
+      const idempotencyCutoffAt = now - config.IDEMPOTENCY_WINDOW_MS;
+      const page: PurgedPage = toArchive
+        ? await purgeArchivedHistory(db, buckets, historyCutoffAt, idempotencyCutoffAt, PURGE_PAGE, toArchive, {
+            keepDeadLetters: trimming,
+          })
+        : await purgeHistory(db, buckets, historyCutoffAt, idempotencyCutoffAt, PURGE_PAGE, { keepDeadLetters: trimming });
       rowsWritten += page.rowsWritten;
       purged += page.deleted;
       if (trimming) trimmed += page.deleted;

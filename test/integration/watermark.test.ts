@@ -92,6 +92,7 @@ describe("a shard above HISTORY_MAX_BYTES", () => {
     expect(await count("SELECT count(*) AS n FROM jobs WHERE tenant = ? AND id LIKE 'job_recent%'", tenant)).toBe(2_000);
     expect(report.trimmed).toBeGreaterThanOrEqual(2_000);
     expect(await sizeOf()).toBeLessThanOrEqual(watermark);
+    clock.advance(10_000); // past the gauges' reuse (read-model.ts SHARD_GAUGES_TTL_MS)
     expect(await shard0()).toMatchObject({ bytes: await sizeOf(), oldestHistoryAt: toRfc3339(now - 2 * DAY) });
     // live jobs and the dead letter stay
     expect(await count("SELECT count(*) AS n FROM jobs WHERE id IN (?, ?)", active, paused)).toBe(2);

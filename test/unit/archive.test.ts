@@ -50,9 +50,9 @@ describe("archive layout", () => {
     expect(hourPrefix("acme", Date.UTC(2026, 11, 31, 23, 59, 59, 999))).toBe("executions/tenant=acme/date=2026-12-31/hour=23/");
   });
 
-  it("puts a page in one object per tenant and hour of the execution id, lines in id order, keyed by the first id", () => {
+  it("puts a page in one object per tenant and hour of the execution id, lines in id order, keyed by the first id and a hash of the content", async () => {
     const page = [leaving("acme", at + 5, 3), leaving("acme", at, 9), leaving("globex", at, 1), leaving("acme", at + HOUR, 2)];
-    const objects = objectsOf(page);
+    const objects = await objectsOf(page);
     expect(objects.map((o) => [o.key.split("/").slice(1, 4).join("/"), o.count])).toEqual([
       ["tenant=acme/date=2026-12-02/hour=14", 2],
       ["tenant=acme/date=2026-12-02/hour=15", 1],
@@ -64,7 +64,7 @@ describe("archive layout", () => {
       .split("\n")
       .map((l) => JSON.parse(l).id as string);
     expect(ids).toEqual([...ids].sort());
-    expect(first.key).toBe(`${hourPrefix("acme", at)}${ids[0]}.ndjson.gz`);
+    expect(first.key).toMatch(new RegExp(`^${hourPrefix("acme", at)}${ids[0]}\\.[0-9a-f]{16}\\.ndjson\\.gz$`));
     expect([first.first, first.last]).toEqual([ids[0], ids[1]]);
     // a line: the execution as the API shows it, with its tenant, job name, labels and attempts
     expect(JSON.parse(first.text.split("\n")[0]!)).toMatchObject({
@@ -80,15 +80,24 @@ describe("archive layout", () => {
 
   it("writes the same bytes for the same executions in any order (a retried write is the same object)", async () => {
     const page = [leaving("acme", at, 1), leaving("acme", at + 10, 2), leaving("acme", at + 20, 3, "dead")];
-    const [a] = objectsOf(page);
-    const [b] = objectsOf([...page].reverse());
+    const [a] = await objectsOf(page);
+    const [b] = await objectsOf([...page].reverse());
     expect(b!.key).toBe(a!.key);
     expect(await gzip(b!.text)).toEqual(await gzip(a!.text));
     expect(await gunzip(await gzip(a!.text))).toBe(a!.text);
   });
 
-  it("reads back the execution as GET /v1/executions/:id shows it", () => {
-    const [object] = objectsOf([leaving("acme", at, 4, "dead")]);
+  it("gives other content another key: an object is never overwritten with other executions", async () => {
+    const page = [leaving("acme", at, 1), leaving("acme", at + 10, 2)];
+    const [whole] = await objectsOf(page);
+    const [less] = await objectsOf(page.slice(0, 1));
+    const [changed] = await objectsOf([page[0]!, { ...page[1]!, view: { ...page[1]!.view, status: "dead" } }]);
+    expect(less!.first).toBe(whole!.first);
+    expect(new Set([whole!.key, less!.key, changed!.key]).size).toBe(3);
+  });
+
+  it("reads back the execution as GET /v1/executions/:id shows it", async () => {
+    const [object] = await objectsOf([leaving("acme", at, 4, "dead")]);
     const line = JSON.parse(object!.text);
     expect(Object.keys(executionOfArchived(line)).sort()).toEqual(
       ["attempts", "deadReason", "dueAt", "finishedAt", "id", "jobId", "lastError", "lastHttpStatus", "status"].sort(),
@@ -117,7 +126,7 @@ describe("archive size", () => {
         },
       };
     });
-    const [object] = objectsOf(page);
+    const [object] = await objectsOf(page);
     const bytes = (await gzip(object!.text)).byteLength;
     const perExecution = bytes / page.length;
     console.log(
