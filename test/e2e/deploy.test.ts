@@ -69,8 +69,16 @@ function show(call: Call): string {
   return `${call.method} ${path}${call.query}${call.name ? ` [${call.name}]` : ""} -> ${call.status}${call.injected ? " (injected failure)" : ""}`;
 }
 
+/** the calls, one line each, a run of the same call as one line with its count */
 function print(title: string, calls: Call[]): void {
-  console.log(`${title}: ${calls.length} API calls\n${calls.map((c) => `  ${show(c)}`).join("\n")}`);
+  const lines: { text: string; count: number }[] = [];
+  for (const call of calls) {
+    const text = show(call);
+    const last = lines.at(-1);
+    if (last?.text === text) last.count++;
+    else lines.push({ text, count: 1 });
+  }
+  console.log(`${title}: ${calls.length} API calls\n${lines.map((l) => `  ${l.text}${l.count > 1 ? ` (x${l.count})` : ""}`).join("\n")}`);
 }
 
 const isCreate = (c: Call) =>

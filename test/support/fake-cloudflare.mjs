@@ -241,14 +241,14 @@ export async function startFakeCloudflare({ port = 0, accountId = "0123456789abc
     m = /^\/workers\/scripts\/([^/]+)\/secrets$/.exec(rest);
     if (m) {
       const s = script(m[1] ?? "");
+      const put = method === "PUT" ? json() : null;
+      if (put) call.name = put.name;
       if (!s) return scriptMissing();
       if (method === "GET") return { result: [...s.secrets.keys()].map((name) => ({ name, type: "secret_text" })) };
-      if (method === "PUT") {
-        const { name, text } = json();
-        call.name = name;
+      if (put) {
         // only a digest is kept: the fake holds no secret, the test compares what it printed
-        s.secrets.set(name, createHash("sha256").update(String(text)).digest("hex"));
-        return { result: { name, type: "secret_text" } };
+        s.secrets.set(put.name, createHash("sha256").update(String(put.text)).digest("hex"));
+        return { result: { name: put.name, type: "secret_text" } };
       }
     }
     m = method === "PUT" ? /^\/workers\/scripts\/([^/]+)$/.exec(rest) : null;
