@@ -18,7 +18,7 @@ import { parseDurationMs, parseInstant } from "../core/when";
 import { definitionOf, getJobsByIds, hasLegacyKeys, insertJobs, legacyKeyOwners, type NewJob } from "../db/queries";
 import type { JobRow } from "../db/schema";
 import { isFullError, type Shards, ShardsFull, shardsOf } from "../db/shards";
-import { claimKeys, type KeyClaim, type KeyOwner } from "../idempotency/key-claims";
+import { claimKeys, type KeyClaim, type KeyOwner, releaseKeys } from "../idempotency/key-claims";
 import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
 import { presentJob } from "./present";
 import { CreateJobInput } from "./schemas";
@@ -374,9 +374,12 @@ export async function createJobs(env: Env, config: Config, tenant: string, prepa
   const meters: D1Meter[] = [];
   for (const [shard, jobs] of groups) {
     const inserted = await shards.on(shard, () =>
-      insertJobs(shard.db, tenant, jobs, now).catch((error: unknown) => {
+      insertJobs(shard.db, tenant, jobs, now).catch(async (error: unknown) => {
         if (!isFullError(error)) throw error;
         shards.noteSize(shard.index, null); // the next requests go to shards with room
+        // nothing was stored: the keys naming these jobs are given up, so a retry is not sent back here
+        const keyed = jobs.flatMap((j) => (j.idempotencyKey === null ? [] : [{ key: j.idempotencyKey, jobId: j.id }]));
+        await releaseKeys(env, tenant, keyed).catch((e: unknown) => console.error("releasing idempotency keys failed", e));
         throw new ShardsFull([{ index: shard.index, bytes: null }], shards.count, config.SHARD_MAX_BYTES);
       }),
     );

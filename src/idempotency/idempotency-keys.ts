@@ -64,6 +64,14 @@ export class IdempotencyKeys extends DurableObject<Env> {
     return owners;
   }
 
+  /**
+   * Gives up keys this request claimed for a job it could not store (its shard refused the write as
+   * full): only a key still naming that job. A retry then claims it afresh, for a shard with room.
+   */
+  async release(keys: { key: string; jobId: string }[]): Promise<void> {
+    for (const k of keys) this.sql.exec("DELETE FROM idempotency_keys WHERE key = ? AND job_id = ?", k.key, k.jobId);
+  }
+
   /** Deletes the keys older than the window; armed again while keys remain. */
   override async alarm(): Promise<void> {
     const now = Date.now();

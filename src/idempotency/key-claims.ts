@@ -38,3 +38,9 @@ export async function claimKeys(env: Env, tenant: string, claims: KeyClaim[], no
   const answers = await Promise.all([...bySlot.values()].map((group) => idempotencyKeysOf(env, tenant, group[0]!.key).claim(group, now)));
   return answers.flat();
 }
+
+/** Releases keys claimed for jobs that were not stored (IdempotencyKeys.release), grouped by slot. */
+export async function releaseKeys(env: Env, tenant: string, keys: { key: string; jobId: string }[]): Promise<void> {
+  const bySlot = Map.groupBy(keys, (k) => keySlot(k.key));
+  await Promise.all([...bySlot.values()].map((group) => idempotencyKeysOf(env, tenant, group[0]!.key).release(group)));
+}

@@ -15,7 +15,7 @@ import { toRfc3339 } from "../../src/core/when";
 import { shardBinding, shardsOf } from "../../src/db/shards";
 import worker from "../../src/index";
 import { scan } from "../../src/scanner/scan";
-import { api, CONFIG, fileClock, interceptD1Batch, KEYS, receiverUrl, uniquePath } from "./helpers";
+import { api, CONFIG, fileClock, interceptD1Batch, KEYS, keySql, receiverUrl, uniquePath } from "./helpers";
 
 const DAY = 86_400_000;
 const clock = fileClock(10 * 60_000);
@@ -141,11 +141,14 @@ describe("shards above SHARD_MAX_BYTES", () => {
       expect(shardOfId(created.id)).toBe(count - 1);
     }
     // D1 refuses a write as full: 507, and the next create goes elsewhere (with one shard, 507 again)
+    // (with an idempotency key: the claim is given up, so a retry is not sent back to the full shard)
+    const key = `full-${crypto.randomUUID()}`;
     const full = interceptD1Batch(() => Promise.reject(new Error("D1_ERROR: database or disk is full: SQLITE_FULL")));
-    const refusedByD1 = await call(someFull, "/v1/jobs", job());
+    const refusedByD1 = await call(someFull, "/v1/jobs", { ...job(), idempotencyKey: key });
     full.mockRestore();
     expect(refusedByD1.status).toBe(507);
     expect(await refusedByD1.json()).toMatchObject({ error: { code: "shards_full" } });
+    expect(await keySql("acme", key, "SELECT count(*) AS n FROM idempotency_keys WHERE key = ?", key)).toEqual([{ n: 0 }]);
     for (let i = 0; i < count - 1; i++) shards.noteSize(i, 1e6); // room again
     const after = await call(someFull, "/v1/jobs", job());
     if (count > 1) {
