@@ -32,9 +32,9 @@
 // `npm run deploy:check` does), --tenant <name> (the first API key's tenant; default "default").
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
-import { pathToFileURL } from "node:url";
+import { fileURLToPath } from "node:url";
 import { ROOT, WRANGLER } from "./local-env.mjs";
 
 export const CONFIG = join(ROOT, "wrangler.toml");
@@ -68,6 +68,7 @@ export function newApiKey() {
 /**
  * @typedef {{
  *   name: string,
+ *   accountId: string | undefined,
  *   databases: { binding: string, name: string, id: string | undefined }[],
  *   queues: string[],
  *   buckets: { name: string, jurisdiction: string | undefined }[],
@@ -91,6 +92,7 @@ export async function planOf(path) {
   }
   return {
     name: config.name,
+    accountId: config.account_id,
     databases: (config.d1_databases ?? []).map((d) => ({ binding: d.binding, name: d.database_name, id: d.database_id })),
     queues: [...queues],
     buckets: (config.r2_buckets ?? []).map((b) => ({ name: b.bucket_name, jurisdiction: b.jurisdiction })),
@@ -195,13 +197,14 @@ const indent = (text) =>
 // ---------------------------------------------------------------------------------------------
 // the steps
 
-/** CLOUDFLARE_ACCOUNT_ID, or the one account wrangler is logged in to */
-async function account() {
+/** wrangler.toml's account_id (which wrangler itself prefers), CLOUDFLARE_ACCOUNT_ID, or the one account wrangler is logged in to */
+async function account(plan) {
+  if (plan.accountId) return plan.accountId;
   if (process.env.CLOUDFLARE_ACCOUNT_ID) return process.env.CLOUDFLARE_ACCOUNT_ID;
   const run = await wrangler(["whoami", "--json"]);
   if (run.code !== 0) {
     throw new Error(
-      "wrangler is not logged in: run `npx wrangler login` (or set CLOUDFLARE_API_TOKEN and CLOUDFLARE_ACCOUNT_ID), then `npm run deploy`",
+      `\`wrangler whoami\` failed: not logged in, offline, or a token that cannot read its memberships. Run \`npx wrangler login\` (or set CLOUDFLARE_API_TOKEN and CLOUDFLARE_ACCOUNT_ID), then \`npm run deploy\`. wrangler said:\n${indent(run.out)}`,
     );
   }
   const accounts = jsonOf(run.out, "{").accounts ?? [];
@@ -305,7 +308,22 @@ async function secrets(plan, tenant) {
   const key = newApiKey();
   await put("API_KEYS", `${tenant}:${key}`);
   console.log(`  API_KEYS set: a first key for tenant "${tenant}"`);
+  // shown now, not after the deploy: a step after this one may fail, and a secret cannot be read back
+  printKey(key, tenant);
   return key;
+}
+
+/** The new API key, once, with how to rotate it. */
+function printKey(key, tenant) {
+  console.log(`
+  Your API key (tenant "${tenant}"), shown this once; it is stored nowhere but the Worker's secret API_KEYS:
+
+  ${key}
+
+  To rotate it: make a new key (node -e "console.log(crypto.randomBytes(24).toString('base64url'))"), run
+  \`npx wrangler secret put API_KEYS\` with "${tenant}:<old key>,${tenant}:<new key>", move your clients to
+  the new key, then put "${tenant}:<new key>" alone. More tenants: "tenant:key" pairs, comma-separated.
+`);
 }
 
 async function deploy() {
@@ -347,7 +365,11 @@ async function main() {
   const options = parseArgs(process.argv.slice(2));
   if (options.dryRun) {
     // offline: builds and validates the bundle, reaches no account
-    const run = await wrangler(["deploy", "--dry-run", "--outdir", ".wrangler/dry-run", ...options.rest], { show: true });
+    // no usage metrics, no update check: nothing leaves the machine
+    const run = await wrangler(["deploy", "--dry-run", "--outdir", ".wrangler/dry-run", ...options.rest], {
+      show: true,
+      env: { WRANGLER_SEND_METRICS: "false", WRANGLER_HIDE_BANNER: "true" },
+    });
     process.exit(run.code ?? 1);
   }
   if (options.rest.length > 0)
@@ -355,7 +377,7 @@ async function main() {
 
   const plan = await planOf(CONFIG);
   console.log(`Deploying ${plan.name} (${relative(process.cwd(), CONFIG) || "wrangler.toml"})`);
-  process.env.CLOUDFLARE_ACCOUNT_ID = await account(); // every wrangler run below: no account lookup each
+  process.env.CLOUDFLARE_ACCOUNT_ID = await account(plan); // every wrangler run below: no account lookup each
 
   console.log("D1 databases");
   const ids = await databases(plan);
@@ -381,16 +403,7 @@ async function main() {
   const url = urls[0] ?? "https://<your Worker's URL>";
 
   console.log(`\n${plan.name} is deployed${urls.length ? `: ${urls.join(", ")}` : ""}`);
-  if (key) {
-    console.log(`
-Your API key (tenant "${options.tenant}"), shown this once; it is stored nowhere but the Worker's secret API_KEYS:
-
-  ${key}
-
-To rotate it: make a new key (node -e "console.log(crypto.randomBytes(24).toString('base64url'))"), run
-\`npx wrangler secret put API_KEYS\` with "${options.tenant}:<old key>,${options.tenant}:<new key>", move your
-clients to the new key, then put "${options.tenant}:<new key>" alone. More tenants: "tenant:key" pairs, comma-separated.`);
-  }
+  if (key) console.log("Your API key was printed above, under Secrets.");
   console.log(`
 Try it (KEY is your API key):
 
@@ -399,10 +412,12 @@ Try it (KEY is your API key):
 }
 
 // run as a program (npm run deploy), not when a test imports planOf and the rest
-if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+if (process.argv[1] && realpathSync(fileURLToPath(import.meta.url)) === realpathSync(process.argv[1])) {
   main().catch((error) => {
     console.error(`\nnpm run deploy stopped: ${error instanceof Error ? error.message : String(error)}`);
-    console.error("Nothing done so far is undone, and running it again resumes from here.");
+    console.error(
+      "Nothing done so far is undone, and running it again resumes from here. If the cause lasts (an account without the Workers Paid plan Queues need, R2 not enabled, a token without D1, Queues or Workers edit), fix that first; without an archive, remove [[r2_buckets]] from wrangler.toml.",
+    );
     process.exit(1);
   });
 }

@@ -45,7 +45,7 @@ let home: string;
 const plan = await planOf(join(ROOT, "wrangler.toml"));
 
 /** `node scripts/deploy.mjs` as npm run deploy runs it, against the fake, in a clean environment */
-function deploy(args: string[] = []): Promise<ProcessRun> {
+function deploy(args: string[] = [], api: Fake = fake): Promise<ProcessRun> {
   const env: NodeJS.ProcessEnv = {};
   // nothing of the caller's Cloudflare or wrangler settings (a real token, an account) reaches the run
   for (const [key, value] of Object.entries(process.env)) if (!/^(CLOUDFLARE_|CF_|WRANGLER_)/.test(key)) env[key] = value;
@@ -53,9 +53,9 @@ function deploy(args: string[] = []): Promise<ProcessRun> {
     HOME: home,
     XDG_CONFIG_HOME: join(home, ".config"),
     TMPDIR: join(home, "tmp"),
-    CLOUDFLARE_API_BASE_URL: fake.url,
+    CLOUDFLARE_API_BASE_URL: api.url,
     CLOUDFLARE_API_TOKEN: "fake-api-token",
-    CLOUDFLARE_ACCOUNT_ID: fake.accountId,
+    CLOUDFLARE_ACCOUNT_ID: api.accountId,
     WRANGLER_SEND_METRICS: "false",
     WRANGLER_HIDE_BANNER: "true", // the banner's update check would ask the npm registry
     CI: "true",
@@ -281,5 +281,24 @@ describe("npm run deploy against a fake Cloudflare API", () => {
       return text.includes(apiKey) || /whsec_[A-Za-z0-9+/]{43}=/.test(text);
     });
     expect(holding).toEqual([]);
+  });
+
+  it("a first deploy that fails after its secrets has already shown the API key; the rerun keeps it", async () => {
+    const other = await startFakeCloudflare({ port: PORT + 1 });
+    try {
+      // the API refuses the call after the API_KEYS put, once: wrangler deploy fails after both secrets are in
+      other.failNextAfter((c) => c.method === "PUT" && c.name === "API_KEYS");
+      const failed = await deploy([], other);
+      expect(failed.code, failed.stdout + failed.stderr).not.toBe(0);
+      const keys = [...failed.stdout.matchAll(/^ {2}([A-Za-z0-9_-]{32})$/gm)].map((m) => m[1]!);
+      expect(keys).toHaveLength(1);
+      expect(other.state.scripts.get(WORKER)!.secrets.get("API_KEYS")).toBe(sha256(`default:${keys[0]!}`));
+      const rerun = await deploy([], other);
+      expect(rerun.code, rerun.stdout + rerun.stderr).toBe(0);
+      expect(rerun.stdout).toContain("API_KEYS is set");
+      expect(other.state.scripts.get(WORKER)!.secrets.get("API_KEYS")).toBe(sha256(`default:${keys[0]!}`));
+    } finally {
+      await other.stop();
+    }
   });
 });
