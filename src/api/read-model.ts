@@ -32,7 +32,7 @@ import {
   shardHistory,
 } from "../db/queries";
 import type { DeadLetterRow, JobRow } from "../db/schema";
-import { highestBucketOfAll, shardOfOrNull, shardsOf } from "../db/shards";
+import { shardOfOrNull, shardsOf } from "../db/shards";
 import { type ExecutionView, viewOfDeadLetter, viewOfLive, viewOfOccurrence, viewOfOneOff } from "./present";
 
 export type Page<T> = { page: T[]; next: string | null };
@@ -201,17 +201,16 @@ const gaugesRead = new WeakMap<object, { at: number; gauges: Promise<ShardGauges
  * most every SHARD_GAUGES_TTL_MS per isolate. A shard that fails or does not answer within
  * SHARD_GAUGES_TIMEOUT_MS is shown with an error, never a 500.
  */
-export async function shardGauges(env: Env, now = Date.now()): Promise<ShardGauges[]> {
+export async function shardGauges(env: Env, buckets: number, now = Date.now()): Promise<ShardGauges[]> {
   const last = gaugesRead.get(env);
   if (last && now - last.at < SHARD_GAUGES_TTL_MS) return last.gauges;
-  const gauges = readShardGauges(env);
+  const gauges = readShardGauges(env, buckets);
   gaugesRead.set(env, { at: now, gauges });
   return gauges;
 }
 
-async function readShardGauges(env: Env): Promise<ShardGauges[]> {
+async function readShardGauges(env: Env, buckets: number): Promise<ShardGauges[]> {
   const config = configOf(env);
-  const buckets = Math.max(config.BUCKETS, (await highestBucketOfAll(env).catch(() => -1)) + 1);
   return Promise.all(
     shardsOf(env).all.map(async (shard) => {
       const gauges = {

@@ -61,12 +61,12 @@ export const app = new Hono<ApiEnv>();
 
 app.onError((error, c) => {
   if (error instanceof ApiError) return respondError(c, error);
-  // a shard that did not answer: only what needs it fails, with a 503 naming it
   // no shard has room for new jobs: 507, naming them and what to do
   if (error instanceof ShardsFull) {
     console.error(error);
     return respondError(c, new ApiError(507, "shards_full", error.message));
   }
+  // a shard that did not answer: only what needs it fails, with a 503 naming it
   if (error instanceof ShardUnavailable || error instanceof ShardsLowered) {
     console.error(error);
     const code = error instanceof ShardsLowered ? "shards_lowered" : "shard_unavailable";
@@ -179,7 +179,7 @@ app.post("/v1/jobs", limit(SINGLE_BODY_BYTES), async (c) => {
     shard: shard.index,
     headerIdempotencyKey: headerKey,
   });
-  shard.refuseIfFull();
+  if (shard.full) throw shard.full;
   const [result] = await createJobs(c.env, config, tenant, [prepared], now);
   if (!result) throw new Error("createJobs returned no result");
   if ("error" in result) throw result.error;
@@ -205,7 +205,7 @@ app.post("/v1/jobs/batch", limit(BATCH_BODY_BYTES), async (c) => {
     }
   }
   const valid = outcomes.flatMap((o) => ("prepared" in o ? [o.prepared] : []));
-  if (valid.length > 0) shard.refuseIfFull();
+  if (valid.length > 0 && shard.full) throw shard.full;
   const created = await createJobs(c.env, config, tenant, valid, now);
   let next = 0;
   const results = outcomes.map((o) => {
@@ -440,7 +440,7 @@ app.get("/v1/archive", async (c) => {
   } catch (error) {
     // R2 refuses a cursor it did not hand out
     if (query.data.cursor === undefined) throw error;
-    throw new ApiError(400, "invalid_field", "cursor is not one this API returned", "cursor");
+    throw badCursor();
   }
 });
 
@@ -590,10 +590,12 @@ function presentPullLease({ bucket, grant }: PullLease): PullLeaseView {
 
 // --- metrics --------------------------------------------------------------------------------
 
-async function gatherMetrics(c: Context<ApiEnv>) {
-  const config = configOf(c.env);
-  // every bucket any job names, even beyond a lowered BUCKETS
-  const buckets = Math.max(config.BUCKETS, (await highestBucketOfAll(c.env)) + 1);
+/** Every bucket any job names, even beyond a lowered BUCKETS (the metrics read them all). */
+async function bucketsOfMetrics(env: Env): Promise<number> {
+  return Math.max(configOf(env).BUCKETS, (await highestBucketOfAll(env)) + 1);
+}
+
+async function gatherMetrics(c: Context<ApiEnv>, buckets: number) {
   const parts: BucketMetrics[] = await Promise.all(
     Array.from({ length: buckets }, (_, k) => c.env.BUCKET.getByName(bucketName(k)).metrics()),
   );
@@ -637,7 +639,12 @@ async function readFlowKeys(
 }
 
 app.get("/v1/metrics", async (c) => {
-  const [summary, flow, shards] = await Promise.all([gatherMetrics(c), readFlowKeys(c, METRICS_FLOW_KEYS.json), shardGauges(c.env)]);
+  const buckets = await bucketsOfMetrics(c.env);
+  const [summary, flow, shards] = await Promise.all([
+    gatherMetrics(c, buckets),
+    readFlowKeys(c, METRICS_FLOW_KEYS.json),
+    shardGauges(c.env, buckets),
+  ]);
   const keys = flow.keys.map(({ key, view }) =>
     view ? presentFlowKey(key, view) : { key, ...errorBody("unavailable", "the key's object did not answer; read it again") },
   );
@@ -646,7 +653,12 @@ app.get("/v1/metrics", async (c) => {
 });
 
 app.get("/metrics", async (c) => {
-  const [summary, flow, shards] = await Promise.all([gatherMetrics(c), readFlowKeys(c, METRICS_FLOW_KEYS.prometheus), shardGauges(c.env)]);
+  const buckets = await bucketsOfMetrics(c.env);
+  const [summary, flow, shards] = await Promise.all([
+    gatherMetrics(c, buckets),
+    readFlowKeys(c, METRICS_FLOW_KEYS.prometheus),
+    shardGauges(c.env, buckets),
+  ]);
   c.header("content-type", "text/plain; version=0.0.4; charset=utf-8");
   return c.body(toPrometheus(summary, flow, shards));
 });
@@ -655,20 +667,14 @@ app.get("/metrics", async (c) => {
 
 /**
  * The shard of a create's new jobs (db/shards.ts pickWithRoom). With none having room the request
- * is still validated (a bad field is a 400 first), then refused: `refuseIfFull` throws ShardsFull.
+ * is still validated (a bad field is a 400 first), then refused with `full`.
  */
-async function shardForNewJobs(env: Env, config: Config): Promise<{ index: number; refuseIfFull: () => void }> {
+async function shardForNewJobs(env: Env, config: Config): Promise<{ index: number; full: ShardsFull | null }> {
   try {
-    const index = await shardsOf(env).pickWithRoom(config.SHARD_MAX_BYTES);
-    return { index, refuseIfFull: () => undefined };
+    return { index: await shardsOf(env).pickWithRoom(config.SHARD_MAX_BYTES), full: null };
   } catch (error) {
     if (!(error instanceof ShardsFull)) throw error;
-    return {
-      index: 0,
-      refuseIfFull: () => {
-        throw error;
-      },
-    };
+    return { index: 0, full: error };
   }
 }
 

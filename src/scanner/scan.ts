@@ -50,7 +50,7 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
       failedShards: [],
       purged: 0,
       trimmed: 0,
-      archived: { objects: 0, bytes: 0, executions: 0 },
+      archived: nothingArchived(),
       archiveFailedShards: [],
       refused: String(error),
     };
@@ -82,7 +82,7 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
       purgeShard(shard.db, buckets, config, now, started, env.ARCHIVE).catch((error: unknown) => {
         console.error(`history purge of D1 shard ${shard.index} failed`, error);
         failedShards.add(shard.index);
-        return { purged: 0, trimmed: 0, rowsWritten: 0, archived: { objects: 0, bytes: 0, executions: 0 }, archiveFailed: false };
+        return { purged: 0, trimmed: 0, rowsWritten: 0, archived: nothingArchived(), archiveFailed: false };
       }),
     ),
   );
@@ -101,6 +101,10 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
   const purged = done.reduce((n, d) => n + d.purged, 0);
   const trimmed = done.reduce((n, d) => n + d.trimmed, 0);
   return { pulled, failedBuckets, failedShards: [...failedShards].sort((a, b) => a - b), purged, trimmed, archived, archiveFailedShards };
+}
+
+function nothingArchived(): ArchiveWrite {
+  return { objects: 0, bytes: 0, executions: 0 };
 }
 
 /** A write to the archive failed: the page it held stays in D1 until a later scan writes it. */
@@ -144,7 +148,7 @@ async function purgeShard(
   let purged = 0;
   let trimmed = 0;
   let rowsWritten = 0;
-  const archived: ArchiveWrite = { objects: 0, bytes: 0, executions: 0 };
+  const archived = nothingArchived();
   const inBudget = () => Date.now() - started <= PURGE_BUDGET_MS;
   // with an archive bound, each page's executions are durable in it before they leave D1
   const toArchive = archive
