@@ -5,7 +5,7 @@
  * once per env.
  */
 import { z } from "zod";
-import type { FireMessage } from "./bucket/protocol";
+import type { FireGroup } from "./bucket/protocol";
 import type { HandlerWorkers } from "./core/handler-workers";
 
 /** A handler Worker's name, as jobs name it in target.worker (core/handler-workers.ts). */
@@ -44,6 +44,13 @@ export const ConfigSchema = z.object({
    * (wrangler.toml) is at most this, so no delivery waits behind a slow one of its own batch.
    */
   DELIVERY_CONCURRENCY: int(6, 1),
+  /**
+   * executions per fire message: what one alarm pass sends of a bucket goes in groups of this
+   * many, each claimed with one RPC and reported with one (README "Delivery groups"). Production:
+   * no larger than DELIVERY_CONCURRENCY with a consumer batch of one message, so a group's HTTP
+   * deliveries all start at once (docs/capacity.md §3)
+   */
+  FIRE_GROUP_SIZE: z.coerce.number().int().min(1).max(100).default(6),
   /**
    * deliveries in flight at once to one target origin (scheme://host:port) per tenant, for jobs
    * without a flowControl key: they share the implicit key "origin:<origin>", which a 429/503
@@ -116,7 +123,7 @@ export const ConfigSchema = z.object({
 /** Settings that are secrets (`wrangler secret put`): printed only as set or unset. */
 export const SECRET_SETTINGS = ["API_KEYS", "WEBHOOK_SECRET", "WEBHOOK_SECRETS"] as const;
 
-export type Config = z.infer<typeof ConfigSchema> & { fireQueues: Queue<FireMessage>[] };
+export type Config = z.infer<typeof ConfigSchema> & { fireQueues: Queue<FireGroup>[] };
 
 const cache = new WeakMap<object, Config>();
 
@@ -124,7 +131,7 @@ export function configOf(env: Env): Config {
   const cached = cache.get(env);
   if (cached) return cached;
   const parsed = ConfigSchema.parse(env);
-  const fireQueues: Queue<FireMessage>[] = [];
+  const fireQueues: Queue<FireGroup>[] = [];
   for (let i = 0; env[`FIRE_QUEUE_${i}`] !== undefined; i++) fireQueues.push(env[`FIRE_QUEUE_${i}`]!);
   const config = { ...parsed, fireQueues };
   cache.set(env, config);

@@ -6,7 +6,7 @@
 
 import type { BulkAction } from "./actions/bulk-action";
 import type { Bucket } from "./bucket/bucket";
-import type { FireMessage } from "./bucket/protocol";
+import type { FireGroup } from "./bucket/protocol";
 import type { FlowKey } from "./flow/flow-key";
 import type { IdempotencyKeys } from "./idempotency/idempotency-keys";
 import type { PullQueue } from "./pull/pull-queue";
@@ -30,7 +30,7 @@ declare global {
       /** one pull queue of one tenant, named "<tenant>\n<queue>" */
       PULL_QUEUE: DurableObjectNamespace<PullQueue>;
       /** fire queues FIRE_QUEUE_0..N-1, chosen by bucket */
-      [fireQueue: `FIRE_QUEUE_${number}`]: Queue<FireMessage>;
+      [fireQueue: `FIRE_QUEUE_${number}`]: Queue<FireGroup>;
       API_KEYS?: string;
       /** JSON (or a [vars] table): handler Workers by name, core/handler-workers.ts */
       HANDLER_WORKERS?: string | Record<string, unknown>;

@@ -46,7 +46,8 @@ import type {
   CompletionResult,
   D1Meter,
   ExecutionRef,
-  FireMessage,
+  FireGroup,
+  FireRef,
   HeartbeatResult,
   JobDefinition,
   LeaseGrant,
@@ -406,7 +407,15 @@ export class Bucket extends DurableObject<Env> {
     this.countRequest();
     return this.change(null, () => {
       const now = Date.now();
-      return refs.map((ref) => this.claimOne(ref, now));
+      return refs.map((ref): ClaimResult => {
+        try {
+          return this.claimOne(ref, now);
+        } catch (error) {
+          // one execution's failure (an unreadable spec) is its own: the others of its group are claimed
+          console.error(`claim of ${ref.executionId} failed`, error);
+          return { ok: false, executionId: ref.executionId, code: "failed" };
+        }
+      });
     });
   }
 
@@ -754,9 +763,9 @@ export class Bucket extends DurableObject<Env> {
    * one of this bucket was claimed at least DISPATCH_TIMEOUT_MS after it was sent, or when
    * MAX_DISPATCH_WAIT_MS passed: a queue that is merely slow never gets a copy.
    */
-  private takeDispatches(now: number): { fresh: FireMessage[]; again: FireMessage[] } {
-    const fresh: FireMessage[] = [];
-    const again: FireMessage[] = [];
+  private takeDispatches(now: number): { fresh: FireRef[]; again: FireRef[] } {
+    const fresh: FireRef[] = [];
+    const again: FireRef[] = [];
     if (now < this.dispatchRetryAt || this.bucket === null) return { fresh, again };
     const limit = this.config.FIRE_BATCH_LIMIT;
     for (const [id, d] of this.executions.dispatched) {
@@ -765,14 +774,14 @@ export class Bucket extends DurableObject<Env> {
       const row = this.executions.held.get(id)!;
       this.executions.dispatch(row, "redispatch", now);
       this.tally.add("redispatch_total", row.tenant);
-      again.push(this.message(row));
+      again.push(fireRefOf(row));
     }
     const room = Math.min(limit - again.length, this.windowRoom(now).room);
     for (const top of this.executions.due.takeDue(now, room, (dueAt, id) => this.executions.isScheduledAt(id, dueAt))) {
       const row = this.executions.held.get(top.id)!;
       this.executions.dispatch(row, "dispatch", now);
       this.tally.add("fired_total", row.tenant);
-      fresh.push(this.message(row));
+      fresh.push(fireRefOf(row));
     }
     return { fresh, again };
   }
@@ -798,27 +807,33 @@ export class Bucket extends DurableObject<Env> {
     return { room: this.window.room(this.executions.dispatched.size - stale), reopensAt };
   }
 
-  /** A failed send: its first dispatches are scheduled again (and were not fired); re-sends wait their turn. */
-  private async send({ fresh, again }: { fresh: FireMessage[]; again: FireMessage[] }): Promise<void> {
+  /**
+   * Sends what one pass took in groups of FIRE_GROUP_SIZE (one message each, sendBatch's 100 at a
+   * time). A failed send: its first dispatches are scheduled again (and were not fired); re-sends
+   * wait their turn.
+   */
+  private async send({ fresh, again }: { fresh: FireRef[]; again: FireRef[] }): Promise<void> {
     const queues = this.config.fireQueues;
     if (fresh.length + again.length === 0) return;
     if (queues.length === 0) throw new Error("no FIRE_QUEUE_0 binding");
     const queue = queues[fireQueueOf(this.bucket ?? 0, queues.length)]!;
-    const failed: FireMessage[] = [];
+    const bucket = this.bucket ?? 0;
+    const failed: FireRef[] = [];
     const sends: Promise<void>[] = [];
-    for (const [messages, isFresh] of [
+    for (const [refs, isFresh] of [
       [fresh, true],
       [again, false],
     ] as const) {
-      for (let i = 0; i < messages.length; i += SEND_BATCH) {
-        const chunk = messages.slice(i, i + SEND_BATCH);
+      const groups = chunks(refs, this.config.FIRE_GROUP_SIZE).map((executions): FireGroup => ({ v: 2, bucket, executions }));
+      for (const batch of chunks(groups, SEND_BATCH)) {
         sends.push(
-          queue.sendBatch(chunk.map((body) => ({ body, contentType: "json" as const }))).then(
+          queue.sendBatch(batch.map((body) => ({ body, contentType: "json" as const }))).then(
             () => undefined,
             (error: unknown) => {
               console.error("fire queue send failed", error);
-              if (isFresh) failed.push(...chunk);
-              for (const tenant of new Set(chunk.map((m) => m.tenant))) this.tally.add("dispatch_errors_total", tenant);
+              const refsOf = batch.flatMap((g) => g.executions);
+              if (isFresh) failed.push(...refsOf);
+              for (const tenant of new Set(refsOf.map((r) => r.tenant))) this.tally.add("dispatch_errors_total", tenant);
             },
           ),
         );
@@ -1177,10 +1192,18 @@ export class Bucket extends DurableObject<Env> {
     this.tally.add("stale_lease_rejects_total", ref.tenant ?? this.executions.held.get(ref.executionId)?.tenant ?? SYSTEM_TENANT);
     return undefined;
   }
+}
 
-  private message(row: HeldRow): FireMessage {
-    return { v: 1, executionId: row.id, bucket: this.bucket ?? 0, tenant: row.tenant, dueAt: row.dueAt };
-  }
+/** A held execution as its fire message names it. */
+function fireRefOf(row: HeldRow): FireRef {
+  return { executionId: row.id, tenant: row.tenant, dueAt: row.dueAt };
+}
+
+/** `items` in consecutive slices of at most `size`. */
+function chunks<T>(items: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
 }
 
 /** A definition's log for insert(): none stays none (no log column written). */

@@ -7,7 +7,25 @@ import type { FlowControl, Target } from "../core/job";
 import type { JobState } from "../core/lifecycle";
 import type { DeliveryOutcome } from "../core/response";
 
-/** What the bucket sends to a fire queue: ids only; the claim returns the target. */
+/** One execution of a fire message: the due time names the dispatch (a retry has another). */
+export interface FireRef {
+  executionId: string;
+  tenant: string;
+  dueAt: number;
+}
+
+/**
+ * What the bucket sends to a fire queue: a group of its executions sent by one alarm pass, ids
+ * only (the claim returns each target). One message, one claim and one report for the group;
+ * each execution keeps its own lease, fencing, attempts and dead letter.
+ */
+export interface FireGroup {
+  v: 2;
+  bucket: number;
+  executions: FireRef[];
+}
+
+/** The single-execution message of earlier versions, still accepted: an upgrade may find some queued. */
 export interface FireMessage {
   v: 1;
   executionId: string;
@@ -82,7 +100,9 @@ export interface ExecutionRef {
 export type ClaimResult =
   | LeaseGrant
   | PullOffer
-  | { ok: false; executionId: string; code: "duplicate" | "unknown" | "not_due" | "not_offered" };
+  | { ok: false; executionId: string; code: "duplicate" | "unknown" | "not_due" | "not_offered" }
+  /** the claim of this execution threw (its stored spec unreadable, a bug): its message is retried, the others of its group are not harmed */
+  | { ok: false; executionId: string; code: "failed" };
 
 /**
  * A pull target's execution is not leased by the claim: it waits for a pull worker. The consumer

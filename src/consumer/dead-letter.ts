@@ -1,8 +1,10 @@
 /**
  * The dead-letter consumer: the fire queue gave up on these messages (the consumer failed on
- * them max_retries times), so the dispatch each names is marked dead with reason "poison"
- * (the bucket ignores a message of an earlier dispatch and an execution under a lease).
- * Bounded: this queue has max_retries and no dead-letter queue of its own.
+ * them max_retries times), so each execution a message names is judged by itself: the dispatch it
+ * names is marked dead with reason "poison" only if it is still that dispatch and no lease holds
+ * it (the bucket ignores an earlier dispatch, a leased or finished execution). A group with one
+ * poisoned execution never kills the healthy others. Bounded: this queue has max_retries and no
+ * dead-letter queue of its own.
  */
 import { bucketName } from "../core/bucketing";
 import { acceptFireMessages, groupByBucket } from "./message";
@@ -10,15 +12,15 @@ import { acceptFireMessages, groupByBucket } from "./message";
 export async function handleDeadLetterBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   const valid = await acceptFireMessages(batch, env);
   await Promise.all(
-    [...groupByBucket(valid)].map(async ([bucket, group]) => {
+    [...groupByBucket(valid)].map(async ([bucket, fires]) => {
       try {
         await env.BUCKET.getByName(bucketName(bucket)).markPoisoned(
-          group.map((g) => ({ executionId: g.body.executionId, dueAt: g.body.dueAt })),
+          fires.flatMap((f) => f.executions.map((e) => ({ executionId: e.executionId, dueAt: e.dueAt }))),
         );
-        for (const g of group) g.message.ack();
+        for (const f of fires) f.message.ack();
       } catch (error) {
         console.error(`markPoisoned on bucket ${bucket} failed`, error);
-        for (const g of group) g.message.retry();
+        for (const f of fires) f.message.retry();
       }
     }),
   );

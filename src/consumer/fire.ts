@@ -1,5 +1,6 @@
 /**
- * The fire queue consumer: claim (one RPC per bucket per batch), ack, then deliver -> complete
+ * The fire queue consumer: a message is a group of one bucket's executions (message.ts); claim
+ * (one RPC per bucket per batch), ack, then deliver -> complete
  * (one RPC per bucket), heartbeating while targets run. Each message is acked or retried; the
  * consumer never throws for one message. Failures after a claim belong to the lease: an
  * unfinished attempt comes back when its lease expires, so a claimed message is acked at once and
@@ -9,7 +10,7 @@
  */
 
 import type { Bucket } from "../bucket/bucket";
-import type { CompletionReport, FireMessage, LeaseGrant, LeaseRef, PullOffer } from "../bucket/protocol";
+import type { CompletionReport, LeaseGrant, LeaseRef, PullOffer } from "../bucket/protocol";
 import { type Config, configOf } from "../config";
 import { bucketName } from "../core/bucketing";
 import { type FlowAnswer, type FlowAsk, type GoverningKey, governingKey } from "../core/flow";
@@ -19,7 +20,7 @@ import type { DeliveryOutcome } from "../core/response";
 import { type FlowKey, type FlowRelease, flowKeyName, flowKeyOf } from "../flow/flow-key";
 import { pullQueueOf } from "../pull/pull-queue";
 import { deliverToWorker } from "./handler";
-import { acceptFireMessages, groupByBucket } from "./message";
+import { acceptFireMessages, groupByBucket, type ReceivedFire } from "./message";
 import { SigningKeys } from "./signing";
 import { deliver } from "./webhook";
 
@@ -28,23 +29,23 @@ type BucketStub = DurableObjectStub<Bucket>;
 
 export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext): Promise<void> {
   const config = configOf(env);
-  const valid = await acceptFireMessages(batch, env);
-  const groups = [...groupByBucket(valid)].map(([bucket, messages]) => ({
-    bucket,
-    messages,
-    stub: env.BUCKET.getByName(bucketName(bucket)),
-  }));
+  const fires = await acceptFireMessages(batch, env);
 
-  // 1. claim, one RPC per bucket
-  const claimed = await Promise.all(groups.map((group) => claimGroup(group)));
+  // 1. claim, one RPC per bucket for all its messages' executions
+  const claimed = await Promise.all(
+    [...groupByBucket(fires)].map(([bucket, ofBucket]) => claimBucket(bucket, ofBucket, env.BUCKET.getByName(bucketName(bucket)))),
+  );
   const leases = claimed.flatMap((c) => c.leases.map((lease) => ({ lease, stub: c.stub })));
 
-  // 2. ack everything that was claimed or refused as a duplicate: from here the leases own it;
-  // an execution offered to its pull queue is acked once the queue holds it
+  // 2. a message is acked once every execution it carries was claimed, refused as a duplicate or
+  // held by its pull queue: from here the leases own them. It is retried when its claim failed
+  // (again: the bucket refuses what it leased meanwhile as duplicates)
+  const retry = new Set(claimed.flatMap((c) => [...c.retry]));
   const offers = claimed.flatMap((c) => c.offers);
-  const offered = new Set(offers.map((o) => o.message));
-  for (const c of claimed) if (c.ok) for (const m of c.messages) if (!offered.has(m.message)) m.message.ack();
-  if (offers.length > 0) await offerToPullQueues(offers, env);
+  if (offers.length > 0) for (const message of await offerToPullQueues(offers, env)) retry.add(message);
+  for (const { message } of fires)
+    if (retry.has(message)) message.retry({ delaySeconds: claimRetryDelaySeconds(message.attempts) });
+    else message.ack();
 
   // 3. deliver after the handler returns
   if (leases.length > 0) ctx.waitUntil(deliverAll(leases, env, config));
@@ -103,12 +104,13 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
 }
 
 /**
- * Hands pull targets' executions to their pull queues (one RPC per tenant and queue) and acks
- * their messages once held; a queue that did not answer gets its messages again later (the
- * bucket answers a repeated claim with the same offer, and the queue holds an offer once).
+ * Hands pull targets' executions to their pull queues (one RPC per tenant and queue); answers the
+ * messages of the offers a queue did not take, to retry (the bucket answers a repeated claim with
+ * the same offer, and the queue holds an offer once).
  */
-async function offerToPullQueues(offers: ClaimedOffer[], env: Env): Promise<void> {
+async function offerToPullQueues(offers: ClaimedOffer[], env: Env): Promise<Message<unknown>[]> {
   const byQueue = Map.groupBy(offers, ({ offer }) => pullQueueName(offer.tenant, offer.queue));
+  const failed: Message<unknown>[] = [];
   await Promise.all(
     [...byQueue.values()].map(async (group) => {
       const { tenant, queue } = group[0]!.offer;
@@ -116,16 +118,16 @@ async function offerToPullQueues(offers: ClaimedOffer[], env: Env): Promise<void
         await pullQueueOf(env, tenant, queue).offer(
           group.map(({ offer, bucket }) => ({ executionId: offer.executionId, dueAt: offer.dueAt, bucket })),
         );
-        for (const { message } of group) message.ack();
       } catch (error) {
         console.error(`offering to pull queue ${queue} failed`, error);
-        for (const { message } of group) message.retry({ delaySeconds: claimRetryDelaySeconds(message.attempts) });
+        failed.push(...group.map((o) => o.message));
       }
     }),
   );
+  return failed;
 }
 
-/** A claim's offer, with the message that asked for it (each message is acked or retried by itself). */
+/** A claim's offer, with the message that carried it. */
 interface ClaimedOffer {
   offer: PullOffer;
   bucket: number;
@@ -307,27 +309,29 @@ function getOrMake<K, V>(map: { get(key: K): V | undefined; set(key: K, value: V
 }
 
 /**
- * Claims a bucket's executions. An unreachable bucket (a deploy, an overload) retries its
- * messages with a growing delay, so seconds of unavailability never exhaust max_retries and
- * turn due executions into "poison".
+ * Claims the executions of a bucket's messages in one RPC. An unreachable bucket (a deploy, an
+ * overload) retries its messages with a growing delay, so seconds of unavailability never exhaust
+ * max_retries and turn due executions into "poison"; an execution whose own claim failed retries
+ * only its message.
  */
-async function claimGroup(group: {
-  bucket: number;
-  messages: { message: Message<unknown>; body: FireMessage }[];
-  stub: BucketStub;
-}): Promise<{ ok: boolean; stub: BucketStub; leases: Lease[]; offers: ClaimedOffer[]; messages: typeof group.messages }> {
+async function claimBucket(
+  bucket: number,
+  fires: ReceivedFire[],
+  stub: BucketStub,
+): Promise<{ stub: BucketStub; leases: Lease[]; offers: ClaimedOffer[]; retry: Set<Message<unknown>> }> {
+  const refs = fires.flatMap((f) => f.executions.map((e) => ({ executionId: e.executionId, dueAt: e.dueAt, message: f.message })));
   try {
-    const results = await group.stub.claim(group.messages.map((m) => ({ executionId: m.body.executionId, dueAt: m.body.dueAt })));
+    const results = await stub.claim(refs.map(({ executionId, dueAt }) => ({ executionId, dueAt })));
     const leases = results.filter((c): c is Lease => c.ok);
-    // the bucket answers in the order asked: each offer belongs to the message at its place
+    // the bucket answers in the order asked: each result belongs to the execution at its place
     const offers = results.flatMap((c, i): ClaimedOffer[] =>
-      !c.ok && c.code === "offered" ? [{ offer: c, bucket: group.bucket, message: group.messages[i]!.message }] : [],
+      !c.ok && c.code === "offered" ? [{ offer: c, bucket, message: refs[i]!.message }] : [],
     );
-    return { ok: true, stub: group.stub, leases, offers, messages: group.messages };
+    const retry = new Set(results.flatMap((c, i) => (!c.ok && c.code === "failed" ? [refs[i]!.message] : [])));
+    return { stub, leases, offers, retry };
   } catch (error) {
-    console.error(`claim on bucket ${group.bucket} failed`, error);
-    for (const m of group.messages) m.message.retry({ delaySeconds: claimRetryDelaySeconds(m.message.attempts) });
-    return { ok: false, stub: group.stub, leases: [], offers: [], messages: group.messages };
+    console.error(`claim on bucket ${bucket} failed`, error);
+    return { stub, leases: [], offers: [], retry: new Set(fires.map((f) => f.message)) };
   }
 }
 

@@ -57,9 +57,14 @@ const failSendsFor = new Set<string>();
 beforeAll(() => {
   for (const queue of fireQueues()) {
     vi.spyOn(queue, "sendBatch").mockImplementation(async (messages) => {
-      const batch = [...messages];
-      if (batch.some((m) => failSendsFor.has(m.body.executionId))) throw new Error("queue unavailable");
-      for (const m of batch) sent.push(m.body);
+      // each group as the single-execution messages of its executions (helpers.captureFiresForFile)
+      const batch = [...messages].flatMap((m) =>
+        m.body.executions.map(
+          (e): FireMessage => ({ v: 1, executionId: e.executionId, bucket: m.body.bucket, tenant: e.tenant, dueAt: e.dueAt }),
+        ),
+      );
+      if (batch.some((m) => failSendsFor.has(m.executionId))) throw new Error("queue unavailable");
+      sent.push(...batch);
       return { metadata: { metrics: { backlogCount: 0, backlogBytes: 0 } } };
     });
   }

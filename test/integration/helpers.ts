@@ -17,7 +17,7 @@ import {
 import { env, exports } from "cloudflare:workers";
 import { afterAll, beforeAll, inject, type MockInstance, vi } from "vitest";
 import type { Bucket } from "../../src/bucket/bucket";
-import type { FireMessage, LiveExecution } from "../../src/bucket/protocol";
+import type { FireGroup, FireMessage, LiveExecution } from "../../src/bucket/protocol";
 import { configOf } from "../../src/config";
 import { oneOffExecutionId, shardOfId } from "../../src/core/id";
 import { keySlot } from "../../src/idempotency/key-claims";
@@ -269,26 +269,43 @@ export async function runScan(): Promise<void> {
 }
 
 /** The fire queue bindings FIRE_QUEUE_0..N-1 (a bucket sends to queue bucket % N), as the config reads them. */
-export function fireQueues(): Queue<FireMessage>[] {
+export function fireQueues(): Queue<FireGroup>[] {
   return CONFIG.fireQueues;
 }
 
 /**
  * For a whole test file: every fire-queue sendBatch is captured instead of reaching the queue, so
- * nothing is consumed in the background; tests feed messages to the consumer themselves.
+ * nothing is consumed in the background; tests feed messages to the consumer themselves. Each
+ * group the buckets send is captured as the single-execution messages (v1, which the consumer
+ * still takes) of its executions, so a test follows one execution; captureFireGroupsForFile keeps
+ * the groups.
  */
 export function captureFiresForFile(): FireMessage[] {
   const sent: FireMessage[] = [];
+  captureSends((group) => {
+    for (const e of group.executions)
+      sent.push({ v: 1, executionId: e.executionId, bucket: group.bucket, tenant: e.tenant, dueAt: e.dueAt });
+  });
+  return sent;
+}
+
+/** captureFiresForFile, keeping each message as the bucket sent it: a group. */
+export function captureFireGroupsForFile(): FireGroup[] {
+  const sent: FireGroup[] = [];
+  captureSends((group) => sent.push(group));
+  return sent;
+}
+
+function captureSends(take: (group: FireGroup) => void): void {
   beforeAll(() => {
     for (const queue of fireQueues()) {
       vi.spyOn(queue, "sendBatch").mockImplementation(async (messages) => {
-        for (const m of messages) sent.push(m.body);
+        for (const m of messages) take(m.body);
         return { metadata: { metrics: { backlogCount: 0, backlogBytes: 0 } } };
       });
     }
   });
   afterAll(() => vi.restoreAllMocks());
-  return sent;
 }
 
 /** Creates a one-off job (due now unless the body says otherwise) and locates its execution and bucket. */

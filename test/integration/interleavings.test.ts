@@ -6,13 +6,13 @@
  * a job, so a sequence replays the same way whatever ids the run gets.
  */
 import { describe, it } from "vitest";
-import { captureFiresForFile, fileClock } from "./helpers";
+import { captureFireGroupsForFile, fileClock } from "./helpers";
 import { Advance, Cancel, CreateBatch, CreateOneOff, PatchRunAt, RestartBucket } from "./model/model";
 import { runSequence } from "./model/run";
 import { installHarness } from "./model/world";
 
 const clock = fileClock(365 * 86_400_000);
-const sent = captureFiresForFile();
+const sent = captureFireGroupsForFile();
 installHarness(clock, sent);
 
 const YEAR_S = 31_536_000;

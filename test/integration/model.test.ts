@@ -19,7 +19,7 @@
 import { env } from "cloudflare:workers";
 import fc from "fast-check";
 import { describe, it } from "vitest";
-import { captureFiresForFile, fileClock } from "./helpers";
+import { captureFireGroupsForFile, fileClock } from "./helpers";
 import { commandsArb } from "./model/model";
 import { runSequence } from "./model/run";
 import { installHarness } from "./model/world";
@@ -40,7 +40,7 @@ const TRACE = setting("MODEL_VERBOSE", 0) > 1;
 
 // the clock starts a year ahead, so no alarm the objects arm ever fires by itself: the harness runs them
 const clock = fileClock(365 * 86_400_000);
-const sent = captureFiresForFile();
+const sent = captureFireGroupsForFile();
 installHarness(clock, sent);
 
 describe(`model-based: the lifecycle under every interleaving (MODEL_SEED=${SEED}, MODEL_RUNS=${RUNS})`, () => {

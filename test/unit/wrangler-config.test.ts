@@ -2,10 +2,11 @@
  * What wrangler.toml must keep for the consumer to isolate slow targets (issue 13, item 1), read
  * by wrangler's own config reader: the queue hands out the next batch without waiting for the
  * deliveries a batch left running in waitUntil, and no fire batch is larger than the connections
- * one invocation may open (a delivery beyond them would wait behind a slow one). And that the
+ * one invocation may open (a delivery beyond them would wait behind a slow one); the local
+ * profile's larger batches. And that the
  * console's static assets (issue 16) can never answer in the API's place.
  */
-import { readdirSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { describe, expect, it } from "vitest";
 import { unstable_readConfig } from "wrangler";
@@ -20,10 +21,26 @@ describe("wrangler.toml", () => {
     expect(wrangler.compatibility_flags).toContain("queue_consumer_no_wait_for_wait_until");
   });
 
-  it("gives every fire consumer batches no larger than DELIVERY_CONCURRENCY", () => {
+  it("gives every fire consumer no more executions per invocation than DELIVERY_CONCURRENCY: batches of one group of FIRE_GROUP_SIZE", () => {
     const fire = (wrangler.queues.consumers ?? []).filter((c: { queue: string }) => !c.queue.endsWith("-dlq"));
     expect(fire.length).toBeGreaterThan(0);
-    for (const consumer of fire) expect(consumer.max_batch_size, consumer.queue).toBeLessThanOrEqual(defaults.DELIVERY_CONCURRENCY);
+    expect(defaults.FIRE_GROUP_SIZE).toBeLessThanOrEqual(defaults.DELIVERY_CONCURRENCY);
+    for (const consumer of fire)
+      expect((consumer.max_batch_size ?? 10) * defaults.FIRE_GROUP_SIZE, consumer.queue).toBeLessThanOrEqual(defaults.DELIVERY_CONCURRENCY);
+  });
+
+  it("the local profile's config takes larger fire batches, and only there (scripts/local-env.mjs)", async () => {
+    const { withLocalFireBatches, LOCAL_FIRE_BATCH } = await import("../../scripts/local-env.mjs");
+    const text = readFileSync(join(import.meta.dirname, "../../wrangler.toml"), "utf8");
+    const local = withLocalFireBatches(text);
+    const sizes = [...local.matchAll(/queue = "([^"]+)"\nmax_batch_size = (\d+)/g)].map((m) => [m[1], Number(m[2])]);
+    expect(sizes).toEqual([
+      ["fire", LOCAL_FIRE_BATCH],
+      ["fire-1", LOCAL_FIRE_BATCH],
+      ["fire-2", LOCAL_FIRE_BATCH],
+      ["fire-3", LOCAL_FIRE_BATCH],
+      ["fire-dlq", 100],
+    ]);
   });
 });
 

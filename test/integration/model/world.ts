@@ -3,7 +3,7 @@
  * Worker's fetch, queue and scheduled handlers and the Durable Objects, in this isolate, on the
  * file's virtual clock. The harness plays everything around them:
  *
- * - the fire queue: the buckets' sends are captured (captureFiresForFile) and the harness decides
+ * - the fire queue: the buckets' sends are captured (captureFireGroupsForFile: each message a group of executions, as the buckets send them) and the harness decides
  *   when each message reaches the consumer, drops one (lost) or copies it (duplicated); a message
  *   the consumer retries comes back with its attempts raised, and after max_retries goes to the
  *   dead-letter consumer, as wrangler.toml configures the queues;
@@ -32,7 +32,7 @@ import {
 import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, vi } from "vitest";
 import { bulkActionName } from "../../../src/actions/bulk-action";
-import type { FireMessage } from "../../../src/bucket/protocol";
+import type { FireGroup } from "../../../src/bucket/protocol";
 import { bucketOfJob } from "../../../src/core/bucketing";
 import { pullQueueName } from "../../../src/core/pull";
 import worker from "../../../src/index";
@@ -76,7 +76,7 @@ export interface TargetRequest {
 }
 
 interface Queued {
-  body: FireMessage;
+  body: FireGroup;
   attempts: number;
 }
 
@@ -99,7 +99,7 @@ let runs = 0;
  * Installs the file-wide interceptions once (fetch, scheduler.wait, the heartbeat timer, the
  * bucket namespace, D1); each routes to the World of the run in progress.
  */
-export function installHarness(clock: Clock, sent: FireMessage[]): void {
+export function installHarness(clock: Clock, sent: FireGroup[]): void {
   const heartbeatEvery = Math.max(100, Math.floor(CONFIG.LEASE_MS / 3));
   beforeAll(() => {
     const realFetch = globalThis.fetch;
@@ -168,7 +168,7 @@ export function installHarness(clock: Clock, sent: FireMessage[]): void {
 }
 
 const heartbeats = new Set<{ heartbeat: () => void }>();
-let captured: FireMessage[] = [];
+let captured: FireGroup[] = [];
 let worldClock: Clock;
 
 export class World {
@@ -273,7 +273,7 @@ export class World {
   }
 
   /** The dead-letter consumer on one message the fire queue gave up on. */
-  private async deadLetter(body: FireMessage): Promise<void> {
+  private async deadLetter(body: FireGroup): Promise<void> {
     const batch = createMessageBatch("fire-dlq", [{ id: "d0", timestamp: this.now, attempts: 1, body }]);
     const ctx = createExecutionContext();
     await worker.queue(batch, env, ctx);
@@ -348,7 +348,7 @@ export class World {
   }
 
   /** Drops the i-th message (lost). */
-  drop(i: number): FireMessage | undefined {
+  drop(i: number): FireGroup | undefined {
     this.collect();
     return this.queue.splice(i % Math.max(1, this.queue.length), 1)[0]?.body;
   }
