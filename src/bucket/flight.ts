@@ -4,248 +4,345 @@
  * closing: on its way to D1), plus the ids that left recently. Rebuilt from storage at every
  * start (a new epoch): what was dispatched or running is then scheduled again.
  *
- * Every state is derived from these maps (stateOf) and every move is checked against the
- * lifecycle table first (assertMove): the table drives the code.
+ * Every state is derived from these maps (stateOf), only the methods below write them, and each
+ * move is one method that checks its row of the lifecycle table first (assertMove): the table
+ * drives the code. The maps are read-only outside; storage is the caller's (store.ts).
  */
 
-import { redispatchAt } from "../core/backoff";
-import { oneOffExecutionId } from "../core/id";
 import { type ExecutionState, type TerminalState, type Transition, transition } from "../core/lifecycle";
+import type { Closing, ClosingDetail } from "./closing";
+import { type Dispatch, DispatchOrder } from "./dispatch-order";
 import { TenantDueQueues } from "./due-queue";
-import type { AttemptRecord } from "./protocol";
+import { HeldRows } from "./held-rows";
+import { type Lease, LeaseTable } from "./lease-table";
 import type { HeldRow } from "./store";
+import { type Closed, Tombstones } from "./tombstones";
 
-/** tombstones are kept this long: longer than a sync pass's read of D1 can take */
-export const CLOSED_MEMORY_MS = 120_000;
-/** at most this many tombstones per bucket (about 300 executions/s ending for CLOSED_MEMORY_MS) */
-export const MAX_TOMBSTONES = 100_000;
-
-export interface Closing {
-  row: HeldRow;
-  status: TerminalState;
-  attempts: number;
-  finishedAt: number;
-  lastHttpStatus: number | null;
-  lastError: string | null;
-  deadReason: string | null;
-  /** the attempt that ended it, if one ran */
-  last: AttemptRecord | null;
-}
-
-export interface Lease {
-  token: string;
-  seq: number;
-  deadlineAt: number;
-  attempt: number;
-  startedAt: number;
-  /** the row's occurrence when claimed: a reschedule meanwhile runs it again */
-  occurrenceAt: number;
-  /** a pull worker's lease: the length it asked for (absent: LEASE_MS, the consumer's) */
-  leaseMs?: number;
-}
-
-export interface Dispatch {
-  seq: number;
-  at: number;
-  count: number;
-}
+export type { CloseEvent, Closing, ClosingDetail } from "./closing";
+export type { Dispatch } from "./dispatch-order";
+export type { Lease } from "./lease-table";
+export { CLOSED_MEMORY_MS, type Closed, MAX_TOMBSTONES } from "./tombstones";
 
 export class Executions {
-  /** every execution row, without its spec and log */
-  readonly held = new Map<string, HeldRow>();
-  /** recurring jobs' held executions (a one-off job's one execution is named after it) */
-  private readonly heldOfJob = new Map<string, Set<string>>();
+  /** every execution row, without its spec and log (held-rows.ts) */
+  private readonly rows = new HeldRows();
   /** held rows not in flight, by tenant and due time */
-  readonly due = new TenantDueQueues();
-  /** dispatched, in dispatch order (the first is the oldest) */
-  readonly dispatched = new Map<string, Dispatch>();
-  /**
-   * running: the consumer's leases (all LEASE_MS long) in deadline order (a heartbeat moves a
-   * lease to the end), pull workers' leases (each its own length) among them, in no order
-   */
-  readonly running = new Map<string, Lease>();
-  /** the running leases of pull workers (pullLeases), checked one by one for expiry */
-  private readonly pullLeases = new Set<string>();
-  /**
-   * claimed for a pull queue and waiting there for a worker, with the due time and queue offered: out of
-   * the dispatch order (nothing is re-sent while it waits, however long) and shown as dispatched
-   */
-  readonly offered = new Map<string, { dueAt: number; queue: string }>();
-  /**
-   * the due time an execution had before flow control first made it wait (memory only: after a
-   * restart its wait counts from its current due time)
-   */
-  readonly waitingSince = new Map<string, number>();
+  private readonly dueQueues = new TenantDueQueues();
+  /** dispatched, in dispatch order (dispatch-order.ts) */
+  private readonly dispatches: DispatchOrder;
+  /** running: their leases */
+  private readonly leases = new LeaseTable();
+  /** offered: waiting in a pull queue for a worker (due time, queue), out of the dispatch order */
+  private readonly offers = new Map<string, { dueAt: number; queue: string }>();
+  /** the due time it had before flow control first made it wait (memory only, as the rest) */
+  private readonly waits = new Map<string, number>();
   /** terminal outcomes not yet in D1 */
-  readonly closing = new Map<string, Closing>();
-  /**
-   * Tombstones: ids that left recently (finished, or a canceled job the bucket never held), with
-   * their tenant and version, oldest first: a sync pass that read D1 before the outcome landed
-   * there must not bring one back, and a late message of one is a duplicate. Kept
-   * CLOSED_MEMORY_MS, and never more than MAX_TOMBSTONES (the oldest go first: then a stale read
-   * may run an execution again, a duplicate at-least-once allows).
-   */
-  readonly closedAt = new Map<string, { at: number; tenant: string; version: number }>();
-  private dispatchSeq = 0;
+  private readonly outcomes = new Map<string, Closing>();
+  /** ids that left recently (tombstones.ts) */
+  private readonly tombstones = new Tombstones();
   private pushes = 0;
-  /** the highest dispatch seq claimed: an older unclaimed dispatch was overtaken */
-  private claimedSeq = 0;
 
-  constructor(private readonly dispatchTimeoutMs: number) {}
-
-  /** A tombstone for an id that left (see closedAt), at the end of the order. */
-  rememberClosed(id: string, closed: { at: number; tenant: string; version: number }): void {
-    this.closedAt.delete(id);
-    this.closedAt.set(id, closed);
-    this.forgetClosed(closed.at);
+  constructor(dispatchTimeoutMs: number) {
+    this.dispatches = new DispatchOrder(dispatchTimeoutMs);
   }
 
-  /** Drops tombstones older than CLOSED_MEMORY_MS, and the oldest beyond MAX_TOMBSTONES. */
-  forgetClosed(now: number): void {
-    for (const [id, closed] of this.closedAt) {
-      if (closed.at > now - CLOSED_MEMORY_MS && this.closedAt.size <= MAX_TOMBSTONES) break; // oldest first
-      this.closedAt.delete(id);
-    }
+  // ---- reads --------------------------------------------------------------------------------
+
+  get held(): ReadonlyMap<string, HeldRow> {
+    return this.rows.all;
+  }
+  /** the due order (read its size; taking from it is dispatchDue's) */
+  get due(): TenantDueQueues {
+    return this.dueQueues;
+  }
+  get dispatched(): ReadonlyMap<string, Dispatch> {
+    return this.dispatches.all;
+  }
+  get running(): ReadonlyMap<string, Lease> {
+    return this.leases.all;
+  }
+  get offered(): ReadonlyMap<string, { readonly dueAt: number; readonly queue: string }> {
+    return this.offers;
+  }
+  get closing(): ReadonlyMap<string, Closing> {
+    return this.outcomes;
+  }
+  get closedAt(): ReadonlyMap<string, Closed> {
+    return this.tombstones.all;
+  }
+  /** the due time it had before flow control first made it wait, if it waits */
+  waitingSince(id: string): number | undefined {
+    return this.waits.get(id);
   }
 
-  /** Records a send (a first dispatch or a re-send) at the end of the dispatch order. */
-  dispatch(row: HeldRow, event: "dispatch" | "redispatch", now: number): void {
-    this.assertMove(row, event);
-    const count = (this.dispatched.get(row.id)?.count ?? 0) + 1;
-    this.dispatched.delete(row.id);
-    this.dispatched.set(row.id, { seq: ++this.dispatchSeq, at: now, count });
+  stateOf(row: { id: string }): ExecutionState {
+    if (this.outcomes.has(row.id)) return this.outcomes.get(row.id)!.status;
+    if (this.leases.all.has(row.id)) return "running";
+    if (this.dispatches.all.has(row.id) || this.offers.has(row.id)) return "dispatched";
+    return "scheduled";
   }
 
-  /** A claim took its dispatch: every older unclaimed one has now been overtaken. */
-  claimed(id: string): Dispatch | undefined {
-    const dispatch = this.dispatched.get(id);
-    if (!dispatch) return undefined;
-    this.dispatched.delete(id);
-    if (dispatch.seq > this.claimedSeq) this.claimedSeq = dispatch.seq;
-    return dispatch;
-  }
-
-  /** Scheduled again (or for the first time): in its tenant's due order. */
-  schedule(row: HeldRow): void {
-    this.due.push(row.dueAt, row.id, row.tenant);
-    // entries of rows that moved stay until they surface: rebuilt once they outnumber the live ones
-    // (looked at every 1,024 pushes: the size is a sum over tenants)
-    if (++this.pushes % 1_024 === 0 && this.due.size > 2 * this.held.size + 1_024) {
-      this.due.compact((dueAt, id) => this.isScheduledAt(id, dueAt));
-    }
-  }
-
-  keep(row: HeldRow): void {
-    this.held.set(row.id, row);
-  }
-
-  hold(row: HeldRow): void {
-    this.held.set(row.id, row);
-    if (!row.recurring) return;
-    const ids = this.heldOfJob.get(row.jobId) ?? new Set<string>();
-    ids.add(row.id);
-    this.heldOfJob.set(row.jobId, ids);
-  }
-
-  /** Starts a lease (the consumer's, or a pull worker's when it has its own leaseMs). */
-  lease(id: string, lease: Lease): void {
-    this.offered.delete(id);
-    this.running.set(id, lease);
-    if (lease.leaseMs !== undefined) this.pullLeases.add(id);
-  }
-
-  /** Extends a live lease by its own length; a consumer's moves to the end of the deadline order. */
-  extend(id: string, lease: Lease, now: number, defaultLeaseMs: number): void {
-    lease.deadlineAt = now + (lease.leaseMs ?? defaultLeaseMs);
-    if (lease.leaseMs !== undefined) return;
-    this.running.delete(id);
-    this.running.set(id, lease);
-  }
-
-  /** Ends a lease, if any (finished, failed, expired, or the execution left). */
-  endLease(id: string): void {
-    this.running.delete(id);
-    this.pullLeases.delete(id);
-  }
-
-  /** Leases whose deadline passed: the consumer's from the front of their order, then every pull worker's. */
-  *expired(now: number): Generator<[string, Lease]> {
-    for (const [id, lease] of this.running) {
-      if (this.pullLeases.has(id)) continue;
-      if (lease.deadlineAt > now) break;
-      yield [id, lease];
-    }
-    for (const id of [...this.pullLeases]) {
-      const lease = this.running.get(id)!;
-      if (lease.deadlineAt <= now) yield [id, lease];
-    }
-  }
-
-  /** The earliest lease deadline, or undefined. */
-  firstDeadline(): number | undefined {
-    let first: number | undefined;
-    for (const [id, lease] of this.running) {
-      if (this.pullLeases.has(id)) continue;
-      first = lease.deadlineAt;
-      break;
-    }
-    for (const id of this.pullLeases) {
-      const at = this.running.get(id)!.deadlineAt;
-      if (first === undefined || at < first) first = at;
-    }
-    return first;
-  }
-
-  release(row: HeldRow): void {
-    this.held.delete(row.id);
-    this.waitingSince.delete(row.id);
-    this.offered.delete(row.id);
-    const ids = this.heldOfJob.get(row.jobId);
-    if (!ids) return;
-    ids.delete(row.id);
-    if (ids.size === 0) this.heldOfJob.delete(row.jobId);
-  }
-
-  /** When a dispatch counts as lost (core/backoff.ts redispatchAt). */
-  redispatchAt(d: Dispatch): number {
-    return redispatchAt(d.at, this.claimedSeq > d.seq, this.dispatchTimeoutMs);
+  /** Whether the table allows `event` from the row's state now. */
+  can(row: { id: string }, event: Transition): boolean {
+    return transition(this.stateOf(row), event) !== null;
   }
 
   /**
    * Every state change asks the lifecycle table first (core/lifecycle.ts): a move the table does
-   * not allow is a bug, and throwing rolls the step's transaction back.
+   * not allow is a bug, and throwing rolls the step's transaction back. `from`: the state when
+   * memory does not hold it (D1's, or the last epoch's).
    */
-  assertMove(row: HeldRow, event: Transition): ExecutionState {
-    const from = this.stateOf(row);
+  assertMove(row: { id: string }, event: Transition, from: ExecutionState = this.stateOf(row)): ExecutionState {
     const to = transition(from, event);
     if (to === null) throw new Error(`lifecycle: ${event} is not allowed from ${from} (${row.id})`);
     return to;
   }
 
-  stateOf(row: HeldRow): ExecutionState {
-    if (this.closing.has(row.id)) return this.closing.get(row.id)!.status;
-    if (this.running.has(row.id)) return "running";
-    if (this.dispatched.has(row.id) || this.offered.has(row.id)) return "dispatched";
-    return "scheduled";
-  }
-
   /** Whether `id` is held, scheduled (not in flight, not closing) and due at `dueAt`: a live DueQueue entry. */
   isScheduledAt(id: string, dueAt: number): boolean {
-    const row = this.held.get(id);
+    const row = this.rows.all.get(id);
     return (
       row !== undefined &&
       row.dueAt === dueAt &&
       row.jobStatus === "active" &&
-      !this.dispatched.has(id) &&
-      !this.offered.has(id) &&
-      !this.running.has(id) &&
-      !this.closing.has(id)
+      !this.dispatches.all.has(id) &&
+      !this.offers.has(id) &&
+      !this.leases.all.has(id) &&
+      !this.outcomes.has(id)
     );
   }
 
+  /** The earliest due time of a scheduled execution, or undefined. */
+  nextDueAt(): number | undefined {
+    return this.dueQueues.peek((dueAt, id) => this.isScheduledAt(id, dueAt))?.dueAt;
+  }
+
   rowsOfJob(jobId: string): HeldRow[] {
-    const oneOff = this.held.get(oneOffExecutionId(jobId));
-    if (oneOff) return [oneOff];
-    return [...(this.heldOfJob.get(jobId) ?? [])].flatMap((id) => this.held.get(id) ?? []);
+    return this.rows.rowsOfJob(jobId);
+  }
+
+  /** When a dispatch counts as lost (core/backoff.ts redispatchAt). */
+  redispatchAt(d: Dispatch): number {
+    return this.dispatches.redispatchAt(d);
+  }
+
+  /** The earliest lease deadline, or undefined. */
+  firstDeadline(): number | undefined {
+    return this.leases.firstDeadline();
+  }
+
+  /** Leases whose deadline passed (lease-table.ts). */
+  expired(now: number): Generator<[string, Lease]> {
+    return this.leases.expired(now);
+  }
+
+  // ---- moves: each one row of the lifecycle table -------------------------------------------
+
+  /** handOff: a pending job's execution (D1's) is taken, scheduled. */
+  handOff(row: HeldRow): void {
+    this.assertMove(row, "handOff", "pending");
+    this.enter(row);
+  }
+
+  /** redrive: a dead execution (D1's) is scheduled again with a fresh budget. */
+  redrive(row: HeldRow): void {
+    this.assertMove(row, "redrive", "dead");
+    this.enter(row);
+  }
+
+  /** reopen: an occurrence a pause canceled (its tombstone here) is scheduled again by a resume. */
+  reopen(row: HeldRow): void {
+    this.assertMove(row, "reopen", "canceled");
+    this.enter(row);
+  }
+
+  /**
+   * restart: a stored row at start (a new epoch): dispatched, running or scheduled in the last
+   * epoch, scheduled now; held only if its job is not active (for its cancel). Whether scheduled.
+   */
+  restore(row: HeldRow): boolean {
+    for (const was of IN_FLIGHT) this.assertMove(row, "restart", was);
+    this.hold(row);
+    if (row.jobStatus !== "active") return false;
+    this.schedule(row);
+    return true;
+  }
+
+  /** dispatch: up to `room` due executions, in turns per tenant, each sent at the end of the dispatch order. */
+  dispatchDue(now: number, room: number): HeldRow[] {
+    const rows: HeldRow[] = [];
+    for (const top of this.dueQueues.takeDue(now, room, (dueAt, id) => this.isScheduledAt(id, dueAt))) {
+      const row = this.rows.all.get(top.id)!;
+      this.assertMove(row, "dispatch");
+      this.dispatches.send(row.id, now);
+      rows.push(row);
+    }
+    return rows;
+  }
+
+  /** redispatch: the lost dispatches, oldest first (the rest are younger), at most `limit`, sent again. */
+  redispatchLost(now: number, limit: number): HeldRow[] {
+    const rows: HeldRow[] = [];
+    for (const [id, d] of this.dispatches.all) {
+      if (rows.length >= limit || now < this.redispatchAt(d)) break;
+      const row = this.rows.all.get(id)!;
+      this.assertMove(row, "redispatch");
+      this.dispatches.send(row.id, now);
+      rows.push(row);
+    }
+    return rows;
+  }
+
+  /** unsend: the queue refused the send of this dispatch (still the one at `dueAt`): scheduled again. */
+  unsend(id: string, dueAt: number): HeldRow | undefined {
+    const row = this.rows.all.get(id);
+    if (!row || !this.dispatches.all.has(id) || row.dueAt !== dueAt) return undefined;
+    this.assertMove(row, "unsend");
+    this.dispatches.drop(id);
+    this.schedule(row);
+    return row;
+  }
+
+  /** offer: claimed for a pull target, it waits in `queue` for a worker (shown as dispatched). Returns the dispatch it took. */
+  offer(row: HeldRow, queue: string): Dispatch | undefined {
+    this.assertMove(row, "offer");
+    const dispatch = this.dispatches.claim(row.id);
+    this.offers.set(row.id, { dueAt: row.dueAt, queue });
+    return dispatch;
+  }
+
+  /** claim: a lease starts (the consumer's, or a pull worker's when it has its own leaseMs). Returns the dispatch it took. */
+  lease(row: HeldRow, lease: Lease): Dispatch | undefined {
+    this.assertMove(row, "claim");
+    const dispatch = this.dispatches.claim(row.id);
+    this.offers.delete(row.id);
+    this.leases.start(row.id, lease);
+    return dispatch;
+  }
+
+  /** Extends a live lease by its own length; a consumer's moves to the end of the deadline order. */
+  extend(id: string, lease: Lease, now: number, defaultLeaseMs: number): void {
+    this.leases.extend(id, lease, now, defaultLeaseMs);
+  }
+
+  /** retry: the attempt failed with attempts left; due again as `moved`. */
+  retry(row: HeldRow, moved: HeldRow): void {
+    this.assertMove(row, "retry");
+    this.again(row, moved);
+  }
+
+  /** wait: flow control held the attempt back; due again as `moved`, its wait counted from its first due time. */
+  wait(row: HeldRow, moved: HeldRow): void {
+    this.assertMove(row, "wait");
+    if (!this.waits.has(row.id)) this.waits.set(row.id, row.dueAt);
+    this.again(row, moved);
+  }
+
+  /**
+   * reschedule: the run time changed (PATCH), or the job changed while its offer waited: due as
+   * `moved`, out of any dispatch or offer; from running, once its attempt finished.
+   */
+  reschedule(row: HeldRow, moved: HeldRow): void {
+    this.assertMove(row, "reschedule");
+    this.dispatches.drop(row.id);
+    this.offers.delete(row.id);
+    this.again(row, moved);
+  }
+
+  /** The wait flow control made it do, ended by its attempt: the due time it waited from, if it waited. */
+  endWait(id: string): number | undefined {
+    const from = this.waits.get(id);
+    this.waits.delete(id);
+    return from;
+  }
+
+  // ---- endings ------------------------------------------------------------------------------
+
+  /** succeed | kill | poison | cancel | abandon: the outcome waits here for D1 (the row stays until then). */
+  succeed(row: HeldRow, detail: ClosingDetail): TerminalState {
+    return this.close(row, this.assertMove(row, "succeed"), detail);
+  }
+  kill(row: HeldRow, detail: ClosingDetail): TerminalState {
+    return this.close(row, this.assertMove(row, "kill"), detail);
+  }
+  poison(row: HeldRow, detail: ClosingDetail): TerminalState {
+    return this.close(row, this.assertMove(row, "poison"), detail);
+  }
+  cancel(row: HeldRow, detail: ClosingDetail): TerminalState {
+    return this.close(row, this.assertMove(row, "cancel"), detail);
+  }
+  abandon(row: HeldRow, detail: ClosingDetail): TerminalState {
+    return this.close(row, this.assertMove(row, "abandon"), detail);
+  }
+
+  /** cancel from pending: a job canceled while its execution waited in D1 (never held here): only a tombstone. */
+  cancelPending(id: string, closed: Omit<Closed, "status">): void {
+    this.assertMove({ id }, "cancel", "pending");
+    this.rememberClosed(id, { ...closed, status: "canceled" });
+  }
+
+  /** D1 has its outcome: the execution leaves, a tombstone remembers it. */
+  leave(row: HeldRow, at: number): void {
+    const status = this.outcomes.get(row.id)?.status;
+    this.outcomes.delete(row.id);
+    this.rows.release(row);
+    this.waits.delete(row.id);
+    this.offers.delete(row.id);
+    this.rememberClosed(row.id, { at, tenant: row.tenant, version: row.version, ...(status ? { status } : {}) });
+  }
+
+  /** A tombstone for an id that left (tombstones.ts), at the end of the order. */
+  rememberClosed(id: string, closed: Closed): void {
+    this.tombstones.remember(id, closed);
+  }
+
+  /** Drops tombstones past their time (tombstones.ts). */
+  forgetClosed(now: number): void {
+    this.tombstones.forget(now);
+  }
+
+  // ---- the memory under the moves (no state change of its own) ------------------------------
+
+  /** Holds a row (not yet in the due order: schedule does that). */
+  hold(row: HeldRow): void {
+    this.rows.hold(row);
+  }
+
+  /** The row's fields changed (its job's version or state, or its due time under a running lease), not its state. */
+  keep(row: HeldRow): void {
+    this.rows.keep(row);
+  }
+
+  /** In its tenant's due order. */
+  schedule(row: HeldRow): void {
+    this.dueQueues.push(row.dueAt, row.id, row.tenant);
+    // entries of rows that moved stay until they surface: rebuilt once they outnumber the live ones
+    // (looked at every 1,024 pushes: the size is a sum over tenants)
+    if (++this.pushes % 1_024 === 0 && this.dueQueues.size > 2 * this.rows.all.size + 1_024) {
+      this.dueQueues.compact((dueAt, id) => this.isScheduledAt(id, dueAt));
+    }
+  }
+
+  private enter(row: HeldRow): void {
+    this.hold(row);
+    this.schedule(row);
+  }
+
+  /** Out of its lease (if any) and due again as `moved`. */
+  private again(row: HeldRow, moved: HeldRow): void {
+    this.leases.end(row.id);
+    this.keep(moved);
+    this.schedule(moved);
+  }
+
+  private close(row: HeldRow, status: ExecutionState, detail: ClosingDetail): TerminalState {
+    this.dispatches.drop(row.id);
+    this.offers.delete(row.id);
+    this.leases.end(row.id);
+    this.outcomes.set(row.id, { row, status: status as TerminalState, ...detail });
+    return status as TerminalState;
   }
 }
+
+/** the states of the last epoch's memory that a restart makes scheduled */
+const IN_FLIGHT = ["dispatched", "running"] as const;

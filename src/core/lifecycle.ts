@@ -23,7 +23,14 @@ export const TRANSITIONS = {
   dispatch: { from: ["scheduled"], to: "dispatched" },
   /** a dispatch overtaken by later ones and still unclaimed was lost: send again */
   redispatch: { from: ["dispatched"], to: "dispatched" },
-  /** a consumer takes a lease; from scheduled when a message of an earlier epoch arrives for a due row */
+  /** the queue refused the send: scheduled again (it was never fired) */
+  unsend: { from: ["dispatched"], to: "scheduled" },
+  /**
+   * a claim for a pull target: it waits in its pull queue for a worker, still dispatched (out of the
+   * dispatch order: nothing is re-sent); from dispatched also when its message is claimed again
+   */
+  offer: { from: ["scheduled", "dispatched"], to: "dispatched" },
+  /** a consumer or pull worker takes a lease; from scheduled when a message of an earlier epoch arrives for a due row */
   claim: { from: ["scheduled", "dispatched"], to: "running" },
   /** the target answered 2xx */
   succeed: { from: ["running"], to: "succeeded" },
