@@ -129,6 +129,7 @@ async function main() {
     frozen?.remove();
     throw error;
   }
+  const shape = await fireShape(codeRoot, settings);
   const ctx = { resultsDir: RESULTS, settings, overrides, quietWaitMs: envNumber("BENCH_QUIET_WAIT_S", 120) * 1000 };
 
   // Ctrl-C or a kill: take down every stack this bench started (their own process groups) first
@@ -144,7 +145,7 @@ async function main() {
   const results = [];
   const sent = [];
   const emit = (result) => {
-    const line = { ...result, code, machine, at: new Date().toISOString() };
+    const line = { ...result, shape, code, machine, at: new Date().toISOString() };
     results.push(line);
     sent.push(new Promise((resolve) => process.send(JSON.stringify(line), () => resolve())));
     writeFileSync(join(RESULTS, "latest.json"), `${JSON.stringify(results, null, 2)}\n`);
@@ -181,4 +182,23 @@ async function main() {
   await Promise.all(sent);
   process.exitCode = failed ? 1 : 0;
   process.disconnect();
+}
+
+/**
+ * The message shape the stack runs (README "Delivery groups"), to compare with the runtime's floor
+ * of the same shape (../shared/floor: [consumerBatch, executionsPerMessage]): the fire consumers'
+ * batch in the local config the code writes, executions per message, deliveries at once per
+ * invocation.
+ */
+async function fireShape(codeRoot, settings) {
+  const { withLocalFireBatches } = await import(join(codeRoot, "scripts", "local-env.mjs"));
+  const local = withLocalFireBatches(readFileSync(join(codeRoot, "wrangler.toml"), "utf8"));
+  const batch = /queue = "fire"\nmax_batch_size = (\d+)/.exec(local);
+  const groupSize = Number(settings.FIRE_GROUP_SIZE ?? 1);
+  return {
+    consumerBatch: batch ? Number(batch[1]) : null,
+    executionsPerMessage: groupSize,
+    deliveryConcurrency: Number(settings.DELIVERY_CONCURRENCY),
+    floorShape: batch ? [Number(batch[1]), groupSize] : null,
+  };
 }

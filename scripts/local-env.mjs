@@ -113,13 +113,14 @@ export const EXAMPLE_HANDLER_CONFIG = join(ROOT, "examples", "handler", "wrangle
 export const LOCAL_CONFIG = join(ROOT, ".wrangler-local.toml");
 
 /**
- * The local stack's fire consumers take batches of this many messages (groups), not production's
- * one: the local runtime has no limit of 6 open connections per invocation, and one consumer
- * invocation per 100 groups instead of per group is most of the runtime's floor
- * (../shared/floor: 0.37-0.42 ms per delivery at batches of 100 groups of 10, 0.75-0.88 ms at 6
- * single executions). README "Delivery groups".
+ * The local stack's fire consumers take batches of this many messages (groups of FIRE_GROUP_SIZE,
+ * 10 in .dev.vars.example), not production's one: the local runtime has no limit of 6 open
+ * connections per invocation, and fewer, larger consumer invocations are most of its floor
+ * (../shared/floor). 10 × 10: a batch of 100 groups (1,000 executions) held the flow-control
+ * permits of the leases waiting for a lane and sent a fifth of a burst back to its buckets, and
+ * cost more CPU per delivery than 10 × 10 (npm run bench, burst of 5,000). README "Delivery groups".
  */
-export const LOCAL_FIRE_BATCH = 100;
+export const LOCAL_FIRE_BATCH = 10;
 
 /** `text` (wrangler.toml) with every fire queue consumer's max_batch_size set to LOCAL_FIRE_BATCH. */
 export function withLocalFireBatches(text) {

@@ -101,7 +101,11 @@ export function perExecution(c) {
     rows: per((c.do_rows_written_total ?? 0) + (c.d1_rows_written_total ?? 0)),
     alarmsSet: per(c.alarms_set_total),
     doRequests: per(c.do_requests_total),
-    queueMessages: per((c.fired_total ?? 0) + (c.redispatch_total ?? 0)),
+    // messages sent (groups); before groups every dispatch was its own message
+    queueMessages: per(c.fire_messages_total ?? (c.fired_total ?? 0) + (c.redispatch_total ?? 0)),
+    executionsPerMessage: c.fire_messages_total
+      ? Math.round((((c.fired_total ?? 0) + (c.redispatch_total ?? 0)) / c.fire_messages_total) * 100) / 100
+      : 1,
     redispatches: per(c.redispatch_total),
     duplicatesSuppressed: per(c.duplicates_suppressed_total),
   };

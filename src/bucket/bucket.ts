@@ -316,7 +316,7 @@ export class Bucket extends DurableObject<Env> {
     await Promise.all(
       fireBatches(this.s, dispatches).map(({ groups, fresh }) =>
         queue.sendBatch(groups.map((body) => ({ body, contentType: "json" as const }))).then(
-          () => undefined,
+          () => this.s.tally.add("fire_messages_total", SYSTEM_TENANT, "", groups.length),
           (error: unknown) => {
             console.error("fire queue send failed", error);
             const refs = groups.flatMap((g) => g.executions);

@@ -73,10 +73,21 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
       const url = isHttpTarget(c.lease.target) ? c.lease.target.url : null;
       return { ...c, flow: governingKey(c.lease.flowControl, url, config.ORIGIN_PARALLELISM) };
     });
-    const answers = askFlowKeys(governed, env, config);
+    // permits are asked for a lane's worth of leases at a time, when the first of them is about to
+    // start: asked all at once, the leases of a large batch waiting for a lane would hold their
+    // keys' permits meanwhile, and a busy key would send the rest back to their buckets
+    const answers = new Map<string, Promise<FlowAnswer>>();
+    let asked = 0;
+    const askAhead = (index: number) => {
+      if (index < asked) return;
+      const next = governed.slice(asked, asked + config.DELIVERY_CONCURRENCY);
+      asked += next.length;
+      for (const [id, answer] of askFlowKeys(next, env, config)) answers.set(id, answer);
+    };
     // one limit for the whole batch: a request queued behind the connection limit would already
     // be spending its timeout
-    await forEachLimited(governed, config.DELIVERY_CONCURRENCY, async ({ lease, stub, flow }) => {
+    await forEachLimited(governed, config.DELIVERY_CONCURRENCY, async ({ lease, stub, flow }, index) => {
+      askAhead(index);
       // flow control first: a short wait is spent here, asking again; what its key holds back
       // longer goes back to its bucket, due again later
       const first = answers.get(lease.executionId);
@@ -152,8 +163,8 @@ function deliverLease(lease: Lease, env: Env, config: Config, keys: SigningKeys)
 }
 
 /**
- * Asks each flow-control key once (one RPC per key per batch, an origin's included) which of its
- * leases may start now: each governed lease's answer, by execution id. The others (no key, origin
+ * Asks each flow-control key once (one RPC per key per lane's worth of leases, an origin's
+ * included) which of its leases may start now: each governed lease's answer, by execution id. The others (no key, origin
  * keys off) start without waiting for it.
  */
 function askFlowKeys(leases: { lease: Lease; flow: GoverningKey | null }[], env: Env, config: Config): Map<string, Promise<FlowAnswer>> {
@@ -355,12 +366,12 @@ function startHeartbeat(running: Map<string, { lease: Lease; stub: BucketStub }>
   return () => clearInterval(timer);
 }
 
-async function forEachLimited<T>(items: T[], limit: number, run: (item: T) => Promise<void>): Promise<void> {
+async function forEachLimited<T>(items: T[], limit: number, run: (item: T, index: number) => Promise<void>): Promise<void> {
   let next = 0;
   const worker = async () => {
     while (next < items.length) {
-      const item = items[next++]!;
-      await run(item);
+      const index = next++;
+      await run(items[index]!, index);
     }
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));

@@ -67,8 +67,13 @@ const delta = (a: Record<string, number>, b: Record<string, number>, name: strin
 describe("delivery groups", () => {
   it("sends what one alarm pass fires of a bucket as one message, claimed with one RPC; each execution keeps its own lease, token and webhook-id", async () => {
     const { exes } = await sameBucket(CONFIG.FIRE_GROUP_SIZE);
+    const start = await counters();
     const sent = await alarmSends(exes[0]!);
     expect(sent).toHaveLength(1);
+    // counted as billed: one queue message for the group, each execution fired
+    const dispatched = await counters();
+    expect(delta(start, dispatched, "fire_messages_total")).toBe(1);
+    expect(delta(start, dispatched, "fired_total")).toBe(exes.length);
     expect(sent[0]!.v).toBe(2);
     expect(sent[0]!.executions.map((x) => x.executionId).sort()).toEqual(exes.map((e) => e.exe.id).sort());
 
