@@ -8,6 +8,9 @@ import type { BucketState } from "./state";
 import type { HeldRow } from "./store";
 
 const SEND_BATCH = 100; // Queue.sendBatch takes at most 100 messages
+/** and at most 256 KB: what one call carries is kept below this, with room for each message's envelope */
+const SEND_BATCH_BYTES = 200_000;
+const MESSAGE_OVERHEAD_BYTES = 100;
 
 /** What one pass sends: first dispatches and re-sends of lost ones. */
 export interface Dispatches {
@@ -70,10 +73,10 @@ export function fireBatches(s: BucketState, { fresh, again }: Dispatches): { gro
       [again, false],
     ] as const
   ).flatMap(([refs, isFresh]) =>
-    chunks(
-      chunks(refs, s.config.FIRE_GROUP_SIZE).map((executions): FireGroup => ({ v: 2, bucket, executions })),
-      SEND_BATCH,
-    ).map((groups) => ({ groups, fresh: isFresh })),
+    sendBatches(chunks(refs, s.config.FIRE_GROUP_SIZE).map((executions): FireGroup => ({ v: 2, bucket, executions }))).map((groups) => ({
+      groups,
+      fresh: isFresh,
+    })),
   );
 }
 
@@ -83,6 +86,25 @@ export function unsend(s: BucketState, failed: FireRef[]): void {
     const row = s.executions.unsend(m.executionId, m.dueAt);
     if (row) s.tally.add("fired_total", row.tenant, "", -1);
   }
+}
+
+/** Groups in sendBatch calls of at most SEND_BATCH messages and SEND_BATCH_BYTES (long tenant ids make large groups). */
+function sendBatches(groups: FireGroup[]): FireGroup[][] {
+  const out: FireGroup[][] = [];
+  let batch: FireGroup[] = [];
+  let bytes = 0;
+  for (const group of groups) {
+    const size = JSON.stringify(group).length + MESSAGE_OVERHEAD_BYTES;
+    if (batch.length > 0 && (batch.length === SEND_BATCH || bytes + size > SEND_BATCH_BYTES)) {
+      out.push(batch);
+      batch = [];
+      bytes = 0;
+    }
+    batch.push(group);
+    bytes += size;
+  }
+  if (batch.length > 0) out.push(batch);
+  return out;
 }
 
 /** A held execution as its fire message names it. */

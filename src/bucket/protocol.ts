@@ -23,6 +23,8 @@ export interface FireGroup {
   v: 2;
   bucket: number;
   executions: FireRef[];
+  /** deliveries the consumer failed on these executions so far (a group it passed on: consumer/fire.ts passOn) */
+  tries?: number;
 }
 
 /** The single-execution message of earlier versions, still accepted: an upgrade may find some queued. */

@@ -10,11 +10,12 @@
  */
 
 import type { Bucket } from "../bucket/bucket";
-import type { CompletionReport, LeaseGrant, LeaseRef, PullOffer } from "../bucket/protocol";
+import type { CompletionReport, FireGroup, FireRef, LeaseGrant, LeaseRef, PullOffer } from "../bucket/protocol";
 import { type Config, configOf } from "../config";
-import { bucketName } from "../core/bucketing";
+import { bucketName, fireQueueOf } from "../core/bucketing";
 import { type FlowAnswer, type FlowAsk, type GoverningKey, governingKey } from "../core/flow";
 import { isHttpTarget, isWorkerTarget } from "../core/job";
+import { SYSTEM_TENANT } from "../core/metrics";
 import { pullQueueName } from "../core/pull";
 import type { DeliveryOutcome } from "../core/response";
 import { type FlowKey, type FlowRelease, flowKeyName, flowKeyOf } from "../flow/flow-key";
@@ -38,14 +39,30 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env, ct
   const leases = claimed.flatMap((c) => c.leases.map((lease) => ({ lease, stub: c.stub })));
 
   // 2. a message is acked once every execution it carries was claimed, refused as a duplicate or
-  // held by its pull queue: from here the leases own them. It is retried when its claim failed
-  // (again: the bucket refuses what it leased meanwhile as duplicates)
+  // held by its pull queue: from here the leases own them. It is retried whole when its bucket's
+  // claim failed; the executions the consumer failed on alone go on by themselves (passOn)
   const retry = new Set(claimed.flatMap((c) => [...c.retry]));
+  const failed = claimed.flatMap((c) => c.failed);
   const offers = claimed.flatMap((c) => c.offers);
-  if (offers.length > 0) for (const message of await offerToPullQueues(offers, env)) retry.add(message);
-  for (const { message } of fires)
-    if (retry.has(message)) message.retry({ delaySeconds: claimRetryDelaySeconds(message.attempts) });
-    else message.ack();
+  if (offers.length > 0) failed.push(...(await offerToPullQueues(offers, env)));
+  const failedBy = Map.groupBy(failed, (f) => f.message);
+  await Promise.all(
+    fires.map(async (fire) => {
+      const own = failedBy.get(fire.message);
+      if (
+        retry.has(fire.message) ||
+        (own &&
+          !(await passOn(
+            env,
+            config,
+            fire,
+            own.map((f) => f.ref),
+          )))
+      ) {
+        fire.message.retry({ delaySeconds: claimRetryDelaySeconds(fire.message.attempts) });
+      } else fire.message.ack();
+    }),
+  );
 
   // 3. deliver after the handler returns
   if (leases.length > 0) ctx.waitUntil(deliverAll(leases, env, config));
@@ -90,7 +107,7 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
       askAhead(index);
       // flow control first: a short wait is spent here, asking again; what its key holds back
       // longer goes back to its bucket, due again later
-      const first = answers.get(lease.executionId);
+      const first = answers.get(lease.executionId) ?? (flow ? askAgain(env, config, lease, flow) : undefined);
       const { answer, waitedMs: flowWaitMs } =
         first && flow ? await waitForPermit(await first, () => askAgain(env, config, lease, flow)) : { answer: undefined, waitedMs: 0 };
       if (answer && !answer.granted) {
@@ -116,12 +133,12 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
 
 /**
  * Hands pull targets' executions to their pull queues (one RPC per tenant and queue); answers the
- * messages of the offers a queue did not take, to retry (the bucket answers a repeated claim with
- * the same offer, and the queue holds an offer once).
+ * executions whose queue did not take them, to go on (the bucket answers a repeated claim with the
+ * same offer, and the queue holds an offer once).
  */
-async function offerToPullQueues(offers: ClaimedOffer[], env: Env): Promise<Message<unknown>[]> {
+async function offerToPullQueues(offers: ClaimedOffer[], env: Env): Promise<FailedExecution[]> {
   const byQueue = Map.groupBy(offers, ({ offer }) => pullQueueName(offer.tenant, offer.queue));
-  const failed: Message<unknown>[] = [];
+  const failed: FailedExecution[] = [];
   await Promise.all(
     [...byQueue.values()].map(async (group) => {
       const { tenant, queue } = group[0]!.offer;
@@ -131,11 +148,56 @@ async function offerToPullQueues(offers: ClaimedOffer[], env: Env): Promise<Mess
         );
       } catch (error) {
         console.error(`offering to pull queue ${queue} failed`, error);
-        failed.push(...group.map((o) => o.message));
+        failed.push(
+          ...group.map(({ offer, message }) => ({
+            message,
+            ref: { executionId: offer.executionId, tenant: offer.tenant, dueAt: offer.dueAt },
+          })),
+        );
       }
     }),
   );
   return failed;
+}
+
+/** An execution the consumer failed on (its claim threw, its pull queue refused it), with the message that carried it. */
+interface FailedExecution {
+  message: Message<unknown>;
+  ref: FireRef;
+}
+
+/**
+ * Deliveries of one message that fail for the consumer's own reasons before the executions of a
+ * message are given up as poison: the first and the fire queues' max_retries (3) more, as the
+ * queue counts a message's own retries.
+ */
+export const CONSUMER_TRIES = 4;
+
+/**
+ * The executions of a message the consumer failed on go on alone, so the others of their group,
+ * claimed or held by a pull queue, are never judged with them (a whole message retried to the
+ * dead-letter queue would be judged whole): a new message of just those, counting their tries, sent
+ * to the bucket's fire queue after the retry delay; past CONSUMER_TRIES, they are marked dead as
+ * poison, as the dead-letter consumer would. False when that failed too: the message is retried whole.
+ */
+async function passOn(env: Env, config: Config, fire: ReceivedFire, failed: FireRef[]): Promise<boolean> {
+  const tries = (fire.tries ?? 0) + 1;
+  const stub = env.BUCKET.getByName(bucketName(fire.bucket));
+  try {
+    if (tries >= CONSUMER_TRIES) {
+      await stub.markPoisoned(failed.map(({ executionId, dueAt }) => ({ executionId, dueAt })));
+      return true;
+    }
+    const queue = config.fireQueues[fireQueueOf(fire.bucket, config.fireQueues.length)];
+    if (!queue) return false;
+    const body: FireGroup = { v: 2, bucket: fire.bucket, executions: failed, tries };
+    await queue.sendBatch([{ body, contentType: "json", delaySeconds: claimRetryDelaySeconds(tries) }]);
+    await stub.bump("fire_messages_total", SYSTEM_TENANT, 1).catch(() => undefined);
+    return true;
+  } catch (error) {
+    console.error(`passing on ${failed.length} failed execution(s) of bucket ${fire.bucket} failed`, error);
+    return false;
+  }
 }
 
 /** A claim's offer, with the message that carried it. */
@@ -329,20 +391,20 @@ async function claimBucket(
   bucket: number,
   fires: ReceivedFire[],
   stub: BucketStub,
-): Promise<{ stub: BucketStub; leases: Lease[]; offers: ClaimedOffer[]; retry: Set<Message<unknown>> }> {
-  const refs = fires.flatMap((f) => f.executions.map((e) => ({ executionId: e.executionId, dueAt: e.dueAt, message: f.message })));
+): Promise<{ stub: BucketStub; leases: Lease[]; offers: ClaimedOffer[]; failed: FailedExecution[]; retry: Set<Message<unknown>> }> {
+  const refs = fires.flatMap((f) => f.executions.map((ref) => ({ ref, message: f.message })));
   try {
-    const results = await stub.claim(refs.map(({ executionId, dueAt }) => ({ executionId, dueAt })));
+    const results = await stub.claim(refs.map(({ ref }) => ({ executionId: ref.executionId, dueAt: ref.dueAt })));
     const leases = results.filter((c): c is Lease => c.ok);
     // the bucket answers in the order asked: each result belongs to the execution at its place
     const offers = results.flatMap((c, i): ClaimedOffer[] =>
       !c.ok && c.code === "offered" ? [{ offer: c, bucket, message: refs[i]!.message }] : [],
     );
-    const retry = new Set(results.flatMap((c, i) => (!c.ok && c.code === "failed" ? [refs[i]!.message] : [])));
-    return { stub, leases, offers, retry };
+    const failed = results.flatMap((c, i) => (!c.ok && c.code === "failed" ? [refs[i]!] : []));
+    return { stub, leases, offers, failed, retry: new Set() };
   } catch (error) {
     console.error(`claim on bucket ${bucket} failed`, error);
-    return { stub, leases: [], offers: [], retry: new Set(fires.map((f) => f.message)) };
+    return { stub, leases: [], offers: [], failed: [], retry: new Set(fires.map((f) => f.message)) };
   }
 }
 

@@ -19,6 +19,7 @@ const FireGroupSchema = z.object({
   v: z.literal(2),
   bucket,
   executions: z.array(z.object({ executionId, tenant, dueAt })).min(1).max(MAX_GROUP),
+  tries: z.number().int().min(0).optional(),
 });
 const FireMessageSchema = z.object({ v: z.literal(1), executionId, bucket, tenant, dueAt });
 
@@ -32,11 +33,16 @@ export const MAX_BUCKET = 100_000;
 export interface Fire {
   bucket: number;
   executions: FireRef[];
+  /** a group the consumer passed on: how often it failed on these executions */
+  tries?: number;
 }
 
 export function parseFire(body: unknown): Fire | null {
   const group = FireGroupSchema.safeParse(body);
-  if (group.success) return group.data.bucket < MAX_BUCKET ? { bucket: group.data.bucket, executions: group.data.executions } : null;
+  if (group.success) {
+    const { bucket, executions, tries } = group.data;
+    return bucket < MAX_BUCKET ? { bucket, executions, ...(tries === undefined ? {} : { tries }) } : null;
+  }
   const single = FireMessageSchema.safeParse(body);
   if (!single.success || single.data.bucket >= MAX_BUCKET) return null;
   const { executionId, tenant, dueAt } = single.data;

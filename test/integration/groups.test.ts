@@ -6,9 +6,11 @@
  * consumer and the dead-letter consumer.
  */
 import { evictDurableObject, runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import { Bucket } from "../../src/bucket/bucket";
 import type { ClaimResult, CompletionReport, FireGroup, LeaseGrant } from "../../src/bucket/protocol";
+import { CONSUMER_TRIES } from "../../src/consumer/fire";
 import {
   api,
   bucketSql,
@@ -16,10 +18,13 @@ import {
   CONFIG,
   captureFireGroupsForFile,
   counters,
+  createJob,
   type Execution,
+  executionOf,
   fileClock,
   fire,
   jobRow,
+  KEYS,
   live,
   newExecution,
   received,
@@ -117,38 +122,61 @@ describe("delivery groups", () => {
     await clock.flush(exes[0]!.stub);
   });
 
-  it("one execution whose claim fails never harms the others of its group: they run once, its message is retried, and the dead-letter queue kills only it", async () => {
+  it("one execution whose claim fails never harms the others of its group: they run once, it goes on alone in a message of its own, and only it ends dead as poison", async () => {
     const { exes } = await sameBucket(3);
     const [bad, ...healthy] = exes as [Exe, ...Exe[]];
     // its stored spec is unreadable: its claim throws, every time
     await bucketSql(bad.stub, "UPDATE executions SET spec = 'not json' WHERE id = ?", bad.exe.id);
     const sent = await alarmSends(bad);
     expect(sent).toHaveLength(1);
+    const start = await counters();
 
-    const first = await fire(sent);
-    expect(first.retryMessages.map((m) => m.msgId)).toEqual(["m0"]);
+    // the group is acked (its healthy executions are leased); the failed one is passed on alone
+    expect((await fire(sent)).explicitAcks).toEqual(["m0"]);
+    let passed = groups.splice(0);
+    const badRef = sent[0]!.executions.find((x) => x.executionId === bad.exe.id)!;
+    expect(passed).toEqual([{ v: 2, bucket: bad.exe.bucket, executions: [badRef], tries: 1 }]);
     for (const e of healthy) {
       expect(await received(e.path)).toHaveLength(1);
       expect(await statusOf(e)).toBe("succeeded");
     }
-    expect(await received(bad.path)).toHaveLength(0);
     expect(await statusOf(bad)).toBe("dispatched");
 
-    // the queue delivers the message again: the healthy ones are duplicates, never delivered twice
-    const before = await counters();
-    const second = await fire(sent, { attempts: 2 });
-    expect(second.retryMessages.map((m) => m.msgId)).toEqual(["m0"]);
-    expect(delta(before, await counters(), "duplicates_suppressed_total")).toBe(healthy.length);
-    for (const e of healthy) expect(await received(e.path)).toHaveLength(1);
-
-    // the queue gives up: the dead-letter consumer judges each execution by itself
-    const dlq = await fire(sent, { queue: "fire-dlq" });
-    expect(dlq.explicitAcks).toEqual(["m0"]);
+    // it fails again each time, counting its tries; at CONSUMER_TRIES it is marked dead as poison
+    for (let tries = 2; tries < CONSUMER_TRIES; tries++) {
+      expect((await fire(passed)).explicitAcks).toEqual(["m0"]);
+      const next = groups.splice(0);
+      expect(next).toEqual([{ ...passed[0]!, tries }]);
+      passed = next;
+    }
+    expect((await fire(passed)).explicitAcks).toEqual(["m0"]);
+    expect(groups.splice(0)).toEqual([]);
     expect(await statusOf(bad)).toBe("dead");
     for (const e of healthy) expect(await statusOf(e)).toBe("succeeded");
+    // the messages passed on are billed like any other
+    expect(delta(start, await counters(), "fire_messages_total")).toBe(CONSUMER_TRIES - 1);
     await clock.flush(bad.stub);
     expect(await jobRow(bad.job.id)).toMatchObject({ run_status: "dead", dead_reason: "poison" });
     for (const e of healthy) expect((await jobRow(e.job.id))?.run_status).toBe("succeeded");
+  });
+
+  it("a group whose bucket cannot be reached is retried whole, and the dead-letter queue judges each of its executions", async () => {
+    const { exes } = await sameBucket(2);
+    const sent = await alarmSends(exes[0]!);
+    const claim = vi.spyOn(Bucket.prototype, "claim").mockRejectedValue(new Error("bucket unavailable"));
+    try {
+      expect((await fire(sent)).retryMessages.map((m) => m.msgId)).toEqual(["m0"]);
+    } finally {
+      claim.mockRestore();
+    }
+    // meanwhile one of them was claimed by a copy and finished: the dead letter kills only the other
+    const [done, stuck] = exes as [Exe, Exe];
+    const lone = sent[0]!.executions.find((x) => x.executionId === done.exe.id)!;
+    expect((await fire([{ ...sent[0]!, executions: [lone] }])).explicitAcks).toEqual(["m0"]);
+    expect((await fire(sent, { queue: "fire-dlq" })).explicitAcks).toEqual(["m0"]);
+    expect(await statusOf(done)).toBe("succeeded");
+    expect(await statusOf(stuck)).toBe("dead");
+    await clock.flush(done.stub);
   });
 
   it("a redelivered group is suppressed per execution: while running, once finished, and once its outcomes are in D1", async () => {
@@ -236,5 +264,137 @@ describe("delivery groups", () => {
     expect(result.explicitAcks.sort()).toEqual(["m0", "m1"]);
     expect(result.retryMessages).toEqual([]);
     expect((await malformed()) - before).toBe(2);
+  });
+});
+
+// ---- groups mixing kinds and tenants (found by review: a whole group retried to the dead-letter
+// queue killed its healthy siblings; now only what the consumer failed on goes on, alone)
+
+type Made = { jobId: string; id: string; bucket: number; key: string };
+
+async function make(body: Record<string, unknown>, key: string): Promise<Made> {
+  const job = await createJob(body, key);
+  const exe = (await executionOf(job.id))!;
+  return { jobId: job.id, id: exe.id, bucket: exe.bucket, key };
+}
+
+/** One job of each kind, all in one bucket; the others are deleted before any alarm. */
+async function oneBucket(kinds: { body: () => Record<string, unknown>; key: string }[]): Promise<Made[]> {
+  const byBucket = new Map<number, Made[][]>();
+  for (let round = 0; round < 40; round++) {
+    for (const [k, kind] of kinds.entries()) {
+      const m = await make(kind.body(), kind.key);
+      const slots = byBucket.get(m.bucket) ?? kinds.map(() => []);
+      slots[k]!.push(m);
+      byBucket.set(m.bucket, slots);
+    }
+    for (const slots of byBucket.values()) {
+      if (!slots.every((x) => x.length > 0)) continue;
+      const chosen = slots.map((x) => x[0]!);
+      for (const all of byBucket.values())
+        for (const m of all.flat())
+          if (!chosen.includes(m)) expect((await api(`/v1/jobs/${m.jobId}`, { method: "DELETE" }, m.key)).status).toBe(200);
+      return chosen;
+    }
+  }
+  throw new Error("no bucket got one of each kind");
+}
+
+async function leasePull(queue: string, key: string): Promise<string[]> {
+  const res = await api(`/v1/pull/${queue}/lease`, { method: "POST", body: { max: 5 } }, key);
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { leases: { executionId: string }[] }).leases.map((l) => l.executionId);
+}
+
+/** Feeds a bucket's passed-on group back until the consumer gives up on it (CONSUMER_TRIES). */
+async function failUntilPoisoned(bucket: number): Promise<void> {
+  for (let i = 0; i < CONSUMER_TRIES; i++) {
+    const passed = groups.splice(0).filter((g) => g.bucket === bucket);
+    if (passed.length === 0) return;
+    expect((await fire(passed)).explicitAcks).toEqual(passed.map((_g, j) => `m${j}`));
+  }
+  throw new Error("still passed on after CONSUMER_TRIES");
+}
+
+let queues = 0;
+const queueName = (prefix: string) => `${prefix}-${++queues}`;
+
+describe("delivery groups mixing kinds and tenants", () => {
+  it("a pull execution held by its queue stays offered when a sibling's claim keeps failing; a worker leases it", async () => {
+    const queue = queueName("rq");
+    const [offered, bad] = await oneBucket([
+      { body: () => ({ target: { pull: queue } }), key: KEYS.acme },
+      { body: () => ({ target: { url: `${receiverUrl()}${uniquePath()}` } }), key: KEYS.acme },
+    ]);
+    const stub = bucketStub(offered!.bucket);
+    await bucketSql(stub, "UPDATE executions SET spec = 'not json' WHERE id = ?", bad!.id);
+    groups.splice(0);
+    await runAlarm(stub);
+    const sent = groups.splice(0).filter((g) => g.bucket === offered!.bucket);
+    expect(sent).toHaveLength(1);
+    expect(sent[0]!.executions.map((x) => x.executionId).sort()).toEqual([offered!.id, bad!.id].sort());
+    expect((await fire(sent)).explicitAcks).toEqual(["m0"]);
+    await failUntilPoisoned(offered!.bucket);
+    expect((await live(stub, bad!.id))?.status).toBe("dead");
+    expect((await live(stub, offered!.id))?.status).toBe("dispatched");
+    expect(await leasePull(queue, KEYS.acme)).toEqual([offered!.id]);
+  });
+
+  it("another tenant's pull queue refusing its offer never touches this tenant's held offer; the refused one is offered again when its queue is back", async () => {
+    const mine = queueName("mine");
+    const theirs = queueName("theirs");
+    const [acmeOffer, globexOffer] = await oneBucket([
+      { body: () => ({ target: { pull: mine } }), key: KEYS.acme },
+      { body: () => ({ target: { pull: theirs } }), key: KEYS.globex },
+    ]);
+    const stub = bucketStub(acmeOffer!.bucket);
+    groups.splice(0);
+    await runAlarm(stub);
+    const sent = groups.splice(0).filter((g) => g.bucket === acmeOffer!.bucket);
+    expect(sent[0]!.executions.map((x) => x.tenant).sort()).toEqual(["acme", "globex"]);
+    const real = env.PULL_QUEUE.getByName.bind(env.PULL_QUEUE);
+    const spy = vi.spyOn(env.PULL_QUEUE, "getByName").mockImplementation((name: string) => {
+      if (name.startsWith("globex")) return { offer: () => Promise.reject(new Error("overloaded")) } as unknown as ReturnType<typeof real>;
+      return real(name);
+    });
+    try {
+      expect((await fire(sent)).explicitAcks).toEqual(["m0"]);
+    } finally {
+      spy.mockRestore();
+    }
+    const passed = groups.splice(0);
+    expect(passed).toEqual([
+      { v: 2, bucket: acmeOffer!.bucket, executions: [expect.objectContaining({ executionId: globexOffer!.id })], tries: 1 },
+    ]);
+    expect(await leasePull(mine, KEYS.acme)).toEqual([acmeOffer!.id]);
+    // globex's queue is back: the passed-on group is offered and held
+    expect((await fire(passed)).explicitAcks).toEqual(["m0"]);
+    expect(groups.splice(0)).toEqual([]);
+    expect(await leasePull(theirs, KEYS.globex)).toEqual([globexOffer!.id]);
+  });
+
+  it("after a bucket restart, a sibling whose success had not reached D1 runs again, never killed by the failing one", async () => {
+    const path = uniquePath();
+    const [healthy, bad] = await oneBucket([
+      { body: () => ({ target: { url: `${receiverUrl()}${path}` } }), key: KEYS.acme },
+      { body: () => ({ target: { url: `${receiverUrl()}${uniquePath()}` } }), key: KEYS.acme },
+    ]);
+    const stub = bucketStub(healthy!.bucket);
+    await bucketSql(stub, "UPDATE executions SET spec = 'not json' WHERE id = ?", bad!.id);
+    groups.splice(0);
+    await runAlarm(stub);
+    const sent = groups.splice(0).filter((g) => g.bucket === healthy!.bucket);
+    expect((await fire(sent)).explicitAcks).toEqual(["m0"]);
+    expect((await live(stub, healthy!.id))?.status).toBe("succeeded"); // delivered, not flushed yet
+    await runInDurableObject(stub, () => undefined);
+    await evictDurableObject(stub);
+    await failUntilPoisoned(healthy!.bucket);
+    expect((await live(stub, bad!.id))?.status).toBe("dead");
+    expect((await live(stub, healthy!.id))?.status).toBe("scheduled"); // runs again: a duplicate, never a loss
+    groups.splice(0);
+    await runAlarm(stub);
+    expect((await fire(groups.splice(0).filter((g) => g.bucket === healthy!.bucket))).explicitAcks).toEqual(["m0"]);
+    expect(await received(path)).toHaveLength(2);
+    expect((await live(stub, healthy!.id))?.status).toBe("succeeded");
   });
 });
