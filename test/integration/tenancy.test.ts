@@ -175,6 +175,7 @@ const METERS = [
   "d1_rows_written_total",
   "alarms_set_total",
   "do_requests_total",
+  "fire_messages_total",
   "archived_executions_total",
   "archive_objects_total",
   "archive_bytes_total",
