@@ -52,6 +52,13 @@ export const ConfigSchema = z.object({
    */
   FIRE_GROUP_SIZE: z.coerce.number().int().min(1).max(100).default(6),
   /**
+   * executions per fire message for pull targets: an offer opens no connection (the consumer
+   * hands a message's offers to their pull queues, one RPC per queue), so its groups may be
+   * larger. Handler Workers keep FIRE_GROUP_SIZE: whether a service-binding call counts toward
+   * an invocation's 6 connections is not documented
+   */
+  FIRE_GROUP_SIZE_PULL: z.coerce.number().int().min(1).max(100).default(50),
+  /**
    * deliveries in flight at once to one target origin (scheme://host:port) per tenant, for jobs
    * without a flowControl key: they share the implicit key "origin:<origin>", which a 429/503
    * Retry-After also slows (README, Flow control). 1,000 is Cloud Tasks' default

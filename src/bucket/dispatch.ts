@@ -16,6 +16,8 @@ const MESSAGE_OVERHEAD_BYTES = 100;
 export interface Dispatches {
   fresh: FireRef[];
   again: FireRef[];
+  /** which of them are pull targets' (larger groups: FIRE_GROUP_SIZE_PULL) */
+  pull?: Set<string>;
 }
 
 /**
@@ -28,16 +30,21 @@ export interface Dispatches {
 export function takeDispatches(s: BucketState, now: number): Dispatches {
   if (now < s.dispatchRetryAt || s.bucket === null) return { fresh: [], again: [] };
   const limit = s.config.FIRE_BATCH_LIMIT;
+  const pull = new Set<string>();
+  const refOf = (row: HeldRow) => {
+    if (s.pullJobs.has(row.jobId)) pull.add(row.id);
+    return fireRefOf(row);
+  };
   const again = s.executions.redispatchLost(now, limit).map((row) => {
     s.tally.add("redispatch_total", row.tenant);
-    return fireRefOf(row);
+    return refOf(row);
   });
   const room = Math.min(limit - again.length, windowRoom(s, now).room);
   const fresh = s.executions.dispatchDue(now, room).map((row) => {
     s.tally.add("fired_total", row.tenant);
-    return fireRefOf(row);
+    return refOf(row);
   });
-  return { fresh, again };
+  return { fresh, again, pull };
 }
 
 /**
@@ -65,19 +72,23 @@ export function windowRoom(s: BucketState, now: number): { room: number; reopens
  * The sendBatch calls of one pass: its executions in groups of FIRE_GROUP_SIZE (one message
  * each), 100 messages a call; `fresh` says whether they are first dispatches.
  */
-export function fireBatches(s: BucketState, { fresh, again }: Dispatches): { groups: FireGroup[]; fresh: boolean }[] {
+export function fireBatches(s: BucketState, { fresh, again, pull }: Dispatches): { groups: FireGroup[]; fresh: boolean }[] {
   const bucket = s.bucket ?? 0;
+  // pull targets' offers open no connection: larger groups; everything else as many as one
+  // invocation delivers at once
+  const groupsOf = (refs: FireRef[]) => {
+    const offers = pull ? refs.filter((r) => pull.has(r.executionId)) : [];
+    const deliveries = offers.length > 0 ? refs.filter((r) => !pull!.has(r.executionId)) : refs;
+    return [...chunks(deliveries, s.config.FIRE_GROUP_SIZE), ...chunks(offers, s.config.FIRE_GROUP_SIZE_PULL)].map(
+      (executions): FireGroup => ({ v: 2, bucket, executions }),
+    );
+  };
   return (
     [
       [fresh, true],
       [again, false],
     ] as const
-  ).flatMap(([refs, isFresh]) =>
-    sendBatches(chunks(refs, s.config.FIRE_GROUP_SIZE).map((executions): FireGroup => ({ v: 2, bucket, executions }))).map((groups) => ({
-      groups,
-      fresh: isFresh,
-    })),
-  );
+  ).flatMap(([refs, isFresh]) => sendBatches(groupsOf(refs)).map((groups) => ({ groups, fresh: isFresh })));
 }
 
 /** The queue refused these first dispatches: scheduled again, and they were not fired. */

@@ -90,7 +90,10 @@ export function settle(s: BucketState, outcomes: Outcomes, failedShards: Set<num
     s.sql,
     written.map((c) => c.row),
   );
-  for (const c of written) s.executions.leave(c.row, at);
+  for (const c of written) {
+    s.executions.leave(c.row, at);
+    if (!c.row.recurring) s.pullJobs.delete(c.row.jobId);
+  }
 }
 
 /** Definitions that waited for their execution's outcome to land are applied. */

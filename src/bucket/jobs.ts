@@ -6,9 +6,9 @@
  */
 import { planOccurrence } from "../core/cron";
 import { occurrenceId, oneOffExecutionId } from "../core/id";
-import { isNear, parseSpec } from "../core/job";
+import { isNear, isPullTarget, parseSpec } from "../core/job";
 import type { Applied, JobDefinition, RedriveOrder, RedriveResult } from "./protocol";
-import { type BucketState, cancel, close, insert, parseLog } from "./state";
+import { type BucketState, cancel, close, insert, notePull, parseLog } from "./state";
 import type { HeldRow, ScheduleRow } from "./store";
 import * as store from "./store";
 
@@ -72,6 +72,7 @@ function applyOneOff(s: BucketState, def: JobDefinition, now: number, fromPull: 
     };
     // an execution that already ran and is active again was redriven: a fresh budget from here
     const inserted = insert(s, fresh, def.specJson, parseLog(def.attemptLog), def.attempts > 0 ? "redrive" : "handOff");
+    if (inserted) notePullSpec(s, def);
     if (inserted && fromPull) tally.add("scanner_recovered_total", def.tenant);
     if (inserted && def.attempts > 0) tally.add("redrive_total", def.tenant);
     return def.version;
@@ -92,14 +93,21 @@ function applyOneOff(s: BucketState, def: JobDefinition, now: number, fromPull: 
     // and its outcome then runs the job again (reschedule)
     const moved: HeldRow = { ...updated, dueAt, occurrenceAt: dueAt, budgetBase: row.attempt };
     store.moveExecution(s.sql, row.dueAt, moved, { spec: def.specJson });
+    notePullSpec(s, def);
     if (lease) executions.keep(moved);
     else executions.reschedule(row, moved);
     return def.version;
   }
   store.updateJobOfExecution(s.sql, updated, def.specJson);
+  notePullSpec(s, def);
   executions.keep(updated);
   offerAgain(s, updated);
   return def.version;
+}
+
+/** A held one-off job's target kind, from the definition applied (its executions' group size). */
+function notePullSpec(s: BucketState, def: JobDefinition): void {
+  notePull(s, def.jobId, isPullTarget(parseSpec(def.specJson).target));
 }
 
 function applyRecurring(s: BucketState, def: JobDefinition, now: number): number {
@@ -107,6 +115,7 @@ function applyRecurring(s: BucketState, def: JobDefinition, now: number): number
   const current = store.scheduleOf(s.sql, def.jobId);
   if (current && current.version >= def.version) return current.version;
   const spec = parseSpec(def.specJson);
+  notePull(s, def.jobId, isPullTarget(spec.target));
   const active = def.status === "active";
   const rescheduled = current?.status !== "active" || JSON.stringify(parseSpec(current.spec).schedule) !== JSON.stringify(spec.schedule);
   const fired = Math.max(current?.fired ?? 0, def.fired);

@@ -8,7 +8,7 @@ import { isPullTarget, type JobSpec, parseSpec } from "../core/job";
 import { SYSTEM_TENANT } from "../core/metrics";
 import type { Lease } from "./flight";
 import type { ClaimResult, ExecutionRef, HeartbeatResult, LeaseGrant, LeaseRef, OfferedLeaseRef, OfferedRef } from "./protocol";
-import type { BucketState } from "./state";
+import { type BucketState, notePull } from "./state";
 import type { HeldRow } from "./store";
 import * as store from "./store";
 
@@ -38,6 +38,7 @@ export function claimOne(s: BucketState, ref: ExecutionRef, now: number): ClaimR
   const spec = store.specOf(s.sql, row);
   if (spec === null) return { ok: false, executionId: id, code: "unknown" };
   const parsed = parseSpec(spec);
+  notePull(s, row.jobId, isPullTarget(parsed.target));
   if (isPullTarget(parsed.target)) {
     // the scheduler's part ends here: from now on it waits for a worker, not for us; a repeated
     // claim (a redelivered message) is a duplicate whose offer its queue holds once

@@ -33,6 +33,12 @@ export interface BucketState {
   leaseSeq: number;
   /** a failed send holds first dispatches back until then */
   dispatchRetryAt: number;
+  /**
+   * jobs held here whose target is a pull queue, as far as this instance has seen their spec
+   * (applied or claimed): their executions go in groups of FIRE_GROUP_SIZE_PULL. Memory only; after
+   * a restart an execution not seen again goes in a group of FIRE_GROUP_SIZE, which is always safe
+   */
+  readonly pullJobs: Set<string>;
 }
 
 /** the dispatch window starts small and doubles per round trip while the queue keeps up */
@@ -59,6 +65,7 @@ export function newState(sql: SqlStorage, config: Config, epoch: number): Bucket
     nextScheduleAt: store.nextScheduleAt(sql),
     leaseSeq: 0,
     dispatchRetryAt: 0,
+    pullJobs: new Set(),
   };
 }
 
@@ -68,6 +75,12 @@ export interface Ending {
   httpStatus?: number | null;
   error?: string | null;
   reason?: string;
+}
+
+/** Remembers whether a job's target is a pull queue (its executions' group size: dispatch.ts). */
+export function notePull(s: BucketState, jobId: string, pull: boolean): void {
+  if (pull) s.pullJobs.add(jobId);
+  else s.pullJobs.delete(jobId);
 }
 
 /** A new execution row, scheduled by `via` (its row of the lifecycle table). Returns whether it was new. */

@@ -18,7 +18,7 @@ import { DispatchWindow } from "../../src/core/dispatch-window";
 const NOW = 1_000_000;
 
 function state(window = 64, groupSize = 6): BucketState {
-  const config = { FIRE_BATCH_LIMIT: 2_000, FIRE_GROUP_SIZE: groupSize, DISPATCH_TIMEOUT_MS: 10_000 } as Config;
+  const config = { FIRE_BATCH_LIMIT: 2_000, FIRE_GROUP_SIZE: groupSize, FIRE_GROUP_SIZE_PULL: 50, DISPATCH_TIMEOUT_MS: 10_000 } as Config;
   return {
     sql: undefined as unknown as SqlStorage, // the dispatch step reads no storage
     config,
@@ -32,6 +32,7 @@ function state(window = 64, groupSize = 6): BucketState {
     nextScheduleAt: null,
     leaseSeq: 0,
     dispatchRetryAt: 0,
+    pullJobs: new Set(),
   };
 }
 
@@ -108,6 +109,22 @@ describe("fireBatches: the messages of one pass", () => {
     expect(batches[0]!.groups[0]).toEqual({ v: 2, bucket: 3, executions: taken.fresh.slice(0, 6) });
     expect(batches[1]!.groups.at(-1)!.executions).toHaveLength(3);
     expect(batches.flatMap((b) => b.groups.flatMap((g) => g.executions))).toEqual([...taken.fresh, ...again]);
+  });
+
+  it("puts pull targets' executions in groups of FIRE_GROUP_SIZE_PULL (offers open no connection), the others in groups of FIRE_GROUP_SIZE", () => {
+    const s = state(2_000, 6);
+    for (let i = 0; i < 120; i++) s.executions.handOff(row(i));
+    // every third job is a pull target, as its bucket learned when it applied or claimed it
+    for (let i = 0; i < 120; i += 3) s.pullJobs.add(`job_${i}`);
+    const taken = takeDispatches(s, NOW);
+    expect([...taken.pull!].sort()).toEqual(Array.from({ length: 40 }, (_, k) => `exe_${3 * k}`).sort());
+    const groups = fireBatches(s, taken).flatMap((b) => b.groups);
+    const isPull = (g: { executions: { executionId: string }[] }) => g.executions.every((e) => taken.pull!.has(e.executionId));
+    const isDelivery = (g: { executions: { executionId: string }[] }) => g.executions.every((e) => !taken.pull!.has(e.executionId));
+    expect(groups.every((g) => isPull(g) || isDelivery(g))).toBe(true);
+    expect(groups.filter(isPull).map((g) => g.executions.length)).toEqual([40]);
+    expect(groups.filter(isDelivery).map((g) => g.executions.length)).toEqual([...Array(13).fill(6), 2]);
+    expect(groups.flatMap((g) => g.executions).sort((a, b) => a.dueAt - b.dueAt)).toEqual(taken.fresh);
   });
 
   it("sends nothing for an empty pass", () => {
