@@ -46,23 +46,7 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env, ct
   const offers = claimed.flatMap((c) => c.offers);
   if (offers.length > 0) failed.push(...(await offerToPullQueues(offers, env)));
   const failedBy = Map.groupBy(failed, (f) => f.message);
-  await Promise.all(
-    fires.map(async (fire) => {
-      const own = failedBy.get(fire.message);
-      if (
-        retry.has(fire.message) ||
-        (own &&
-          !(await passOn(
-            env,
-            config,
-            fire,
-            own.map((f) => f.ref),
-          )))
-      ) {
-        fire.message.retry({ delaySeconds: claimRetryDelaySeconds(fire.message.attempts) });
-      } else fire.message.ack();
-    }),
-  );
+  await Promise.all(fires.map((fire) => settleMessage(fire, retry.has(fire.message), failedBy.get(fire.message), env, config)));
 
   // 3. deliver after the handler returns
   if (leases.length > 0) ctx.waitUntil(deliverAll(leases, env, config));
@@ -164,6 +148,14 @@ async function offerToPullQueues(offers: ClaimedOffer[], env: Env): Promise<Fail
 interface FailedExecution {
   message: Message<unknown>;
   ref: FireRef;
+}
+
+/** Acks a message, or retries it whole: when its bucket's claim failed, or passing on its failed executions did. */
+async function settleMessage(fire: ReceivedFire, retryWhole: boolean, failed: FailedExecution[] | undefined, env: Env, config: Config) {
+  const refs = failed?.map((f) => f.ref);
+  const acked = !retryWhole && (refs === undefined || (await passOn(env, config, fire, refs)));
+  if (acked) fire.message.ack();
+  else fire.message.retry({ delaySeconds: claimRetryDelaySeconds(fire.message.attempts) });
 }
 
 /**
