@@ -1,10 +1,10 @@
 /**
- * The dead-letter consumer: the fire queue gave up on these messages (the consumer failed on
- * them max_retries times), so each execution a message names is judged by itself: the dispatch it
- * names is marked dead with reason "poison" only if it is still that dispatch and no lease holds
- * it (the bucket ignores an earlier dispatch, a leased or finished execution). A group with one
- * poisoned execution never kills the healthy others. Bounded: this queue has max_retries and no
- * dead-letter queue of its own.
+ * The dead-letter consumer: the fire queue gave up on these messages (the consumer could not
+ * reach their bucket max_retries times; an execution the consumer failed on by itself goes on
+ * alone instead: fire.ts passOn), so each execution a message names is judged by itself: the
+ * dispatch it names is marked dead with reason "poison" only if it is still that dispatch and no
+ * lease holds it (the bucket ignores an earlier dispatch, a leased or finished execution).
+ * Bounded: this queue has max_retries and no dead-letter queue of its own.
  */
 import { bucketName } from "../core/bucketing";
 import { acceptFireMessages, groupByBucket } from "./message";

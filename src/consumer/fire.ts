@@ -41,7 +41,7 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env, ct
   // 2. a message is acked once every execution it carries was claimed, refused as a duplicate or
   // held by its pull queue: from here the leases own them. It is retried whole when its bucket's
   // claim failed; the executions the consumer failed on alone go on by themselves (passOn)
-  const retry = new Set(claimed.flatMap((c) => [...c.retry]));
+  const retry = new Set(claimed.flatMap((c) => (c.ok ? [] : c.messages)));
   const failed = claimed.flatMap((c) => c.failed);
   const offers = claimed.flatMap((c) => c.offers);
   if (offers.length > 0) failed.push(...(await offerToPullQueues(offers, env)));
@@ -218,8 +218,8 @@ function deliverLease(lease: Lease, env: Env, config: Config, keys: SigningKeys)
 
 /**
  * Asks each flow-control key once (one RPC per key per lane's worth of leases, an origin's
- * included) which of its leases may start now: each governed lease's answer, by execution id. The others (no key, origin
- * keys off) start without waiting for it.
+ * included) which of its leases may start now: each governed lease's answer, by execution id.
+ * The others (no key, origin keys off) start without waiting for it.
  */
 function askFlowKeys(leases: { lease: Lease; flow: GoverningKey | null }[], env: Env, config: Config): Map<string, Promise<FlowAnswer>> {
   const byKey = new Map<string, { flow: GoverningKey; group: Lease[] }>();
@@ -376,14 +376,22 @@ function getOrMake<K, V>(map: { get(key: K): V | undefined; set(key: K, value: V
 /**
  * Claims the executions of a bucket's messages in one RPC. An unreachable bucket (a deploy, an
  * overload) retries its messages with a growing delay, so seconds of unavailability never exhaust
- * max_retries and turn due executions into "poison"; an execution whose own claim failed retries
- * only its message.
+ * max_retries and turn due executions into "poison"; an execution whose own claim failed goes on
+ * alone (passOn).
  */
 async function claimBucket(
   bucket: number,
   fires: ReceivedFire[],
   stub: BucketStub,
-): Promise<{ stub: BucketStub; leases: Lease[]; offers: ClaimedOffer[]; failed: FailedExecution[]; retry: Set<Message<unknown>> }> {
+): Promise<{
+  ok: boolean;
+  messages: Message<unknown>[];
+  stub: BucketStub;
+  leases: Lease[];
+  offers: ClaimedOffer[];
+  failed: FailedExecution[];
+}> {
+  const messages = fires.map((f) => f.message);
   const refs = fires.flatMap((f) => f.executions.map((ref) => ({ ref, message: f.message })));
   try {
     const results = await stub.claim(refs.map(({ ref }) => ({ executionId: ref.executionId, dueAt: ref.dueAt })));
@@ -393,10 +401,10 @@ async function claimBucket(
       !c.ok && c.code === "offered" ? [{ offer: c, bucket, message: refs[i]!.message }] : [],
     );
     const failed = results.flatMap((c, i) => (!c.ok && c.code === "failed" ? [refs[i]!] : []));
-    return { stub, leases, offers, failed, retry: new Set() };
+    return { ok: true, messages, stub, leases, offers, failed };
   } catch (error) {
     console.error(`claim on bucket ${bucket} failed`, error);
-    return { stub, leases: [], offers: [], failed: [], retry: new Set(fires.map((f) => f.message)) };
+    return { ok: false, messages, stub, leases: [], offers: [], failed: [] };
   }
 }
 

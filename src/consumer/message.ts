@@ -13,7 +13,7 @@ const bucket = z.number().int().min(0);
  * The most executions one message may carry: a queue message is at most 128 KB, and a ref is about
  * 90 bytes (the bucket's groups are far smaller: FIRE_GROUP_SIZE).
  */
-export const MAX_GROUP = 1_000;
+const MAX_GROUP = 1_000;
 
 const FireGroupSchema = z.object({
   v: z.literal(2),
