@@ -96,6 +96,8 @@ function describe(job) {
       `${job.retry.maxAttempts} attempts, ${duration(job.retry.initialDelayMs)} × ${job.retry.factor} up to ${duration(job.retry.maxDelayMs)}`,
     ),
     row("timeout", duration(job.timeoutMs)),
+    // the W3C trace it was created in: its trace id finds it in a tracing backend
+    job.trace ? row("trace", h("span", { class: "id", "data-trace": "" }, job.trace.traceparent.split("-")[1])) : null,
     row("created", time(job.createdAt)),
   );
 }
@@ -323,6 +325,7 @@ function attemptTimeline(e) {
       time(a.finishedAt),
       ` · lag ${duration(a.lagMs)}`,
       a.waitMs ? ` · waited ${duration(a.waitMs)} for flow control` : null,
+      a.spanId ? [" · span ", h("span", { class: "id", "data-span": "" }, a.spanId)] : null,
       a.error ? h("div", { class: "excerpt" }, a.error) : null,
       // the first 256 characters of a successful attempt's response body, as text (never markup)
       typeof a.responseExcerpt === "string"

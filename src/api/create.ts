@@ -14,6 +14,7 @@ import { grantedBinding } from "../core/handler-workers";
 import { newJobId } from "../core/id";
 import { isNear, isPullTarget, isReservedHeader, type JobSpec, LIMITS, type Target } from "../core/job";
 import { checkTargetUrl } from "../core/target-policy";
+import { formatTraceparent, parseTraceparent, type TraceContext } from "../core/trace";
 import { parseDurationMs, parseInstant } from "../core/when";
 import { definitionOf, getJobsByIds, hasLegacyKeys, insertJobs, legacyKeyOwners, type NewJob } from "../db/queries";
 import type { JobRow } from "../db/schema";
@@ -37,13 +38,23 @@ export type CreateResult = { status: 201 | 200; job: ReturnType<typeof presentJo
 /** Validates one job request and turns it into rows; every refusal names its field. */
 export async function prepareJob(
   raw: unknown,
-  ctx: { tenant: string; now: number; config: Config; fieldPrefix: string; shard: number; headerIdempotencyKey?: string | undefined },
+  ctx: {
+    tenant: string;
+    now: number;
+    config: Config;
+    fieldPrefix: string;
+    shard: number;
+    headerIdempotencyKey?: string | undefined;
+    /** the create request's traceparent and tracestate headers, when valid */
+    headerTrace?: TraceContext | null;
+  },
 ): Promise<PreparedJob> {
   refuseUnfaithful(raw, ctx.fieldPrefix);
   const parsed = CreateJobInput.safeParse(raw);
   if (!parsed.success) throw fromZodError(parsed.error, ctx.fieldPrefix);
   const input = parsed.data;
-  const { spec, dueAt } = buildSpec(input, ctx, ctx.fieldPrefix);
+  const trace = input.trace ?? ctx.headerTrace ?? undefined;
+  const { spec, dueAt } = buildSpec(trace ? { ...input, trace } : input, ctx, ctx.fieldPrefix);
   const idempotencyKey = input.idempotencyKey ?? ctx.headerIdempotencyKey ?? null;
   const id = newJobId(ctx.now, crypto.getRandomValues(new Uint8Array(16)), ctx.shard);
   return {
@@ -206,9 +217,18 @@ export function buildSpec(
             parallelism: input.flowControl.parallelism ?? null,
           }
         : null,
+      // only when given: a job without a trace stores the same spec as before
+      ...(input.trace ? { trace: traceOf(input.trace) } : {}),
     },
     dueAt,
   };
+}
+
+/** Stored in version 00 form (a later version's extra fields dropped), tracestate trimmed. */
+function traceOf(input: NonNullable<JobInput["trace"]>): TraceContext {
+  const parent = parseTraceparent(input.traceparent)!; // the schema parsed it
+  const tracestate = input.tracestate?.trim();
+  return { traceparent: formatTraceparent(parent), ...(tracestate ? { tracestate } : {}) };
 }
 
 function scheduleOf(input: JobInput, field: (name: string) => string): Schedule | null {

@@ -141,6 +141,14 @@ export interface ApiRoute extends Omit<RouteConfig, "responses"> {
   keyed?: false;
 }
 
+/** W3C Trace Context of a create request: its jobs belong to that trace (README "Trace context"). */
+const TRACE_HEADERS = {
+  traceparent: z.string().optional().meta({
+    description: "W3C traceparent: the jobs belong to this trace unless one gives trace in its body; an invalid one is ignored",
+  }),
+  tracestate: z.string().optional().meta({ description: "W3C tracestate, kept with traceparent" }),
+};
+
 /** Every route of the API, in the README's order. */
 export const ROUTES: ApiRoute[] = [
   {
@@ -151,6 +159,7 @@ export const ROUTES: ApiRoute[] = [
     request: {
       headers: z.object({
         "Idempotency-Key": z.string().min(1).max(200).optional().meta({ description: "or idempotencyKey in the body" }),
+        ...TRACE_HEADERS,
       }),
       ...jsonBody(CreateJob),
     },
@@ -167,7 +176,7 @@ export const ROUTES: ApiRoute[] = [
     path: "/v1/jobs/batch",
     operationId: "createJobs",
     summary: "Create up to 1000 jobs",
-    request: jsonBody(CreateJobBatchBody),
+    request: { headers: z.object(TRACE_HEADERS), ...jsonBody(CreateJobBatchBody) },
     responses: { 200: json(BatchResults, "one result per job, in request order"), ...BODY_ERRORS, 507: FULL },
   },
   {

@@ -4,6 +4,7 @@ import { occurrencesAfter } from "../core/cron";
 import { oneOffExecutionId } from "../core/id";
 import { isHttpTarget, isWorkerTarget, parseSpec, type Target } from "../core/job";
 import { type ExecutionState, isTerminal } from "../core/lifecycle";
+import { attemptSpanId } from "../core/trace";
 import { toRfc3339 } from "../core/when";
 import type { DeadLetterRow, JobRow, OccurrenceRow } from "../db/schema";
 import type { AttemptView, ExecutionView as ExecutionResponse, ExecutionWithAttemptsView, JobView, TargetView } from "./responses";
@@ -39,6 +40,7 @@ export function presentJob(row: JobRow, now: number, upcoming = 0): JobView {
     retry: spec.retry,
     metadata: spec.metadata,
     flowControl: spec.flowControl ?? null,
+    trace: spec.trace ?? null,
     labels: row.labels === null ? {} : (JSON.parse(row.labels) as Record<string, string>),
     idempotencyKey: row.idempotencyKey,
   };
@@ -51,7 +53,11 @@ function presentTarget(target: Target): TargetView {
   return isWorkerTarget(target) ? { worker: target.worker, payload } : { pull: target.pull, payload };
 }
 
-export function presentAttempt(a: AttemptRecord): AttemptView {
+/**
+ * An attempt as the API shows it. `spanId`: the attempt's span in the job's trace (core/trace.ts),
+ * given the execution id when the job was created in a trace; null otherwise.
+ */
+export function presentAttempt(a: AttemptRecord, tracedExecutionId?: string): AttemptView {
   return {
     attempt: a.attempt,
     dueAt: toRfc3339(a.dueAt),
@@ -64,6 +70,7 @@ export function presentAttempt(a: AttemptRecord): AttemptView {
     /** how long flow control held it back before its due time above (0: it did not wait) */
     waitMs: a.waitMs ?? 0,
     responseExcerpt: a.response ?? null,
+    spanId: tracedExecutionId === undefined ? null : attemptSpanId(tracedExecutionId, a.attempt),
   };
 }
 
@@ -96,8 +103,9 @@ export function presentExecution(e: ExecutionView): ExecutionResponse {
   };
 }
 
-export function presentExecutionWithAttempts(e: ExecutionView): ExecutionWithAttemptsView {
-  return { ...presentExecution(e), attempts: e.attemptLog.map(presentAttempt) };
+/** `traced`: the job was created in a trace, so each attempt shows its span id. */
+export function presentExecutionWithAttempts(e: ExecutionView, traced = false): ExecutionWithAttemptsView {
+  return { ...presentExecution(e), attempts: e.attemptLog.map((a) => presentAttempt(a, traced ? e.id : undefined)) };
 }
 
 export function viewOfLive(e: LiveExecution): ExecutionView {

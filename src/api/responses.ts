@@ -63,6 +63,13 @@ export const FlowControlView = z
   })
   .meta({ id: "FlowControl" });
 
+export const TraceView = z
+  .strictObject({
+    traceparent: z.string().meta({ description: "the parent of every attempt's span (version 00)" }),
+    tracestate: z.string().optional().meta({ description: "passed on to every attempt as given" }),
+  })
+  .meta({ id: "Trace" });
+
 export const ScheduleView = z
   .strictObject({
     cron: z.string(),
@@ -90,6 +97,7 @@ export const JobView = z
     metadata: z.record(z.string(), z.unknown()).nullable(),
     // a union, not .nullable(): that would make the named schema itself nullable everywhere it is used
     flowControl: z.union([FlowControlView, z.null()]),
+    trace: z.union([TraceView, z.null()]).meta({ description: "the W3C trace the job was created in (null: none)" }),
     labels: z.record(z.string(), z.string()).meta({ description: "the job's labels ({} when none)" }),
     idempotencyKey: z.string().nullable(),
   })
@@ -108,6 +116,9 @@ export const AttemptView = z
     waitMs: z.number().meta({ description: "how long flow control held it back before dueAt (0: it did not wait)" }),
     responseExcerpt: z.string().nullable().meta({
       description: "a successful attempt's response body (a handler Worker's detail), its first 256 characters; a failure's is in error",
+    }),
+    spanId: z.string().nullable().meta({
+      description: "the attempt's span id in the job's trace: the parent id of the traceparent it was sent (null: the job has no trace)",
     }),
   })
   .meta({ id: "Attempt" });
@@ -278,6 +289,11 @@ export const PullLeaseView = z
     dueAt: z.string().meta({ description: "when this attempt was due" }),
     leaseDeadlineAt: z.string().meta({ description: "the lease ends then unless heartbeated; then the execution may run again" }),
     payload: z.unknown().meta({ description: "the job's target payload (null: none)" }),
+    traceparent: z
+      .string()
+      .optional()
+      .meta({ description: "when the job has a W3C trace: this attempt's span as the parent (a new span id per attempt)" }),
+    tracestate: z.string().optional().meta({ description: "the job's tracestate, as given" }),
   })
   .meta({ id: "PullLease" });
 export type PullLeaseView = z.infer<typeof PullLeaseView>;

@@ -8,11 +8,12 @@ import { MAX_BUCKET } from "../consumer/message";
 import { bucketName } from "../core/bucketing";
 import { isOriginKey, ORIGIN_KEY_PREFIX } from "../core/flow";
 import { newId } from "../core/id";
-import { isPullTarget } from "../core/job";
+import { isPullTarget, parseSpec } from "../core/job";
 import { parseJsonBytes } from "../core/json-text";
 import { type BucketMetrics, summarize, toPrometheus } from "../core/metrics";
 import { decodePullToken, encodePullToken } from "../core/pull";
 import type { DeliveryOutcome } from "../core/response";
+import { attemptTraceHeaders, type TraceContext, traceOfHeaders } from "../core/trace";
 import { toRfc3339 } from "../core/when";
 import type { JobRow } from "../db/schema";
 import { checkShardCount, highestBucketOfAll, ShardsFull, ShardsLowered, ShardUnavailable, shardOfOrNull, shardsOf } from "../db/shards";
@@ -145,6 +146,11 @@ function isJsonMediaType(header: string): boolean {
 }
 
 /** The Idempotency-Key header, if sent: 1 to 200 characters of well-formed text. */
+/** The create request's W3C trace context: its jobs belong to that trace (an invalid one is ignored, as the spec says). */
+function traceHeaders(c: Context<ApiEnv>): TraceContext | null {
+  return traceOfHeaders(c.req.header("traceparent"), c.req.header("tracestate"));
+}
+
 function idempotencyKeyHeader(c: Context<ApiEnv>): string | undefined {
   const key = c.req.header("idempotency-key");
   if (key !== undefined && (key.length === 0 || key.length > 200 || !key.isWellFormed())) {
@@ -178,6 +184,7 @@ app.post("/v1/jobs", limit(SINGLE_BODY_BYTES), async (c) => {
     fieldPrefix: "",
     shard: shard.index,
     headerIdempotencyKey: headerKey,
+    headerTrace: traceHeaders(c),
   });
   if (shard.full) throw shard.full;
   const [result] = await createJobs(c.env, config, tenant, [prepared], now);
@@ -196,9 +203,12 @@ app.post("/v1/jobs/batch", limit(BATCH_BODY_BYTES), async (c) => {
   const outcomes: ({ prepared: PreparedJob } | { error: ApiError })[] = [];
   // one shard for the request's jobs: one atomic write, accepted whole or not at all
   const shard = await shardForNewJobs(c.env, config);
+  const headerTrace = traceHeaders(c);
   for (const [i, raw] of parsed.data.jobs.entries()) {
     try {
-      outcomes.push({ prepared: await prepareJob(raw, { tenant, now, config, fieldPrefix: `jobs[${i}]`, shard: shard.index }) });
+      outcomes.push({
+        prepared: await prepareJob(raw, { tenant, now, config, fieldPrefix: `jobs[${i}]`, shard: shard.index, headerTrace }),
+      });
     } catch (error) {
       if (!(error instanceof ApiError)) throw error;
       outcomes.push({ error });
@@ -257,7 +267,8 @@ app.get("/v1/jobs/:id/executions", async (c) => {
   const job = await jobOf(c.env, c.get("tenant"), c.req.param("id"));
   if (!job) throw notFound("job");
   const views = await executionsOfJob(c.env, job, 100);
-  return c.json({ executions: views.map(presentExecutionWithAttempts) });
+  const traced = parseSpec(job.spec).trace !== undefined;
+  return c.json({ executions: views.map((v) => presentExecutionWithAttempts(v, traced)) });
 });
 
 // --- bulk actions: many jobs by ids or by a filter, in the background -----------------------
@@ -585,6 +596,7 @@ function presentPullLease({ bucket, grant }: PullLease): PullLeaseView {
     dueAt: toRfc3339(grant.dueAt),
     leaseDeadlineAt: toRfc3339(grant.leaseDeadlineAt),
     payload,
+    ...((grant.trace && attemptTraceHeaders(grant.trace, grant.executionId, grant.attempt)) || {}),
   };
 }
 

@@ -5,6 +5,7 @@ import { ORIGIN_KEY_PREFIX } from "../core/flow";
 import { LIMITS } from "../core/job";
 import { EXECUTION_STATES } from "../core/lifecycle";
 import { PULL_QUEUE_NAME } from "../core/pull";
+import { parseTraceparent, TRACESTATE_MAX_LENGTH, usableTracestate } from "../core/trace";
 import { parseInstant } from "../core/when";
 
 const HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"] as const;
@@ -189,6 +190,25 @@ export const LabelsInput = z
     examples: [{ team: "billing", env: "prod" }],
   });
 
+/** W3C trace context in the body (per job of a batch); the create request's own headers are the other way in. */
+export const TraceInput = z
+  .strictObject({
+    traceparent: z
+      .string()
+      .max(256)
+      .refine((v) => parseTraceparent(v) !== null, "must be a W3C traceparent: 00-<32 hex>-<16 hex>-<2 hex>, ids not all zeros"),
+    tracestate: z
+      .string()
+      .max(TRACESTATE_MAX_LENGTH)
+      .refine((v) => usableTracestate(v) !== null, "must be printable ASCII")
+      .optional(),
+  })
+  .meta({
+    description:
+      "the trace this job belongs to (W3C Trace Context); default: the create request's traceparent and tracestate headers. Each attempt is sent a child traceparent of it",
+    examples: [{ traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" }],
+  });
+
 export const CreateJobInput = z.strictObject({
   name: WellFormed(LIMITS.nameLength).optional(),
   target: TargetInput,
@@ -204,6 +224,7 @@ export const CreateJobInput = z.strictObject({
   idempotencyKey: WellFormed(LIMITS.idempotencyKeyLength).optional(),
   flowControl: FlowControlInput.optional(),
   labels: LabelsInput.optional(),
+  trace: TraceInput.optional(),
 });
 export type CreateJobInput = z.infer<typeof CreateJobInput>;
 

@@ -107,6 +107,7 @@ function grant(s: BucketState, row: HeldRow, spec: JobSpec, now: number, leaseMs
     timeoutMs: spec.timeoutMs,
     flowControl: spec.flowControl ?? null,
     firstDueAt: s.executions.waitingSince(row.id) ?? row.dueAt,
+    ...(spec.trace ? { trace: spec.trace } : {}),
   };
 }
 

@@ -6,6 +6,7 @@
 import type { FlowControl, Target } from "../core/job";
 import type { JobState } from "../core/lifecycle";
 import type { DeliveryOutcome } from "../core/response";
+import type { TraceContext } from "../core/trace";
 
 /** One execution of a fire message: the due time names the dispatch (a retry has another). */
 export interface FireRef {
@@ -156,6 +157,8 @@ export type LeaseGrant = {
   flowControl: FlowControl | null;
   /** its due time before flow control made it wait (the order waiters are served in) */
   firstDueAt: number;
+  /** the job's W3C trace: the attempt is sent as a child span of it (absent: none) */
+  trace?: TraceContext;
 };
 
 export interface LeaseRef {

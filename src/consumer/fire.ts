@@ -18,6 +18,7 @@ import { isHttpTarget, isWorkerTarget } from "../core/job";
 import { SYSTEM_TENANT } from "../core/metrics";
 import { pullQueueName } from "../core/pull";
 import type { DeliveryOutcome } from "../core/response";
+import { attemptSpanId, attemptTraceHeaders, parseTraceparent, type TraceContext } from "../core/trace";
 import { type FlowKey, type FlowRelease, flowKeyName, flowKeyOf } from "../flow/flow-key";
 import { pullQueueOf } from "../pull/pull-queue";
 import { deliverToWorker } from "./handler";
@@ -105,7 +106,9 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
         report(stub, { executionId: lease.executionId, token: lease.token, outcome: { kind: "wait", retryAt: Date.now() } });
         return;
       }
+      const startedAt = Date.now();
       const outcome = await deliverLease(lease, env, config, keys);
+      if (lease.trace) logTracedAttempt(lease, lease.trace, outcome, startedAt);
       if (flow) releaserOf(lease.tenant, flow.key).add(flowReleaseOf(lease, outcome));
       report(stub, { executionId: lease.executionId, token: lease.token, outcome, ...(flowWaitMs > 0 ? { flowWaitMs } : {}) });
     });
@@ -202,16 +205,40 @@ interface ClaimedOffer {
 /** One attempt of a lease: an RPC to its handler Worker, or a signed request to its HTTP target. */
 function deliverLease(lease: Lease, env: Env, config: Config, keys: SigningKeys): Promise<DeliveryOutcome> {
   const { executionId, jobId, tenant, attempt, dueAt, target, timeoutMs } = lease;
-  if (isWorkerTarget(target)) return deliverToWorker({ executionId, jobId, tenant, attempt, dueAt, target, timeoutMs }, env, config);
+  const trace = lease.trace ? attemptTraceHeaders(lease.trace, executionId, attempt) : null;
+  if (isWorkerTarget(target)) return deliverToWorker({ executionId, jobId, tenant, attempt, dueAt, target, timeoutMs, trace }, env, config);
   if (!isHttpTarget(target)) throw new Error(`${executionId}: a pull target is leased by its workers, never delivered`);
   return keys.forTenant(tenant).then(
-    (tenantKeys) => deliver({ executionId, jobId, attempt, target, timeoutMs }, tenantKeys, Date.now()),
+    (tenantKeys) => deliver({ executionId, jobId, attempt, target, timeoutMs, trace }, tenantKeys, Date.now()),
     // a misconfigured secret fails this attempt (retried, then dead), never the whole batch
     (error: unknown): DeliveryOutcome => ({
       kind: "failed",
       failure: "retryable",
       httpStatus: null,
       error: `no usable signing secret: ${error instanceof Error ? error.message : String(error)}`,
+    }),
+  );
+}
+
+/**
+ * A traced attempt as one structured log line: Workers Logs keep it, and export it with the
+ * Worker's OpenTelemetry logs (README "Trace context"), so a collector joins it to the trace.
+ */
+function logTracedAttempt(lease: Lease, trace: TraceContext, outcome: DeliveryOutcome, startedAt: number): void {
+  const parent = parseTraceparent(trace.traceparent);
+  if (!parent) return;
+  console.log(
+    JSON.stringify({
+      event: "attempt",
+      trace_id: parent.traceId,
+      span_id: attemptSpanId(lease.executionId, lease.attempt),
+      parent_span_id: parent.parentId,
+      execution_id: lease.executionId,
+      job_id: lease.jobId,
+      attempt: lease.attempt,
+      outcome: outcome.kind,
+      http_status: outcome.httpStatus,
+      duration_ms: Date.now() - startedAt,
     }),
   );
 }

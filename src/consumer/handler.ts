@@ -9,6 +9,7 @@ import type { Config } from "../config";
 import { grantedBinding } from "../core/handler-workers";
 import type { WorkerTarget } from "../core/job";
 import { classifyHandlerResult, type DeliveryOutcome, excerpt } from "../core/response";
+import type { AttemptTrace } from "../core/trace";
 import { toRfc3339 } from "../core/when";
 
 export interface WorkerDelivery {
@@ -19,6 +20,8 @@ export interface WorkerDelivery {
   dueAt: number;
   target: WorkerTarget;
   timeoutMs: number;
+  /** the attempt's W3C trace headers, when the job has a trace */
+  trace?: AttemptTrace | null;
 }
 
 type HandlerStub = { [HANDLER_METHOD]: (delivery: HandlerDelivery) => Promise<unknown> };
@@ -54,6 +57,7 @@ export async function deliverToWorker(delivery: WorkerDelivery, env: Env, config
     attempt: delivery.attempt,
     dueAt: toRfc3339(delivery.dueAt),
     payload: target.payload === null ? null : JSON.parse(target.payload),
+    ...(delivery.trace ? delivery.trace : {}),
   };
   let timer: ReturnType<typeof setTimeout> | undefined;
   const timedOut = new Promise<"timeout">((resolve) => {

@@ -5,6 +5,7 @@
 
 import type { HttpTarget } from "../core/job";
 import { classifyStatus, type DeliveryOutcome, EXCERPT_LENGTH, excerpt, parseRetryAfterMs } from "../core/response";
+import type { AttemptTrace } from "../core/trace";
 
 export interface Delivery {
   executionId: string;
@@ -12,6 +13,8 @@ export interface Delivery {
   attempt: number;
   target: HttpTarget;
   timeoutMs: number;
+  /** the attempt's W3C trace headers (core/trace.ts), when the job has a trace */
+  trace?: AttemptTrace | null;
 }
 
 /** `v1,<base64 HMAC-SHA256 of "id.timestamp.body">` */
@@ -37,6 +40,10 @@ export async function deliver(delivery: Delivery, keys: CryptoKey[], now: number
     headers.set("idempotency-key", delivery.executionId);
     headers.set("x-scheduler-attempt", String(delivery.attempt));
     headers.set("x-scheduler-job-id", delivery.jobId);
+    if (delivery.trace) {
+      headers.set("traceparent", delivery.trace.traceparent);
+      if (delivery.trace.tracestate !== undefined) headers.set("tracestate", delivery.trace.tracestate);
+    }
     if (!headers.has("user-agent")) headers.set("user-agent", "edge-scheduler/1");
     request = new Request(delivery.target.url, {
       method,

@@ -1,6 +1,7 @@
 /** What a job asks for, normalized at the API edge and copied into its bucket. */
 import type { RetryPolicy } from "./backoff";
 import type { Schedule } from "./cron";
+import type { TraceContext } from "./trace";
 
 /**
  * A job's target: an HTTP endpoint, a handler Worker called over a service binding, or a pull
@@ -51,6 +52,8 @@ export interface JobSpec {
   schedule: Schedule | null;
   /** the flow-control key it waits on and the limits it asks for (absent in specs stored before it existed) */
   flowControl?: FlowControl | null;
+  /** the W3C trace it was created in (absent: none; core/trace.ts) */
+  trace?: TraceContext;
 }
 
 /** A job's flow control: its key (per tenant) and the key's limits, at least one of rate and parallelism. */

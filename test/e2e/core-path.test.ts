@@ -139,4 +139,37 @@ describe("core path over the real local stack", () => {
     expect(lagMs).toBeGreaterThanOrEqual(-CLOCK_TOLERANCE_MS);
     expect(lagMs).toBeLessThan(2_000);
   });
+
+  it("keeps a create request's W3C trace: each attempt is sent a child span of it, which the attempt shows (issue 29)", async () => {
+    onTestFailed(() => console.error(sink.text().slice(-4000)));
+    const traceId = randomUUID().replaceAll("-", "");
+    const traceparent = `00-${traceId}-00f067aa0ba902b7-01`;
+    const path = "/traced";
+    receiver.on(path, { kind: "failTimes", times: 1, status: 503 });
+    const res = await local.api.createJob(
+      { target: { url: `${receiver.url}${path}` }, retry: { maxAttempts: 3, initialDelayMs: 500, jitter: 0 } },
+      { traceparent, tracestate: "vendor=abc" },
+    );
+    expect(res.status).toBe(201);
+    const attempts = await eventually(
+      "two attempts, the second succeeded",
+      async () => {
+        const [execution] = (await local.api.executions(res.body.id)).body.executions;
+        return execution?.status === "succeeded" ? execution.attempts : undefined;
+      },
+      15_000,
+      200,
+    );
+    const arrivals = receiver.to(path);
+    expect(arrivals).toHaveLength(2);
+    const sent = arrivals.map((r) => r.headers!.traceparent!.split("-"));
+    for (const [i, [version, trace, span, flags]] of sent.entries()) {
+      expect([version, trace, flags]).toEqual(["00", traceId, "01"]);
+      expect(span).toMatch(/^[0-9a-f]{16}$/);
+      expect(span).toBe(attempts[i]!.spanId);
+      expect(arrivals[i]!.headers!.tracestate).toBe("vendor=abc");
+    }
+    expect(sent[0]![2]).not.toBe(sent[1]![2]);
+    expect(attempts.map((a) => a.spanId)).not.toContain("00f067aa0ba902b7");
+  });
 });

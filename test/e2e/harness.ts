@@ -174,6 +174,8 @@ export interface AttemptView {
   lagMs: number;
   /** how long flow control held the attempt back (0 when it did not wait) */
   waitMs: number;
+  /** the attempt's span id in the job's W3C trace (null: the job has no trace) */
+  spanId: string | null;
 }
 
 /** An execution as the API shows it; `attempts` is a count, or the attempts themselves in a job's execution list. */

@@ -99,6 +99,12 @@ const CREATE_FLAGS: Record<string, Flag> = {
   "timeout-ms": { type: "string", value: "<ms>", help: "per attempt, 1000 to 900000 (default 30000)" },
   "max-attempts": { type: "string", value: "<n>", help: "attempts before the execution is dead (retry.maxAttempts)" },
   "idempotency-key": { type: "string", value: "<key>", help: "a repeat with this key returns the first job" },
+  traceparent: {
+    type: "string",
+    value: "<w3c>",
+    help: "the W3C trace the job belongs to (trace.traceparent; default env TRACEPARENT); each attempt is sent a child span",
+  },
+  tracestate: { type: "string", value: "<w3c>", help: "the trace's W3C tracestate (trace.tracestate; default env TRACESTATE)" },
   file: { type: "string", value: "<path>", help: 'a whole create body as JSON ("-": stdin); flags override its fields' },
 };
 
@@ -412,6 +418,12 @@ async function jobOf(values: Values): Promise<CreateJob> {
     timezone: text(values, "timezone"),
     timeoutMs: numberFlag(values, "timeout-ms", usage),
   });
+  // OpenTelemetry's environment carrier: a CLI run inside a traced script joins its trace
+  const traceparent = text(values, "traceparent") ?? process.env.TRACEPARENT;
+  if (traceparent !== undefined && traceparent !== "") {
+    const tracestate = text(values, "tracestate") ?? process.env.TRACESTATE;
+    job.trace = { traceparent, ...(tracestate ? { tracestate } : {}) };
+  }
   return { ...job, ...when, ...rest, target } as CreateJob;
 }
 
@@ -502,7 +514,7 @@ async function listExecutions({ client, args, values, json }: Context): Promise<
   const executions = await client.jobs.executions(args[0]!);
   if (json) printJson(executions);
   else if (values.attempts)
-    table(["EXECUTION", "ATTEMPT", "STARTED", "OUTCOME", "HTTP", "LAG", "WAIT", "ERROR"], executions.flatMap(attempts));
+    table(["EXECUTION", "ATTEMPT", "STARTED", "OUTCOME", "HTTP", "LAG", "WAIT", "SPAN", "ERROR"], executions.flatMap(attempts));
   else table(["EXECUTION", "STATUS", "ATTEMPTS", "DUE", "LAST"], executions.map(executionRow));
   return EXIT.ok;
 }
@@ -520,6 +532,7 @@ function attempts(execution: ExecutionWithAttempts): string[][] {
     dash(a.httpStatus),
     `${Math.round(a.lagMs)} ms`,
     `${Math.round(a.waitMs)} ms`,
+    dash(a.spanId),
     dash(a.error),
   ]);
 }

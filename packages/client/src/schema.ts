@@ -549,6 +549,8 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             flowControl: components["schemas"]["FlowControl"] | null;
+            /** @description the W3C trace the job was created in (null: none) */
+            trace: components["schemas"]["Trace"] | null;
             /** @description the job's labels ({} when none) */
             labels: {
                 [key: string]: string;
@@ -590,6 +592,12 @@ export interface components {
             rate: number | null;
             periodSeconds: number;
             parallelism: number | null;
+        };
+        Trace: {
+            /** @description the parent of every attempt's span (version 00) */
+            traceparent: string;
+            /** @description passed on to every attempt as given */
+            tracestate?: string;
         };
         Error: {
             error: {
@@ -676,6 +684,16 @@ export interface components {
             labels?: {
                 [key: string]: string;
             };
+            /**
+             * @description the trace this job belongs to (W3C Trace Context); default: the create request's traceparent and tracestate headers. Each attempt is sent a child traceparent of it
+             * @example {
+             *       "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+             *     }
+             */
+            trace?: {
+                traceparent: string;
+                tracestate?: string;
+            };
         };
         BatchResults: {
             results: ({
@@ -748,6 +766,8 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             flowControl: components["schemas"]["FlowControl"] | null;
+            /** @description the W3C trace the job was created in (null: none) */
+            trace: components["schemas"]["Trace"] | null;
             /** @description the job's labels ({} when none) */
             labels: {
                 [key: string]: string;
@@ -958,6 +978,8 @@ export interface components {
             waitMs: number;
             /** @description a successful attempt's response body (a handler Worker's detail), its first 256 characters; a failure's is in error */
             responseExcerpt: string | null;
+            /** @description the attempt's span id in the job's trace: the parent id of the traceparent it was sent (null: the job has no trace) */
+            spanId: string | null;
         };
         ExecutionList: {
             executions: components["schemas"]["Execution"][];
@@ -1079,6 +1101,10 @@ export interface components {
             leaseDeadlineAt: string;
             /** @description the job's target payload (null: none) */
             payload?: unknown;
+            /** @description when the job has a W3C trace: this attempt's span as the parent (a new span id per attempt) */
+            traceparent?: string;
+            /** @description the job's tracestate, as given */
+            tracestate?: string;
         };
         PullLeaseRequest: {
             /**
@@ -1286,6 +1312,10 @@ export interface operations {
             header?: {
                 /** @description or idempotencyKey in the body */
                 "Idempotency-Key"?: string;
+                /** @description W3C traceparent: the jobs belong to this trace unless one gives trace in its body; an invalid one is ignored */
+                traceparent?: string;
+                /** @description W3C tracestate, kept with traceparent */
+                tracestate?: string;
             };
             path?: never;
             cookie?: never;
@@ -1404,7 +1434,12 @@ export interface operations {
     createJobs: {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description W3C traceparent: the jobs belong to this trace unless one gives trace in its body; an invalid one is ignored */
+                traceparent?: string;
+                /** @description W3C tracestate, kept with traceparent */
+                tracestate?: string;
+            };
             path?: never;
             cookie?: never;
         };

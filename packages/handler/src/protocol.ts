@@ -24,6 +24,13 @@ export interface HandlerDelivery<Payload = unknown> {
   dueAt: string;
   /** the job's target.payload (any JSON value; null when it has none) */
   payload: Payload;
+  /**
+   * W3C trace context, when the job was created in a trace: this attempt's span as the parent
+   * (the same trace id as the job's, a new span id per attempt). Start your spans under it.
+   */
+  traceparent?: string;
+  /** the job's tracestate, passed on as given */
+  tracestate?: string;
 }
 
 /**
