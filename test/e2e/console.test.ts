@@ -187,13 +187,17 @@ describe("the operator's console in Chromium", () => {
       labels: { suite: "console", kind: "later" },
     });
     expect(waiting.status).toBe(201);
-    // due in 4 s: time to open its page and see it waiting before it fires
-    const fired = await local.api.createJob({
-      name: "console-fires",
-      target: { url: `${receiver.url}/console-ok`, body: { from: "console test" } },
-      delay: "4s",
-      labels: { suite: "console" },
-    });
+    // due in 4 s: time to open its page and see it waiting before it fires; created inside a W3C trace
+    const traceId = "4bf92f3577b34da6a3ce929d0e0e4736";
+    const fired = await local.api.createJob(
+      {
+        name: "console-fires",
+        target: { url: `${receiver.url}/console-ok`, body: { from: "console test" } },
+        delay: "4s",
+        labels: { suite: "console" },
+      },
+      { traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
+    );
     expect(fired.status).toBe(201);
     const firesAt = Date.parse(fired.body.nextRunAt ?? "");
 
@@ -222,6 +226,12 @@ describe("the operator's console in Chromium", () => {
         .poll(() => page.locator(".attempt .excerpt.response").first().textContent(), { timeout: UI_WAIT_MS })
         .toBe(`response ${excerpt}`);
     } else expect(await page.locator(".attempt .excerpt.response").count()).toBe(0);
+    // the job's trace id, and the attempt's span in it
+    expect(await page.locator("[data-trace]").textContent()).toBe(traceId);
+    expect(settled.attempts[0]?.spanId).toMatch(/^[0-9a-f]{16}$/);
+    await expect
+      .poll(() => page.locator(".attempt [data-span]").first().textContent(), { timeout: UI_WAIT_MS })
+      .toBe(settled.attempts[0]?.spanId);
     await shot(page, "job", "console-job.png");
 
     // every execution of the job, past the 100 of its own page: the executions view, filtered by job
