@@ -41,6 +41,7 @@ export function presentJob(row: JobRow, now: number, upcoming = 0): JobView {
     flowControl: spec.flowControl ?? null,
     labels: row.labels === null ? {} : (JSON.parse(row.labels) as Record<string, string>),
     idempotencyKey: row.idempotencyKey,
+    ...(spec.debounce ? { debounce: { ...spec.debounce } } : {}),
   };
 }
 

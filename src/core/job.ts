@@ -1,6 +1,7 @@
 /** What a job asks for, normalized at the API edge and copied into its bucket. */
 import type { RetryPolicy } from "./backoff";
 import type { Schedule } from "./cron";
+import type { Debounce } from "./debounce";
 
 /**
  * A job's target: an HTTP endpoint, a handler Worker called over a service binding, or a pull
@@ -51,6 +52,8 @@ export interface JobSpec {
   schedule: Schedule | null;
   /** the flow-control key it waits on and the limits it asks for (absent in specs stored before it existed) */
   flowControl?: FlowControl | null;
+  /** a debounced one-off job's key and rule (absent otherwise: a job without it stores nothing more) */
+  debounce?: Debounce;
 }
 
 /** A job's flow control: its key (per tenant) and the key's limits, at least one of rate and parallelism. */
@@ -90,6 +93,7 @@ export const LIMITS = {
   /** how far ahead a job may be scheduled */
   horizonMs: 366 * 86_400_000,
   idempotencyKeyLength: 200,
+  debounceKeyLength: 200,
   flowControl: { keyLength: 128, rate: 10_000, periodSeconds: 86_400, parallelism: 1_000 },
   labels: { count: 16, keyLength: 63, valueLength: 128 },
   /** a pull worker's lease request */
