@@ -94,6 +94,30 @@ describe("trailing", () => {
     expect(third).toMatchObject({ status: 200, job: { id: second.job.id } });
   });
 
+  it("with idempotency keys (as the typed client sends): a retried replacing create changes nothing, also after the job ran", async () => {
+    const key = newKey();
+    const path = uniquePath();
+    const body = (n: number, idempotencyKey: string) => ({
+      target: { url: `${receiverUrl()}${path}`, body: `${n}` },
+      debounce: { key, delay: "10s" },
+      idempotencyKey,
+    });
+    const first = await create(body(1, `${key}-1`));
+    clock.advance(2_000);
+    const second = await create(body(2, `${key}-2`));
+    expect(second.job).toMatchObject({ id: first.job.id, debounce: { replaced: true } });
+    clock.advance(2_000);
+    const retried = await create(body(2, `${key}-2`));
+    expect(retried.status).toBe(200);
+    expect(retried.job).toMatchObject({ id: first.job.id, nextRunAt: second.job.nextRunAt }); // not moved again
+    const reused = await api("/v1/jobs", { method: "POST", body: body(3, `${key}-2`) });
+    expect(reused.status).toBe(409);
+    await deliverAll(clock, sent, 30_000);
+    const late = await create(body(2, `${key}-2`));
+    expect(late).toMatchObject({ status: 200, job: { id: first.job.id } });
+    expect((await received(path)).map((r) => r.body)).toEqual(["2"]);
+  });
+
   it("in a batch, a later item with the same key replaces the earlier one's job", async () => {
     const key = newKey();
     const path = uniquePath();
