@@ -64,7 +64,16 @@ export class DebounceKeys extends DurableObject<Env> {
     const settled = await settleDebounced(this.env, tenant, prepared, held, now);
     if (settled.window) {
       const w = settled.window;
-      this.sql.exec("INSERT OR REPLACE INTO debounce_windows VALUES (?, ?, ?, ?, ?, ?)", key, w.jobId, w.mode, w.firstAt, w.endsAt, now);
+      this.sql.exec(
+        `INSERT INTO debounce_windows VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET
+           job_id = excluded.job_id, mode = excluded.mode, first_at = excluded.first_at, ends_at = excluded.ends_at, last_at = excluded.last_at`,
+        key,
+        w.jobId,
+        w.mode,
+        w.firstAt,
+        w.endsAt,
+        now,
+      );
       if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(now + SWEEP_MS);
     }
     return settled.answer;
