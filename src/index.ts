@@ -6,6 +6,7 @@ import { scan } from "./scanner/scan";
 
 export { BulkAction } from "./actions/bulk-action";
 export { Bucket } from "./bucket/bucket";
+export { DebounceKeys } from "./debounce/debounce-keys";
 export { FlowKey } from "./flow/flow-key";
 export { IdempotencyKeys } from "./idempotency/idempotency-keys";
 export { PullQueue } from "./pull/pull-queue";

@@ -7,6 +7,7 @@
 import type { BulkAction } from "./actions/bulk-action";
 import type { Bucket } from "./bucket/bucket";
 import type { FireGroup } from "./bucket/protocol";
+import type { DebounceKeys } from "./debounce/debounce-keys";
 import type { FlowKey } from "./flow/flow-key";
 import type { IdempotencyKeys } from "./idempotency/idempotency-keys";
 import type { PullQueue } from "./pull/pull-queue";
@@ -22,6 +23,8 @@ declare global {
       ARCHIVE?: R2Bucket;
       /** a tenant's idempotency keys, named "<tenant>\n<slot>" (idempotency/idempotency-keys.ts) */
       IDEMPOTENCY_KEYS: DurableObjectNamespace<IdempotencyKeys>;
+      /** a tenant's debounce keys, named "<tenant>\n<slot>" (debounce/debounce-keys.ts) */
+      DEBOUNCE_KEYS: DurableObjectNamespace<DebounceKeys>;
       BUCKET: DurableObjectNamespace<Bucket>;
       /** one flow-control key of one tenant, named "<tenant>\n<key>" */
       FLOW_KEY: DurableObjectNamespace<FlowKey>;
@@ -57,7 +60,7 @@ declare global {
     // types `exports` from "cloudflare:workers" (used by the integration tests)
     interface GlobalProps {
       mainModule: typeof import("./index");
-      durableNamespaces: "Bucket" | "FlowKey" | "BulkAction" | "PullQueue" | "IdempotencyKeys";
+      durableNamespaces: "Bucket" | "FlowKey" | "BulkAction" | "PullQueue" | "IdempotencyKeys" | "DebounceKeys";
     }
   }
 

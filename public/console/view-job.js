@@ -90,6 +90,13 @@ function describe(job) {
       ? row("then", h("ul", { class: "plain" }, ...job.nextRuns.slice(1).map((/** @type {string} */ at) => h("li", {}, time(at)))))
       : null,
     row("target", h("span", { class: "target" }, target)),
+    job.debounce
+      ? row(
+          "debounce",
+          `key ${job.debounce.key}, ${job.debounce.mode}, ${duration(job.debounce.delayMs)}` +
+            (job.debounce.maxDelayMs === null ? "" : `, at most ${duration(job.debounce.maxDelayMs)}`),
+        )
+      : null,
     row("labels", labels.length ? labels.map(([k, v]) => h("span", { class: "label" }, `${k}:${v}`)) : "none"),
     row(
       "retry",

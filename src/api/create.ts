@@ -10,6 +10,7 @@ import type { Config } from "../config";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from "../core/backoff";
 import { bucketName, bucketOfJob } from "../core/bucketing";
 import { canonicalTimeZone, cronProblem, occurrenceAfter, type Schedule } from "../core/cron";
+import { type Debounce, opening } from "../core/debounce";
 import { grantedBinding } from "../core/handler-workers";
 import { newJobId } from "../core/id";
 import { isNear, isPullTarget, isReservedHeader, type JobSpec, LIMITS, type Target } from "../core/job";
@@ -31,9 +32,11 @@ export interface PreparedJob {
   spec: JobSpec;
   /** where the job sits in the request ("jobs[3]" in a batch), for errors found after validation */
   fieldPrefix: string;
+  /** a debounced create: its request, which replaces the pending job of its key (api/debounce.ts) */
+  debounced?: CreateJobInput;
 }
 
-export type CreateResult = { status: 201 | 200; job: ReturnType<typeof presentJob> } | { status: 400 | 409; error: ApiError };
+export type CreateResult = { status: 201 | 200; job: ReturnType<typeof presentJob> } | { status: 400 | 409 | 503 | 507; error: ApiError };
 
 /** Validates one job request and turns it into rows; every refusal names its field. */
 export async function prepareJob(
@@ -60,6 +63,7 @@ export async function prepareJob(
   return {
     spec,
     fieldPrefix: ctx.fieldPrefix,
+    ...(input.debounce ? { debounced: input } : {}),
     job: {
       id,
       tenant: ctx.tenant,
@@ -187,8 +191,9 @@ export function buildSpec(
   if (input.metadata !== undefined && encoder.encode(JSON.stringify(input.metadata)).byteLength > LIMITS.metadataBytes) {
     throw new ApiError(400, "invalid_field", `metadata is larger than ${LIMITS.metadataBytes} bytes`, field("metadata"));
   }
+  const debounce = debounceOf(input, field);
   const schedule = scheduleOf(input, field);
-  const dueAt = schedule ? firstOccurrence(schedule, now, field) : dueAtOf(input, now, field);
+  const dueAt = debounce ? opening(debounce, now).runAt : schedule ? firstOccurrence(schedule, now, field) : dueAtOf(input, now, field);
   if (isPullTarget(target) && input.flowControl) {
     // a pull queue is paced by its workers (how many they lease), not pushed at a rate
     throw new ApiError(
@@ -219,6 +224,7 @@ export function buildSpec(
         : null,
       // only when given: a job without a trace stores the same spec as before
       ...(input.trace ? { trace: traceOf(input.trace) } : {}),
+      ...(debounce ? { debounce } : {}),
     },
     dueAt,
   };
@@ -229,6 +235,45 @@ function traceOf(input: NonNullable<JobInput["trace"]>): TraceContext {
   const parent = parseTraceparent(input.traceparent)!; // the schema parsed it
   const tracestate = input.tracestate?.trim();
   return { traceparent: formatTraceparent(parent), ...(tracestate ? { tracestate } : {}) };
+}
+
+/** A debounced create's rule: one-off jobs only, its run time decided by its key (core/debounce.ts). */
+function debounceOf(input: JobInput, field: (name: string) => string): Debounce | null {
+  const d = input.debounce;
+  if (d === undefined) return null;
+  if (input.cron !== undefined) {
+    throw new ApiError(400, "invalid_field", "debounce applies to one-off jobs: give either cron or debounce, not both", field("debounce"));
+  }
+  const timed = (["runAt", "delay"] as const).find((k) => input[k] !== undefined);
+  if (timed) {
+    throw new ApiError(
+      400,
+      "invalid_field",
+      `give either ${timed} or debounce: a debounced job runs when its key's window closes (debounce.delay)`,
+      field(timed),
+    );
+  }
+  const duration = (name: "delay" | "maxDelay", value: string | number) => {
+    const ms = parseDurationMs(value);
+    if (ms === undefined) {
+      throw new ApiError(
+        400,
+        "invalid_field",
+        `debounce.${name} must be a duration like "500ms", "30s", "5m", "2h", "1d" or milliseconds`,
+        field(`debounce.${name}`),
+      );
+    }
+    if (ms > LIMITS.horizonMs) {
+      throw new ApiError(400, "invalid_field", `must be within ${LIMITS.horizonMs / 86_400_000} days`, field(`debounce.${name}`));
+    }
+    return ms;
+  };
+  const delayMs = duration("delay", d.delay);
+  const maxDelayMs = d.maxDelay === undefined ? null : duration("maxDelay", d.maxDelay);
+  if (maxDelayMs !== null && maxDelayMs < delayMs) {
+    throw new ApiError(400, "invalid_field", "debounce.maxDelay must be at least debounce.delay", field("debounce.maxDelay"));
+  }
+  return { key: d.key, mode: d.mode, delayMs, maxDelayMs };
 }
 
 function scheduleOf(input: JobInput, field: (name: string) => string): Schedule | null {

@@ -165,6 +165,7 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
       : { runAt: patch.runAt ?? (patch.delay === undefined ? (job.nextRunAt ?? undefined) : undefined), delay: patch.delay }),
   };
   const { spec, dueAt } = buildSpec(input, deps, "", isHttpTarget(current.target) ? current.target.headers : {});
+  if (current.debounce) spec.debounce = current.debounce; // a debounced job keeps its key (a replacement is a PATCH)
   // a schedule stored before time zones were normalized ("europe/berlin") is the same schedule
   const currentZone = current.schedule ? canonicalTimeZone(current.schedule.timezone) : null;
   if (

@@ -165,7 +165,10 @@ export const ROUTES: ApiRoute[] = [
     },
     responses: {
       201: json(JobView, "created"),
-      200: json(JobView, "the idempotency key was seen with the same request: the original job"),
+      200: json(
+        JobView,
+        "the idempotency key was seen with the same request: the original job; or debounce replaced the key's pending job (debounce.replaced) or absorbed this create (debounce.absorbed): the job that runs",
+      ),
       ...BODY_ERRORS,
       409: error("idempotency_key_reused: the key was used with a different request"),
       507: FULL,

@@ -43,6 +43,7 @@ export function presentJob(row: JobRow, now: number, upcoming = 0): JobView {
     trace: spec.trace ?? null,
     labels: row.labels === null ? {} : (JSON.parse(row.labels) as Record<string, string>),
     idempotencyKey: row.idempotencyKey,
+    ...(spec.debounce ? { debounce: { ...spec.debounce } } : {}),
   };
 }
 

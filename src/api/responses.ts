@@ -5,6 +5,7 @@
  * Strict objects: a field the document does not name is a test failure, not a silent extra.
  */
 import { z } from "zod";
+import { DEBOUNCE_MODES } from "../core/debounce";
 import { EXECUTION_STATES, JOB_STATES } from "../core/lifecycle";
 
 const Instant = z.iso.datetime({ offset: true }).meta({ description: "RFC 3339, UTC" });
@@ -81,6 +82,22 @@ export const ScheduleView = z
   })
   .meta({ id: "Schedule" });
 
+export const DebounceView = z
+  .strictObject({
+    key: z.string(),
+    mode: z.enum(DEBOUNCE_MODES),
+    delayMs: z.number().int(),
+    maxDelayMs: z.number().int().nullable(),
+    replaced: z.boolean().optional().meta({
+      description:
+        "create answers only: this create replaced the key's pending job (its target, settings and run time) instead of making a new one",
+    }),
+    absorbed: z.boolean().optional().meta({
+      description: "create answers only (leading): this create was absorbed by the key's window; the job shown is the one that ran",
+    }),
+  })
+  .meta({ id: "Debounce" });
+
 export const JobView = z
   .strictObject({
     id: z.string(),
@@ -100,6 +117,7 @@ export const JobView = z
     trace: z.union([TraceView, z.null()]).meta({ description: "the W3C trace the job was created in (null: none)" }),
     labels: z.record(z.string(), z.string()).meta({ description: "the job's labels ({} when none)" }),
     idempotencyKey: z.string().nullable(),
+    debounce: DebounceView.optional().meta({ description: "debounced jobs only: the key and its rule" }),
   })
   .meta({ id: "Job" });
 
@@ -182,7 +200,13 @@ export const BatchResults = z
   .strictObject({
     results: z.array(
       z.union([
-        z.strictObject({ status: z.number().int().meta({ description: "201 created, 200 an idempotent repeat" }), job: JobView }),
+        z.strictObject({
+          status: z.number().int().meta({
+            description:
+              "201 created, 200 an idempotent repeat or a debounced create that replaced or was absorbed (job.debounce says which)",
+          }),
+          job: JobView,
+        }),
         ErrorEnvelope.extend({ status: z.number().int().meta({ description: "the status this item alone would get" }) }),
       ]),
     ),

@@ -22,6 +22,7 @@ import { type PullLease, pullQueueOf } from "../pull/pull-queue";
 import { requireApiKey } from "./auth";
 import type { ApiEnv } from "./context";
 import { createJobs, type PreparedJob, prepareJob } from "./create";
+import { submitDebounced } from "./debounce";
 import { ApiError, errorBody, fieldPath, fromZodError, respondError } from "./errors";
 import { type ChangeResult, cancelJob, type Deps, patchJob, pauseJob, redriveExecution, resumeJob } from "./job-changes";
 import { openApiDocument } from "./openapi";
@@ -187,7 +188,9 @@ app.post("/v1/jobs", limit(SINGLE_BODY_BYTES), async (c) => {
     headerTrace: traceHeaders(c),
   });
   if (shard.full) throw shard.full;
-  const [result] = await createJobs(c.env, config, tenant, [prepared], now);
+  const [result] = prepared.spec.debounce
+    ? [await submitDebounced(c.env, tenant, prepared, now)]
+    : await createJobs(c.env, config, tenant, [prepared], now);
   if (!result) throw new Error("createJobs returned no result");
   if ("error" in result) throw result.error;
   return c.json(result.job, result.status);
@@ -216,10 +219,13 @@ app.post("/v1/jobs/batch", limit(BATCH_BODY_BYTES), async (c) => {
   }
   const valid = outcomes.flatMap((o) => ("prepared" in o ? [o.prepared] : []));
   if (valid.length > 0 && shard.full) throw shard.full;
-  const created = await createJobs(c.env, config, tenant, valid, now);
-  let next = 0;
+  // the request's jobs without debounce in one atomic write; each debounced one in its key's order after
+  const plain = valid.filter((p) => !p.spec.debounce);
+  const created = await createJobs(c.env, config, tenant, plain, now);
+  const byJob = new Map(plain.map((p, i) => [p, created[i]!]));
+  for (const p of valid) if (p.spec.debounce) byJob.set(p, await submitDebounced(c.env, tenant, p, now));
   const results = outcomes.map((o) => {
-    const r = "prepared" in o ? created[next++]! : { status: 400 as const, error: o.error };
+    const r = "prepared" in o ? byJob.get(o.prepared)! : { status: 400 as const, error: o.error };
     return "error" in r
       ? { status: r.status, ...errorBody(r.error.code, r.error.message, r.error.field) }
       : { status: r.status, job: r.job };

@@ -1,6 +1,7 @@
 /** Request schemas: strict (an unknown field is a 400 naming it), limits from core/job.ts. */
 import { z } from "zod";
 import { WorkerName } from "../config";
+import { DEBOUNCE_MODES } from "../core/debounce";
 import { ORIGIN_KEY_PREFIX } from "../core/flow";
 import { LIMITS } from "../core/job";
 import { EXECUTION_STATES } from "../core/lifecycle";
@@ -208,6 +209,21 @@ export const TraceInput = z
       "the trace this job belongs to (W3C Trace Context); default: the create request's traceparent and tracestate headers. Each attempt is sent a child traceparent of it",
     examples: [{ traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" }],
   });
+/**
+ * Debounce by key (core/debounce.ts): within a tenant, a create with the key of a pending debounced
+ * job replaces it (trailing) or is absorbed (leading). One-off jobs only; decides the run time.
+ */
+export const DebounceInput = z
+  .strictObject({
+    key: WellFormed(LIMITS.debounceKeyLength),
+    delay: Delay.meta({ description: "trailing: the job runs this long after the latest create; leading: creates within it are absorbed" }),
+    maxDelay: Delay.optional().meta({
+      description:
+        "at least delay: the job runs (trailing) or a new one may run (leading) at most this long after the window's first create",
+    }),
+    mode: z.enum(DEBOUNCE_MODES).default("trailing"),
+  })
+  .meta({ id: "DebounceInput" });
 
 export const CreateJobInput = z.strictObject({
   name: WellFormed(LIMITS.nameLength).optional(),
@@ -225,6 +241,7 @@ export const CreateJobInput = z.strictObject({
   flowControl: FlowControlInput.optional(),
   labels: LabelsInput.optional(),
   trace: TraceInput.optional(),
+  debounce: DebounceInput.optional(),
 });
 export type CreateJobInput = z.infer<typeof CreateJobInput>;
 

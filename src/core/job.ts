@@ -1,6 +1,7 @@
 /** What a job asks for, normalized at the API edge and copied into its bucket. */
 import type { RetryPolicy } from "./backoff";
 import type { Schedule } from "./cron";
+import type { Debounce } from "./debounce";
 import type { TraceContext } from "./trace";
 
 /**
@@ -54,6 +55,8 @@ export interface JobSpec {
   flowControl?: FlowControl | null;
   /** the W3C trace it was created in (absent: none; core/trace.ts) */
   trace?: TraceContext;
+  /** a debounced one-off job's key and rule (absent otherwise: a job without it stores nothing more) */
+  debounce?: Debounce;
 }
 
 /** A job's flow control: its key (per tenant) and the key's limits, at least one of rate and parallelism. */
@@ -93,6 +96,7 @@ export const LIMITS = {
   /** how far ahead a job may be scheduled */
   horizonMs: 366 * 86_400_000,
   idempotencyKeyLength: 200,
+  debounceKeyLength: 200,
   flowControl: { keyLength: 128, rate: 10_000, periodSeconds: 86_400, parallelism: 1_000 },
   labels: { count: 16, keyLength: 63, valueLength: 128 },
   /** a pull worker's lease request */

@@ -105,6 +105,14 @@ const CREATE_FLAGS: Record<string, Flag> = {
     help: "the W3C trace the job belongs to (trace.traceparent; default env TRACEPARENT); each attempt is sent a child span",
   },
   tracestate: { type: "string", value: "<w3c>", help: "the trace's W3C tracestate (trace.tracestate; default env TRACESTATE)" },
+  "debounce-key": {
+    type: "string",
+    value: "<key>",
+    help: "debounce: a create with the key of a pending job replaces it (trailing) or is absorbed (leading)",
+  },
+  "debounce-delay": { type: "string", value: "<delay>", help: 'debounce: the quiet time, "30s", "5m" or milliseconds' },
+  "debounce-max-delay": { type: "string", value: "<delay>", help: "debounce: at most this long after the window's first create" },
+  "debounce-mode": { type: "string", value: "<mode>", help: "debounce: trailing (default: the latest runs) or leading (the first runs)" },
   file: { type: "string", value: "<path>", help: 'a whole create body as JSON ("-": stdin); flags override its fields' },
 };
 
@@ -411,6 +419,13 @@ async function jobOf(values: Values): Promise<CreateJob> {
   if (Object.keys(when).length > 0) for (const field of ["runAt", "delay", "cron"]) delete job[field];
   const labels = values.label as string[] | undefined;
   if (labels) job.labels = { ...(isObject(job.labels) ? job.labels : {}), ...labelsOf(labels) };
+  const debounce = defined({
+    key: text(values, "debounce-key"),
+    delay: msOrText(text(values, "debounce-delay")),
+    maxDelay: msOrText(text(values, "debounce-max-delay")),
+    mode: text(values, "debounce-mode"),
+  });
+  if (Object.keys(debounce).length > 0) job.debounce = { ...(isObject(job.debounce) ? job.debounce : {}), ...debounce };
   const maxAttempts = numberFlag(values, "max-attempts", usage);
   if (maxAttempts !== undefined) job.retry = { ...(isObject(job.retry) ? job.retry : {}), maxAttempts };
   const rest = defined({
@@ -435,7 +450,14 @@ async function createJob({ client, values, json }: Context): Promise<number> {
   const idempotencyKey = text(values, "idempotency-key");
   const job = await client.jobs.create(await jobOf(values), idempotencyKey === undefined ? {} : { idempotencyKey });
   if (json) printJson(job);
-  else out(`${job.id}  ${job.status}  next run ${dash(job.nextRunAt)}`);
+  else {
+    const outcome = job.debounce?.replaced
+      ? "  (replaced the key's pending job)"
+      : job.debounce?.absorbed
+        ? "  (absorbed by the key's job)"
+        : "";
+    out(`${job.id}  ${job.status}  next run ${dash(job.nextRunAt)}${outcome}`);
+  }
   return EXIT.ok;
 }
 
@@ -480,6 +502,7 @@ function jobFields(job: JobWithLatestExecution): [string, string][] {
     ["next run", dash(job.nextRunAt)],
     ["schedule", schedule ? scheduleText(schedule) : "one-off"],
     ...(schedule ? [["next runs", dash(job.nextRuns?.join(", "))] as [string, string]] : []),
+    ...(job.debounce ? [["debounce", debounceText(job.debounce)] as [string, string]] : []),
     ["timeout", `${job.timeoutMs} ms`],
     ["created", job.createdAt],
     [
@@ -487,6 +510,10 @@ function jobFields(job: JobWithLatestExecution): [string, string][] {
       latest ? `${latest.id}  ${latest.status}, ${attemptsText(latest.attempts)}, due ${latest.dueAt}, last ${lastOf(latest)}` : "none",
     ],
   ];
+}
+
+function debounceText(d: NonNullable<Job["debounce"]>): string {
+  return `key ${d.key}, ${d.mode}, delay ${d.delayMs} ms${d.maxDelayMs === null ? "" : `, at most ${d.maxDelayMs} ms`}`;
 }
 
 function scheduleText(schedule: NonNullable<Job["schedule"]>): string {

@@ -556,6 +556,18 @@ export interface components {
                 [key: string]: string;
             };
             idempotencyKey: string | null;
+            /** @description debounced jobs only: the key and its rule */
+            debounce?: {
+                key: string;
+                /** @enum {string} */
+                mode: "trailing" | "leading";
+                delayMs: number;
+                maxDelayMs: number | null;
+                /** @description create answers only: this create replaced the key's pending job (its target, settings and run time) instead of making a new one */
+                replaced?: boolean;
+                /** @description create answers only (leading): this create was absorbed by the key's window; the job shown is the one that ran */
+                absorbed?: boolean;
+            };
         };
         Target: components["schemas"]["HttpTarget"] | components["schemas"]["WorkerTarget"] | components["schemas"]["PullTarget"];
         HttpTarget: {
@@ -694,10 +706,31 @@ export interface components {
                 traceparent: string;
                 tracestate?: string;
             };
+            debounce?: components["schemas"]["DebounceInput"];
+        };
+        DebounceInput: {
+            key: string;
+            /**
+             * @description trailing: the job runs this long after the latest create; leading: creates within it are absorbed
+             * @example 30s
+             * @example 5000
+             */
+            delay: string | number;
+            /**
+             * @description at least delay: the job runs (trailing) or a new one may run (leading) at most this long after the window's first create
+             * @example 30s
+             * @example 5000
+             */
+            maxDelay?: string | number;
+            /**
+             * @default trailing
+             * @enum {string}
+             */
+            mode?: "trailing" | "leading";
         };
         BatchResults: {
             results: ({
-                /** @description 201 created, 200 an idempotent repeat */
+                /** @description 201 created, 200 an idempotent repeat or a debounced create that replaced or was absorbed (job.debounce says which) */
                 status: number;
                 job: components["schemas"]["Job"];
             } | {
@@ -773,6 +806,18 @@ export interface components {
                 [key: string]: string;
             };
             idempotencyKey: string | null;
+            /** @description debounced jobs only: the key and its rule */
+            debounce?: {
+                key: string;
+                /** @enum {string} */
+                mode: "trailing" | "leading";
+                delayMs: number;
+                maxDelayMs: number | null;
+                /** @description create answers only: this create replaced the key's pending job (its target, settings and run time) instead of making a new one */
+                replaced?: boolean;
+                /** @description create answers only (leading): this create was absorbed by the key's window; the job shown is the one that ran */
+                absorbed?: boolean;
+            };
             latestExecution: components["schemas"]["Execution"] | null;
         };
         Execution: {
@@ -1326,7 +1371,7 @@ export interface operations {
             };
         };
         responses: {
-            /** @description the idempotency key was seen with the same request: the original job */
+            /** @description the idempotency key was seen with the same request: the original job; or debounce replaced the key's pending job (debounce.replaced) or absorbed this create (debounce.absorbed): the job that runs */
             200: {
                 headers: {
                     [name: string]: unknown;
