@@ -63,6 +63,20 @@ export const FlowControlView = z
   })
   .meta({ id: "FlowControl" });
 
+/** A callback as the job keeps it: its URL and headers, or its handler Worker (the body is each outcome). */
+export const CallbackTargetView = z
+  .union([z.strictObject({ url: z.string(), headers: z.record(z.string(), z.string()) }), z.strictObject({ worker: z.string() })])
+  .meta({ id: "CallbackTarget" });
+
+/** An execution's callback: which, its state (scheduled until its outcome lands) and its attempts. */
+export const CallbackView = z
+  .strictObject({
+    kind: z.enum(["success", "failure"]).meta({ description: "success: the job's callback; failure: its failureCallback" }),
+    status: z.enum(["scheduled", "succeeded", "dead"]),
+    attempts: z.number().int(),
+  })
+  .meta({ id: "Callback" });
+
 export const ScheduleView = z
   .strictObject({
     cron: z.string(),
@@ -92,6 +106,8 @@ export const JobView = z
     flowControl: z.union([FlowControlView, z.null()]),
     labels: z.record(z.string(), z.string()).meta({ description: "the job's labels ({} when none)" }),
     idempotencyKey: z.string().nullable(),
+    callback: CallbackTargetView.optional().meta({ description: "told each execution that succeeded (absent: none)" }),
+    failureCallback: CallbackTargetView.optional().meta({ description: "told each execution that died (absent: none)" }),
   })
   .meta({ id: "Job" });
 
@@ -121,6 +137,7 @@ const executionFields = {
   lastError: z.string().nullable(),
   deadReason: z.string().nullable().meta({ description: "permanent, attempts_exhausted or poison" }),
   finishedAt: Instant.nullable(),
+  callbacks: z.array(CallbackView).meta({ description: "the callback its outcome fired, if its job names one (README Callbacks)" }),
 };
 
 export const ExecutionView = z
@@ -261,6 +278,7 @@ export const Health = z.strictObject({ ok: z.literal(true) }).meta({ id: "Health
 
 export type JobView = z.output<typeof JobView>;
 export type TargetView = z.output<typeof TargetView>;
+export type CallbackTargetView = z.output<typeof CallbackTargetView>;
 export type AttemptView = z.output<typeof AttemptView>;
 export type ExecutionView = z.output<typeof ExecutionView>;
 export type ExecutionWithAttemptsView = z.output<typeof ExecutionWithAttemptsView>;

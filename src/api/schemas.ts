@@ -86,6 +86,19 @@ export const TargetInput = z.strictObject({
   payload: targetFields.payload.optional(),
 });
 
+/**
+ * A callback (callback, failureCallback): a URL or a handler Worker, checked by the same rules
+ * as a job's target; it is sent the execution's outcome as a JSON POST body (or payload), so it
+ * takes no method, body or payload of its own.
+ */
+export const CallbackInput = z
+  .strictObject({
+    url: targetFields.url.optional(),
+    headers: targetFields.headers.optional(),
+    worker: targetFields.worker.optional(),
+  })
+  .meta({ id: "CallbackInput", description: "a URL (with headers) or a handler Worker: give one of url and worker" });
+
 export const RetryInput = z.strictObject({
   maxAttempts: z.number().int().min(LIMITS.maxAttempts.min).max(LIMITS.maxAttempts.max).optional(),
   initialDelayMs: z.number().int().min(0).max(86_400_000).optional(),
@@ -204,6 +217,10 @@ export const CreateJobInput = z.strictObject({
   idempotencyKey: WellFormed(LIMITS.idempotencyKeyLength).optional(),
   flowControl: FlowControlInput.optional(),
   labels: LabelsInput.optional(),
+  callback: CallbackInput.optional().meta({ description: "told each execution that succeeded (README Callbacks)" }),
+  failureCallback: CallbackInput.optional().meta({
+    description: "told each execution that died after its last attempt (README Callbacks)",
+  }),
 });
 export type CreateJobInput = z.infer<typeof CreateJobInput>;
 
@@ -225,6 +242,9 @@ export const PatchJobInput = z.strictObject({
   flowControl: FlowControlInput.nullable().optional(),
   /** replaces the job's labels; null removes them */
   labels: LabelsInput.nullable().optional(),
+  /** replace the job's callbacks; null removes one */
+  callback: CallbackInput.nullable().optional(),
+  failureCallback: CallbackInput.nullable().optional(),
 });
 export type PatchJobInput = z.infer<typeof PatchJobInput>;
 

@@ -350,11 +350,11 @@ export class Bucket extends DurableObject<Env> {
       const shards = shardsOf(this.env);
       const failedShards = new Set<number>();
       await Promise.all(
-        [...outcomes.byShard].map(async ([index, { finished, projections }]) => {
+        [...outcomes.byShard].map(async ([index, { finished, projections, callbacks }]) => {
           const shard = shards.all[index];
           try {
             if (!shard) throw new Error(`D1 shard ${index} is not bound`);
-            countD1Rows(this.s.tally, index, await writeOutcomes(shard.db, finished, projections, now));
+            countD1Rows(this.s.tally, index, await writeOutcomes(shard.db, finished, projections, now, callbacks));
           } catch (error) {
             console.error(`writing outcomes to D1 shard ${index} failed; retrying`, error);
             failedShards.add(index);

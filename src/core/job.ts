@@ -51,7 +51,14 @@ export interface JobSpec {
   schedule: Schedule | null;
   /** the flow-control key it waits on and the limits it asks for (absent in specs stored before it existed) */
   flowControl?: FlowControl | null;
+  /** told each execution's success (core/callback.ts); absent or null: none */
+  callback?: CallbackTarget | null;
+  /** told each execution's death (dead or poisoned after its last attempt); absent or null: none */
+  failureCallback?: CallbackTarget | null;
 }
+
+/** A callback is delivered like a job's target, to a URL or a handler Worker (a pull queue has no one to push to). */
+export type CallbackTarget = HttpTarget | WorkerTarget;
 
 /** A job's flow control: its key (per tenant) and the key's limits, at least one of rate and parallelism. */
 export interface FlowControl {

@@ -554,6 +554,24 @@ export interface components {
                 [key: string]: string;
             };
             idempotencyKey: string | null;
+            /** @description told each execution that succeeded (absent: none) */
+            callback?: {
+                url: string;
+                headers: {
+                    [key: string]: string;
+                };
+            } | {
+                worker: string;
+            };
+            /** @description told each execution that died (absent: none) */
+            failureCallback?: {
+                url: string;
+                headers: {
+                    [key: string]: string;
+                };
+            } | {
+                worker: string;
+            };
         };
         Target: components["schemas"]["HttpTarget"] | components["schemas"]["WorkerTarget"] | components["schemas"]["PullTarget"];
         HttpTarget: {
@@ -676,6 +694,28 @@ export interface components {
             labels?: {
                 [key: string]: string;
             };
+            /** @description told each execution that succeeded (README Callbacks) */
+            callback?: {
+                /** @description an HTTP target: the URL called (give one of url, worker and pull) */
+                url?: string;
+                /** @description HTTP targets */
+                headers?: {
+                    [key: string]: string;
+                };
+                /** @description a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give one of url, worker and pull) */
+                worker?: string;
+            };
+            /** @description told each execution that died after its last attempt (README Callbacks) */
+            failureCallback?: {
+                /** @description an HTTP target: the URL called (give one of url, worker and pull) */
+                url?: string;
+                /** @description HTTP targets */
+                headers?: {
+                    [key: string]: string;
+                };
+                /** @description a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give one of url, worker and pull) */
+                worker?: string;
+            };
         };
         BatchResults: {
             results: ({
@@ -753,6 +793,24 @@ export interface components {
                 [key: string]: string;
             };
             idempotencyKey: string | null;
+            /** @description told each execution that succeeded (absent: none) */
+            callback?: {
+                url: string;
+                headers: {
+                    [key: string]: string;
+                };
+            } | {
+                worker: string;
+            };
+            /** @description told each execution that died (absent: none) */
+            failureCallback?: {
+                url: string;
+                headers: {
+                    [key: string]: string;
+                };
+            } | {
+                worker: string;
+            };
             latestExecution: components["schemas"]["Execution"] | null;
         };
         Execution: {
@@ -775,7 +833,19 @@ export interface components {
              * @description RFC 3339, UTC
              */
             finishedAt: string | null;
+            /** @description the callback its outcome fired, if its job names one (README Callbacks) */
+            callbacks: components["schemas"]["Callback"][];
             /** @description attempts made */
+            attempts: number;
+        };
+        Callback: {
+            /**
+             * @description success: the job's callback; failure: its failureCallback
+             * @enum {string}
+             */
+            kind: "success" | "failure";
+            /** @enum {string} */
+            status: "scheduled" | "succeeded" | "dead";
             attempts: number;
         };
         UpdateJob: {
@@ -853,7 +923,20 @@ export interface components {
             labels?: {
                 [key: string]: string;
             } | null;
+            callback?: components["schemas"]["CallbackInput"];
+            failureCallback?: components["schemas"]["CallbackInput"];
         };
+        /** @description a URL (with headers) or a handler Worker: give one of url and worker */
+        CallbackInput: {
+            /** @description an HTTP target: the URL called (give one of url, worker and pull) */
+            url?: string;
+            /** @description HTTP targets */
+            headers?: {
+                [key: string]: string;
+            };
+            /** @description a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give one of url, worker and pull) */
+            worker?: string;
+        } | null;
         BulkAction: {
             /** @description act_…; GET /v1/actions/{id} follows it */
             id: string;
@@ -930,6 +1013,8 @@ export interface components {
              * @description RFC 3339, UTC
              */
             finishedAt: string | null;
+            /** @description the callback its outcome fired, if its job names one (README Callbacks) */
+            callbacks: components["schemas"]["Callback"][];
             attempts: components["schemas"]["Attempt"][];
         };
         Attempt: {
@@ -983,6 +1068,8 @@ export interface components {
              * @description RFC 3339, UTC
              */
             finishedAt: string | null;
+            /** @description the callback its outcome fired, if its job names one (README Callbacks) */
+            callbacks: components["schemas"]["Callback"][];
             /** @description attempts made */
             attempts: number;
             /**
@@ -1028,6 +1115,8 @@ export interface components {
              * @description RFC 3339, UTC
              */
             finishedAt: string | null;
+            /** @description the callback its outcome fired, if its job names one (README Callbacks) */
+            callbacks: components["schemas"]["Callback"][];
             /** @description attempts made */
             attempts: number;
             /** @enum {boolean} */
