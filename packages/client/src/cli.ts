@@ -99,6 +99,14 @@ const CREATE_FLAGS: Record<string, Flag> = {
   "timeout-ms": { type: "string", value: "<ms>", help: "per attempt, 1000 to 900000 (default 30000)" },
   "max-attempts": { type: "string", value: "<n>", help: "attempts before the execution is dead (retry.maxAttempts)" },
   "idempotency-key": { type: "string", value: "<key>", help: "a repeat with this key returns the first job" },
+  "callback-url": { type: "string", value: "<url>", help: "told each execution that succeeded (callback.url)" },
+  "failure-callback-url": { type: "string", value: "<url>", help: "told each execution that died (failureCallback.url)" },
+  "callback-worker": { type: "string", value: "<name>", help: "instead of --callback-url: a handler Worker (callback.worker)" },
+  "failure-callback-worker": {
+    type: "string",
+    value: "<name>",
+    help: "instead of --failure-callback-url: a handler Worker (failureCallback.worker)",
+  },
   file: { type: "string", value: "<path>", help: 'a whole create body as JSON ("-": stdin); flags override its fields' },
 };
 
@@ -411,8 +419,16 @@ async function jobOf(values: Values): Promise<CreateJob> {
     name: text(values, "name"),
     timezone: text(values, "timezone"),
     timeoutMs: numberFlag(values, "timeout-ms", usage),
+    callback: callbackOf(text(values, "callback-url"), text(values, "callback-worker")),
+    failureCallback: callbackOf(text(values, "failure-callback-url"), text(values, "failure-callback-worker")),
   });
   return { ...job, ...when, ...rest, target } as CreateJob;
+}
+
+/** A callback from its flags: a URL or a handler Worker (the API refuses both at once, naming the field). */
+function callbackOf(url: string | undefined, worker: string | undefined): Record<string, string> | undefined {
+  if (url === undefined && worker === undefined) return undefined;
+  return defined({ url, worker }) as Record<string, string>;
 }
 
 function defined(record: Record<string, unknown>): Record<string, unknown> {
