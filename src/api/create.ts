@@ -12,7 +12,7 @@ import { bucketName, bucketOfJob } from "../core/bucketing";
 import { canonicalTimeZone, cronProblem, occurrenceAfter, type Schedule } from "../core/cron";
 import { grantedBinding } from "../core/handler-workers";
 import { newJobId } from "../core/id";
-import { type CallbackTarget, isNear, isPullTarget, isReservedHeader, type JobSpec, LIMITS, type Target } from "../core/job";
+import { type CallbackTarget, isHttpTarget, isNear, isPullTarget, isReservedHeader, type JobSpec, LIMITS, type Target } from "../core/job";
 import { checkTargetUrl } from "../core/target-policy";
 import { parseDurationMs, parseInstant } from "../core/when";
 import { definitionOf, getJobsByIds, hasLegacyKeys, insertJobs, legacyKeyOwners, type NewJob } from "../db/queries";
@@ -75,7 +75,7 @@ function targetOf(
   ctx: { config: Config; tenant: string },
   field: (name: string) => string,
   kept: Record<string, string>,
-  name: "target" | "callback" | "failureCallback" = "target",
+  name: "target" | "callback" | "failureCallback" | "alert" = "target",
 ): Target {
   const kinds = TARGET_KINDS.filter((kind) => input[kind] !== undefined);
   if (kinds.length > 1) {
@@ -215,6 +215,16 @@ export function buildSpec(
     },
     dueAt,
   };
+}
+
+/** A tenant's alert target (PUT /v1/alerts): a URL by a job target's rules; errors name the body's fields. */
+export function alertTargetOf(
+  input: { url: string; headers?: Record<string, string> | undefined },
+  ctx: { config: Config; tenant: string },
+) {
+  const target = targetOf(input, ctx, (name) => name.replace(/^alert\./, ""), {}, "alert");
+  if (!isHttpTarget(target)) throw new ApiError(400, "invalid_field", "url: give a URL", "url");
+  return { url: target.url, headers: target.headers };
 }
 
 /** A callback target (core/callback.ts): a URL or a handler Worker, by the target's rules; none when not given. */

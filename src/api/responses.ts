@@ -77,6 +77,16 @@ export const CallbackView = z
   })
   .meta({ id: "Callback" });
 
+/** The tenant's alert target (README Alerts). */
+export const AlertTargetView = z
+  .strictObject({
+    url: z.string(),
+    headers: z.record(z.string(), z.string()),
+    digestIntervalMs: z.number().int().meta({ description: "at most one digest per this many milliseconds" }),
+    digestMaxListed: z.number().int().meta({ description: "executions a digest lists at most; the rest are counted" }),
+  })
+  .meta({ id: "AlertTarget" });
+
 export const ScheduleView = z
   .strictObject({
     cron: z.string(),

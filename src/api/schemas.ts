@@ -99,6 +99,14 @@ export const CallbackInput = z
   })
   .meta({ id: "CallbackInput", description: "a URL (with headers) or a handler Worker: give one of url and worker" });
 
+/** PUT /v1/alerts: where the tenant's dead executions are sent as digests (README Alerts). */
+export const AlertTargetInput = z
+  .strictObject({
+    url: targetFields.url.meta({ description: "the URL each digest is POSTed to (the target rules of a job's url)" }),
+    headers: targetFields.headers.optional(),
+  })
+  .meta({ id: "AlertTargetInput" });
+
 export const RetryInput = z.strictObject({
   maxAttempts: z.number().int().min(LIMITS.maxAttempts.min).max(LIMITS.maxAttempts.max).optional(),
   initialDelayMs: z.number().int().min(0).max(86_400_000).optional(),
