@@ -5,6 +5,7 @@ import { handleFireBatch } from "./consumer/fire";
 import { scan } from "./scanner/scan";
 
 export { BulkAction } from "./actions/bulk-action";
+export { Alerts } from "./alerts/alerts";
 export { Bucket } from "./bucket/bucket";
 export { DebounceKeys } from "./debounce/debounce-keys";
 export { FlowKey } from "./flow/flow-key";

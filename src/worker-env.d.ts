@@ -5,6 +5,7 @@
  */
 
 import type { BulkAction } from "./actions/bulk-action";
+import type { Alerts } from "./alerts/alerts";
 import type { Bucket } from "./bucket/bucket";
 import type { FireGroup } from "./bucket/protocol";
 import type { DebounceKeys } from "./debounce/debounce-keys";
@@ -32,6 +33,8 @@ declare global {
       BULK_ACTION: DurableObjectNamespace<BulkAction>;
       /** one pull queue of one tenant, named "<tenant>\n<queue>" */
       PULL_QUEUE: DurableObjectNamespace<PullQueue>;
+      /** a tenant's alert target and the deaths waiting for its next digest, named "<tenant>" (alerts/alerts.ts) */
+      ALERTS: DurableObjectNamespace<Alerts>;
       /** fire queues FIRE_QUEUE_0..N-1, chosen by bucket */
       [fireQueue: `FIRE_QUEUE_${number}`]: Queue<FireGroup>;
       API_KEYS?: string;
@@ -60,7 +63,7 @@ declare global {
     // types `exports` from "cloudflare:workers" (used by the integration tests)
     interface GlobalProps {
       mainModule: typeof import("./index");
-      durableNamespaces: "Bucket" | "FlowKey" | "BulkAction" | "PullQueue" | "IdempotencyKeys" | "DebounceKeys";
+      durableNamespaces: "Bucket" | "FlowKey" | "BulkAction" | "PullQueue" | "IdempotencyKeys" | "DebounceKeys" | "Alerts";
     }
   }
 

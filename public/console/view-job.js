@@ -275,6 +275,15 @@ function executionList(executions, notices, refresh) {
           time(e.dueAt),
           e.finishedAt ? [" · finished ", time(e.finishedAt)] : null,
           e.deadReason ? ` · dead: ${e.deadReason}` : null,
+          ...(e.callbacks ?? []).map((/** @type {{kind: string, status: string, attempts: number}} */ c) =>
+            h(
+              "span",
+              { class: "callback", "data-callback": c.kind },
+              ` · ${c.kind === "success" ? "callback" : "failure callback"} `,
+              badge(c.status),
+              ` (${c.attempts} attempts)`,
+            ),
+          ),
         ),
         e.status === "dead" ? redriveButton(e.id, notices, refresh) : null,
         attemptTimeline(e),

@@ -13,7 +13,7 @@ import { canonicalTimeZone, cronProblem, occurrenceAfter, type Schedule } from "
 import { type Debounce, opening } from "../core/debounce";
 import { grantedBinding } from "../core/handler-workers";
 import { newJobId } from "../core/id";
-import { isNear, isPullTarget, isReservedHeader, type JobSpec, LIMITS, type Target } from "../core/job";
+import { type CallbackTarget, isHttpTarget, isNear, isPullTarget, isReservedHeader, type JobSpec, LIMITS, type Target } from "../core/job";
 import { checkTargetUrl } from "../core/target-policy";
 import { formatTraceparent, parseTraceparent, type TraceContext } from "../core/trace";
 import { parseDurationMs, parseInstant } from "../core/when";
@@ -90,6 +90,7 @@ function targetOf(
   ctx: { config: Config; tenant: string },
   field: (name: string) => string,
   kept: Record<string, string>,
+  name: "target" | "callback" | "failureCallback" | "alert" = "target",
 ): Target {
   const kinds = TARGET_KINDS.filter((kind) => input[kind] !== undefined);
   if (kinds.length > 1) {
@@ -97,66 +98,66 @@ function targetOf(
       400,
       "invalid_field",
       "give one of url (an HTTP target), worker (a handler Worker) and pull (a pull queue), not several",
-      field(`target.${kinds[1]}`),
+      field(`${name}.${kinds[1]}`),
     );
   }
   if (input.worker !== undefined || input.pull !== undefined) {
-    const http = HTTP_FIELDS.find((name) => input[name] !== undefined);
-    if (http) throw new ApiError(400, "invalid_field", `target.${http} applies to HTTP targets (url) only`, field(`target.${http}`));
+    const http = HTTP_FIELDS.find((f) => input[f] !== undefined);
+    if (http) throw new ApiError(400, "invalid_field", `${name}.${http} applies to HTTP targets (url) only`, field(`${name}.${http}`));
   }
-  if (input.pull !== undefined) return { pull: input.pull, payload: jsonTextOf(input.payload, field("target.payload")) };
+  if (input.pull !== undefined) return { pull: input.pull, payload: jsonTextOf(input.payload, field(`${name}.payload`)) };
   if (input.worker !== undefined) {
     if (grantedBinding(ctx.config.HANDLER_WORKERS, ctx.tenant, input.worker) === null) {
       // the same answer for a Worker that exists but is not granted: grants are not disclosed
       throw new ApiError(
         400,
         "invalid_field",
-        `target.worker: no handler Worker "${input.worker}" is granted to your tenant`,
-        field("target.worker"),
+        `${name}.worker: no handler Worker "${input.worker}" is granted to your tenant`,
+        field(`${name}.worker`),
       );
     }
-    return { worker: input.worker, payload: jsonTextOf(input.payload, field("target.payload")) };
+    return { worker: input.worker, payload: jsonTextOf(input.payload, field(`${name}.payload`)) };
   }
   if (input.url === undefined) {
     throw new ApiError(
       400,
       "invalid_field",
-      "target.url: give url (an HTTP target), worker (a handler Worker) or pull (a pull queue)",
-      field("target.url"),
+      `${name}.url: give url (an HTTP target), worker (a handler Worker) or pull (a pull queue)`,
+      field(`${name}.url`),
     );
   }
   if (input.payload !== undefined) {
     throw new ApiError(
       400,
       "invalid_field",
-      "target.payload applies to handler Worker and pull targets only; an HTTP target sends body",
-      field("target.payload"),
+      `${name}.payload applies to handler Worker and pull targets only; an HTTP target sends body`,
+      field(`${name}.payload`),
     );
   }
   const verdict = checkTargetUrl(input.url, ctx.config.ALLOW_LOOPBACK_TARGETS);
-  if (!verdict.ok) throw new ApiError(400, "invalid_field", `target.url ${verdict.reason}`, field("target.url"));
+  if (!verdict.ok) throw new ApiError(400, "invalid_field", `${name}.url ${verdict.reason}`, field(`${name}.url`));
   const method = input.method ?? "POST";
   const headers: Record<string, string> = {};
-  for (const [name, value] of Object.entries(input.headers ?? {})) {
-    if (isReservedHeader(name) && kept[name] !== value) {
+  for (const [header, value] of Object.entries(input.headers ?? {})) {
+    if (isReservedHeader(header) && kept[header] !== value) {
       throw new ApiError(
         400,
         "invalid_field",
-        `header "${name}" is reserved: the scheduler or the connection sets it`,
-        field(`target.headers.${name}`),
+        `header "${header}" is reserved: the scheduler or the connection sets it`,
+        field(`${name}.headers.${header}`),
       );
     }
-    headers[name] = value;
+    headers[header] = value;
   }
   let body: string | null = null;
   if (input.body !== undefined && input.body !== null) {
-    if (method === "GET") throw new ApiError(400, "invalid_field", "a GET request carries no body", field("target.body"));
+    if (method === "GET") throw new ApiError(400, "invalid_field", "a GET request carries no body", field(`${name}.body`));
     body = typeof input.body === "string" ? input.body : JSON.stringify(input.body);
     if (typeof input.body !== "string" && !Object.keys(headers).some((h) => h.toLowerCase() === "content-type")) {
       headers["content-type"] = "application/json";
     }
     if (encoder.encode(body).byteLength > LIMITS.bodyBytes) {
-      throw new ApiError(400, "invalid_field", `target.body is larger than ${LIMITS.bodyBytes} bytes`, field("target.body"));
+      throw new ApiError(400, "invalid_field", `${name}.body is larger than ${LIMITS.bodyBytes} bytes`, field(`${name}.body`));
     }
   }
   return { url: verdict.url.toString(), method, headers, body };
@@ -203,6 +204,8 @@ export function buildSpec(
       field("flowControl"),
     );
   }
+  const callback = callbackOf(input.callback, ctx, field, "callback");
+  const failureCallback = callbackOf(input.failureCallback, ctx, field, "failureCallback");
   const retry: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...input.retry };
   if (retry.maxDelayMs < retry.initialDelayMs) {
     throw new ApiError(400, "invalid_field", "retry.maxDelayMs must be at least retry.initialDelayMs", field("retry.maxDelayMs"));
@@ -225,6 +228,9 @@ export function buildSpec(
       // only when given: a job without a trace stores the same spec as before
       ...(input.trace ? { trace: traceOf(input.trace) } : {}),
       ...(debounce ? { debounce } : {}),
+      // only when named: a job without callbacks keeps the spec it always had
+      ...(callback ? { callback } : {}),
+      ...(failureCallback ? { failureCallback } : {}),
     },
     dueAt,
   };
@@ -274,6 +280,29 @@ function debounceOf(input: JobInput, field: (name: string) => string): Debounce 
     throw new ApiError(400, "invalid_field", "debounce.maxDelay must be at least debounce.delay", field("debounce.maxDelay"));
   }
   return { key: d.key, mode: d.mode, delayMs, maxDelayMs };
+}
+
+/** A tenant's alert target (PUT /v1/alerts): a URL by a job target's rules; errors name the body's fields. */
+export function alertTargetOf(
+  input: { url: string; headers?: Record<string, string> | undefined },
+  ctx: { config: Config; tenant: string },
+) {
+  const target = targetOf(input, ctx, (name) => name.replace(/^alert\./, ""), {}, "alert");
+  if (!isHttpTarget(target)) throw new ApiError(400, "invalid_field", "url: give a URL", "url");
+  return { url: target.url, headers: target.headers };
+}
+
+/** A callback target (core/callback.ts): a URL or a handler Worker, by the target's rules; none when not given. */
+function callbackOf(
+  input: JobInput["callback"],
+  ctx: { config: Config; tenant: string },
+  field: (name: string) => string,
+  name: "callback" | "failureCallback",
+): CallbackTarget | null {
+  if (input === undefined || input === null) return null;
+  const target = targetOf(input, ctx, field, {}, name);
+  if (isPullTarget(target)) throw new ApiError(400, "invalid_field", `${name}: give url or worker`, field(`${name}.url`));
+  return target;
 }
 
 function scheduleOf(input: JobInput, field: (name: string) => string): Schedule | null {
@@ -536,6 +565,7 @@ function rowOf(tenant: string, job: NewJob, now: number): JobRow {
     finishedAt: null,
     attemptLog: null,
     labels: job.labels === null ? null : JSON.stringify(job.labels),
+    callbacks: null,
   };
 }
 

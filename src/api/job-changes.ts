@@ -10,7 +10,7 @@ import { RESULT_MESSAGES } from "../bucket/protocol";
 import type { Config } from "../config";
 import { bucketName } from "../core/bucketing";
 import { canonicalTimeZone, occurrenceAfter } from "../core/cron";
-import { type FlowControl, isHttpTarget, isPullTarget, isWorkerTarget, parseSpec, type Target } from "../core/job";
+import { type CallbackTarget, type FlowControl, isHttpTarget, isPullTarget, isWorkerTarget, parseSpec, type Target } from "../core/job";
 import { type JobTransition, jobTransition } from "../core/lifecycle";
 import {
   changeJob,
@@ -95,6 +95,12 @@ async function onLatest(deps: Deps, job: JobRow, change: (latest: JobRow) => Pro
   }
 }
 
+/** A stored callback as the input it was built from (a PATCH keeps it unless it names another). */
+function callbackInputOf(target: CallbackTarget | null | undefined): JobInput["callback"] {
+  if (!target) return undefined;
+  return isWorkerTarget(target) ? { worker: target.worker } : { url: target.url, headers: target.headers };
+}
+
 /**
  * A PATCH's target fields over the current target. Giving url, worker or pull chooses the kind (a
  * switch drops the other kinds' fields); other fields merge into the current kind, where
@@ -153,6 +159,8 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
     flowControl: patch.flowControl === null ? undefined : (patch.flowControl ?? flowControlInputOf(current.flowControl)),
     // the trace it was created in stays its trace
     ...(current.trace ? { trace: current.trace } : {}),
+    callback: patch.callback === null ? undefined : (patch.callback ?? callbackInputOf(current.callback)),
+    failureCallback: patch.failureCallback === null ? undefined : (patch.failureCallback ?? callbackInputOf(current.failureCallback)),
     ...(schedule
       ? {
           cron: patch.cron ?? schedule.cron,

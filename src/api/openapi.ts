@@ -10,6 +10,7 @@ import { OpenAPIRegistry, OpenApiGeneratorV31, type ResponseConfig, type RouteCo
 import { z } from "zod";
 import {
   ActionView,
+  AlertTargetView,
   ArchivedExecutionView,
   ArchiveList,
   BatchResults,
@@ -30,6 +31,7 @@ import {
   RedrivenView,
 } from "./responses";
 import {
+  AlertTargetInput,
   ArchiveObjectQuery,
   BulkJobsInput,
   BulkRedriveInput,
@@ -321,6 +323,28 @@ export const ROUTES: ApiRoute[] = [
     summary: "Dead executions, latest first",
     request: { query: ListDeadQuery },
     responses: { 200: json(ExecutionList, "a page; follow nextCursor"), 400: BODY_ERRORS[400] },
+  },
+  {
+    method: "put",
+    path: "/v1/alerts",
+    operationId: "setAlertTarget",
+    summary: "Set the tenant's alert target: its dead executions, as signed digests (README Alerts)",
+    request: { ...jsonBody(AlertTargetInput) },
+    responses: { 200: json(AlertTargetView, "the alert target"), ...BODY_ERRORS },
+  },
+  {
+    method: "get",
+    path: "/v1/alerts",
+    operationId: "getAlertTarget",
+    summary: "The tenant's alert target",
+    responses: { 200: json(AlertTargetView, "the alert target"), 404: error("no alert target is set") },
+  },
+  {
+    method: "delete",
+    path: "/v1/alerts",
+    operationId: "deleteAlertTarget",
+    summary: "Remove the tenant's alert target (deaths waiting for a digest are dropped)",
+    responses: { 204: { description: "removed (or there was none)" } },
   },
   {
     method: "get",

@@ -1,13 +1,21 @@
 /** Rows as the API shows them: RFC 3339 at the edge, camelCase, effective settings. */
 import { type AttemptRecord, type LiveExecution, parseAttemptLog } from "../bucket/protocol";
+import { type CallbackState, parseCallbacks } from "../core/callback";
 import { occurrencesAfter } from "../core/cron";
 import { oneOffExecutionId } from "../core/id";
-import { isHttpTarget, isWorkerTarget, parseSpec, type Target } from "../core/job";
+import { type CallbackTarget, isHttpTarget, isWorkerTarget, parseSpec, type Target } from "../core/job";
 import { type ExecutionState, isTerminal } from "../core/lifecycle";
 import { attemptSpanId } from "../core/trace";
 import { toRfc3339 } from "../core/when";
 import type { DeadLetterRow, JobRow, OccurrenceRow } from "../db/schema";
-import type { AttemptView, ExecutionView as ExecutionResponse, ExecutionWithAttemptsView, JobView, TargetView } from "./responses";
+import type {
+  AttemptView,
+  CallbackTargetView,
+  ExecutionView as ExecutionResponse,
+  ExecutionWithAttemptsView,
+  JobView,
+  TargetView,
+} from "./responses";
 
 /** A job as the API shows it; `upcoming` > 0 lists that many next occurrences of a recurring job. */
 export function presentJob(row: JobRow, now: number, upcoming = 0): JobView {
@@ -44,7 +52,13 @@ export function presentJob(row: JobRow, now: number, upcoming = 0): JobView {
     labels: row.labels === null ? {} : (JSON.parse(row.labels) as Record<string, string>),
     idempotencyKey: row.idempotencyKey,
     ...(spec.debounce ? { debounce: { ...spec.debounce } } : {}),
+    ...(spec.callback ? { callback: presentCallback(spec.callback) } : {}),
+    ...(spec.failureCallback ? { failureCallback: presentCallback(spec.failureCallback) } : {}),
   };
+}
+
+function presentCallback(target: CallbackTarget): CallbackTargetView {
+  return isWorkerTarget(target) ? { worker: target.worker } : { url: target.url, headers: target.headers };
 }
 
 /** A worker target's payload as the JSON value it was given; an HTTP target as it is sent. */
@@ -87,6 +101,8 @@ export interface ExecutionView {
   lastError: string | null;
   deadReason: string | null;
   finishedAt: number | null;
+  /** its callbacks (D1's callbacks column); none while live */
+  callbacks?: CallbackState[];
 }
 
 /** An execution with its attempts counted (`presentExecutionWithAttempts` lists them). */
@@ -101,6 +117,7 @@ export function presentExecution(e: ExecutionView): ExecutionResponse {
     lastError: e.lastError,
     deadReason: e.deadReason,
     finishedAt: toRfc3339(e.finishedAt),
+    callbacks: e.callbacks ?? [],
   };
 }
 
@@ -140,7 +157,8 @@ export function viewOfOneOff(
     | "lastError"
     | "deadReason"
     | "finishedAt"
-  >,
+  > &
+    Partial<Pick<JobRow, "callbacks">>,
 ): ExecutionView {
   const status = job.runStatus !== null && isTerminal(job.runStatus) ? job.runStatus : job.status === "canceled" ? "canceled" : "pending";
   return {
@@ -154,6 +172,7 @@ export function viewOfOneOff(
     lastError: job.lastError,
     deadReason: job.deadReason,
     finishedAt: job.finishedAt ?? (status === "canceled" ? job.updatedAt : null),
+    callbacks: parseCallbacks(job.callbacks ?? null),
   };
 }
 
@@ -169,6 +188,7 @@ export function viewOfOccurrence(o: OccurrenceRow): ExecutionView {
     lastError: o.lastError,
     deadReason: o.deadReason,
     finishedAt: o.finishedAt,
+    callbacks: parseCallbacks(o.callbacks),
   };
 }
 

@@ -70,6 +70,29 @@ export const TraceView = z
     tracestate: z.string().optional().meta({ description: "passed on to every attempt as given" }),
   })
   .meta({ id: "Trace" });
+/** A callback as the job keeps it: its URL and headers, or its handler Worker (the body is each outcome). */
+export const CallbackTargetView = z
+  .union([z.strictObject({ url: z.string(), headers: z.record(z.string(), z.string()) }), z.strictObject({ worker: z.string() })])
+  .meta({ id: "CallbackTarget" });
+
+/** An execution's callback: which, its state (scheduled until its outcome lands) and its attempts. */
+export const CallbackView = z
+  .strictObject({
+    kind: z.enum(["success", "failure"]).meta({ description: "success: the job's callback; failure: its failureCallback" }),
+    status: z.enum(["scheduled", "succeeded", "dead"]),
+    attempts: z.number().int(),
+  })
+  .meta({ id: "Callback" });
+
+/** The tenant's alert target (README Alerts). */
+export const AlertTargetView = z
+  .strictObject({
+    url: z.string(),
+    headers: z.record(z.string(), z.string()),
+    digestIntervalMs: z.number().int().meta({ description: "at most one digest per this many milliseconds" }),
+    digestMaxListed: z.number().int().meta({ description: "executions a digest lists at most; the rest are counted" }),
+  })
+  .meta({ id: "AlertTarget" });
 
 export const ScheduleView = z
   .strictObject({
@@ -118,6 +141,8 @@ export const JobView = z
     labels: z.record(z.string(), z.string()).meta({ description: "the job's labels ({} when none)" }),
     idempotencyKey: z.string().nullable(),
     debounce: DebounceView.optional().meta({ description: "debounced jobs only: the key and its rule" }),
+    callback: CallbackTargetView.optional().meta({ description: "told each execution that succeeded (absent: none)" }),
+    failureCallback: CallbackTargetView.optional().meta({ description: "told each execution that died (absent: none)" }),
   })
   .meta({ id: "Job" });
 
@@ -150,6 +175,7 @@ const executionFields = {
   lastError: z.string().nullable(),
   deadReason: z.string().nullable().meta({ description: "permanent, attempts_exhausted or poison" }),
   finishedAt: Instant.nullable(),
+  callbacks: z.array(CallbackView).meta({ description: "the callback its outcome fired, if its job names one (README Callbacks)" }),
 };
 
 export const ExecutionView = z
@@ -296,6 +322,7 @@ export const Health = z.strictObject({ ok: z.literal(true) }).meta({ id: "Health
 
 export type JobView = z.output<typeof JobView>;
 export type TargetView = z.output<typeof TargetView>;
+export type CallbackTargetView = z.output<typeof CallbackTargetView>;
 export type AttemptView = z.output<typeof AttemptView>;
 export type ExecutionView = z.output<typeof ExecutionView>;
 export type ExecutionWithAttemptsView = z.output<typeof ExecutionWithAttemptsView>;

@@ -2,9 +2,11 @@
 import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { type ActionState, BULK_JOB_KINDS, type BulkKind, bulkActionName, type Selector } from "../actions/bulk-action";
+import { type AlertTarget, alertsOf } from "../alerts/alerts";
 import { executionOfArchived, findArchived, listArchive, tenantPrefix } from "../archive/archive";
 import { type Config, configOf } from "../config";
 import { MAX_BUCKET } from "../consumer/message";
+import { DIGEST_INTERVAL_MS, DIGEST_MAX_LISTED } from "../core/alert";
 import { bucketName } from "../core/bucketing";
 import { isOriginKey, ORIGIN_KEY_PREFIX } from "../core/flow";
 import { newId } from "../core/id";
@@ -21,7 +23,7 @@ import { type FlowKeyView, flowKeyOf } from "../flow/flow-key";
 import { type PullLease, pullQueueOf } from "../pull/pull-queue";
 import { requireApiKey } from "./auth";
 import type { ApiEnv } from "./context";
-import { createJobs, type PreparedJob, prepareJob } from "./create";
+import { alertTargetOf, createJobs, type PreparedJob, prepareJob } from "./create";
 import { submitDebounced } from "./debounce";
 import { ApiError, errorBody, fieldPath, fromZodError, respondError } from "./errors";
 import { type ChangeResult, cancelJob, type Deps, patchJob, pauseJob, redriveExecution, resumeJob } from "./job-changes";
@@ -40,6 +42,7 @@ import {
 } from "./read-model";
 import type { ActionView, FlowKeyView as FlowKeyResponse, PullLeaseView } from "./responses";
 import {
+  AlertTargetInput,
   ArchiveObjectQuery,
   BulkJobsInput,
   BulkRedriveInput,
@@ -359,6 +362,29 @@ function presentAction(state: ActionState): ActionView {
 }
 
 // --- flow control: one key of the caller's tenant ------------------------------------------
+
+/** The tenant's alert target (README Alerts): its dead executions, as signed digests. */
+app.put("/v1/alerts", limit(SINGLE_BODY_BYTES), async (c) => {
+  const parsed = AlertTargetInput.safeParse(await readJson(c));
+  if (!parsed.success) throw fromZodError(parsed.error);
+  const tenant = c.get("tenant");
+  const target = alertTargetOf(parsed.data, { config: configOf(c.env), tenant });
+  await alertsOf(c.env, tenant).setTarget(tenant, target);
+  return c.json(presentAlertTarget(target));
+});
+app.get("/v1/alerts", async (c) => {
+  const target = await alertsOf(c.env, c.get("tenant")).target();
+  if (!target) throw new ApiError(404, "not_found", "no alert target is set", null);
+  return c.json(presentAlertTarget(target));
+});
+app.delete("/v1/alerts", async (c) => {
+  await alertsOf(c.env, c.get("tenant")).setTarget(c.get("tenant"), null);
+  return c.body(null, 204);
+});
+
+function presentAlertTarget(target: AlertTarget) {
+  return { ...target, digestIntervalMs: DIGEST_INTERVAL_MS, digestMaxListed: DIGEST_MAX_LISTED };
+}
 
 app.get("/v1/flow-control/:key", async (c) => c.json(presentFlowKey(c.req.param("key"), await flowKeyStub(c).view())));
 app.post("/v1/flow-control/:key/pause", async (c) => c.json(presentFlowKey(c.req.param("key"), await flowKeyStub(c).setPaused(true))));

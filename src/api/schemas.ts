@@ -88,6 +88,27 @@ export const TargetInput = z.strictObject({
   payload: targetFields.payload.optional(),
 });
 
+/**
+ * A callback (callback, failureCallback): a URL or a handler Worker, checked by the same rules
+ * as a job's target; it is sent the execution's outcome as a JSON POST body (or payload), so it
+ * takes no method, body or payload of its own.
+ */
+export const CallbackInput = z
+  .strictObject({
+    url: targetFields.url.optional(),
+    headers: targetFields.headers.optional(),
+    worker: targetFields.worker.optional(),
+  })
+  .meta({ id: "CallbackInput", description: "a URL (with headers) or a handler Worker: give one of url and worker" });
+
+/** PUT /v1/alerts: where the tenant's dead executions are sent as digests (README Alerts). */
+export const AlertTargetInput = z
+  .strictObject({
+    url: targetFields.url.meta({ description: "the URL each digest is POSTed to (the target rules of a job's url)" }),
+    headers: targetFields.headers.optional(),
+  })
+  .meta({ id: "AlertTargetInput" });
+
 export const RetryInput = z.strictObject({
   maxAttempts: z.number().int().min(LIMITS.maxAttempts.min).max(LIMITS.maxAttempts.max).optional(),
   initialDelayMs: z.number().int().min(0).max(86_400_000).optional(),
@@ -242,6 +263,10 @@ export const CreateJobInput = z.strictObject({
   labels: LabelsInput.optional(),
   trace: TraceInput.optional(),
   debounce: DebounceInput.optional(),
+  callback: CallbackInput.optional().meta({ description: "told each execution that succeeded (README Callbacks)" }),
+  failureCallback: CallbackInput.optional().meta({
+    description: "told each execution that died after its last attempt (README Callbacks)",
+  }),
 });
 export type CreateJobInput = z.infer<typeof CreateJobInput>;
 
@@ -263,6 +288,9 @@ export const PatchJobInput = z.strictObject({
   flowControl: FlowControlInput.nullable().optional(),
   /** replaces the job's labels; null removes them */
   labels: LabelsInput.nullable().optional(),
+  /** replace the job's callbacks; null removes one */
+  callback: CallbackInput.nullable().optional(),
+  failureCallback: CallbackInput.nullable().optional(),
 });
 export type PatchJobInput = z.infer<typeof PatchJobInput>;
 

@@ -62,7 +62,8 @@ export function archivedExecution(e: LeavingExecution): ArchivedExecution {
 /** An archived execution as GET /v1/executions/:id shows one (its line less the context). */
 export function executionOfArchived(a: ArchivedExecution): ExecutionResponse {
   const { id, jobId, dueAt, status, attempts, lastHttpStatus, lastError, deadReason, finishedAt } = a;
-  return { id, jobId, dueAt, status, attempts, lastHttpStatus, lastError, deadReason, finishedAt };
+  // a line archived before callbacks existed has none
+  return { id, jobId, dueAt, status, attempts, lastHttpStatus, lastError, deadReason, finishedAt, callbacks: a.callbacks ?? [] };
 }
 
 /** The prefix of a tenant's hour: every object holding executions whose id time falls in it. */

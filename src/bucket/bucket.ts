@@ -16,6 +16,7 @@
  * and re-arms the alarm: "every change re-arms the alarm" holds by construction.
  */
 import { DurableObject } from "cloudflare:workers";
+import { alertsOf } from "../alerts/alerts";
 import { type Config, configOf } from "../config";
 import { nextAlarmAt } from "../core/alarm";
 import { fireQueueOf } from "../core/bucketing";
@@ -350,11 +351,11 @@ export class Bucket extends DurableObject<Env> {
       const shards = shardsOf(this.env);
       const failedShards = new Set<number>();
       await Promise.all(
-        [...outcomes.byShard].map(async ([index, { finished, projections }]) => {
+        [...outcomes.byShard].map(async ([index, { finished, projections, callbacks }]) => {
           const shard = shards.all[index];
           try {
             if (!shard) throw new Error(`D1 shard ${index} is not bound`);
-            countD1Rows(this.s.tally, index, await writeOutcomes(shard.db, finished, projections, now));
+            countD1Rows(this.s.tally, index, await writeOutcomes(shard.db, finished, projections, now, callbacks));
           } catch (error) {
             console.error(`writing outcomes to D1 shard ${index} failed; retrying`, error);
             failedShards.add(index);
@@ -362,6 +363,7 @@ export class Bucket extends DurableObject<Env> {
         }),
       );
       remark(this.s, schedules, failedShards);
+      await this.reportDeaths(outcomes, failedShards);
       await this.change(null, () => {
         const at = Date.now();
         settle(this.s, outcomes, failedShards, at);
@@ -376,6 +378,35 @@ export class Bucket extends DurableObject<Env> {
     } finally {
       this.flushing = false;
     }
+  }
+
+  /**
+   * Dead executions whose outcome is in D1 go to their tenant's alerts (alerts/alerts.ts: one
+   * RPC per tenant with deaths in this flush; a tenant without an alert target drops them). A
+   * failed report loses only those alerts, never an outcome.
+   */
+  private async reportDeaths(outcomes: ReturnType<typeof takeOutcomes>, failedShards: Set<number>): Promise<void> {
+    const deaths = [...outcomes.byShard]
+      .filter(([index]) => !failedShards.has(index))
+      .flatMap(([, { finished }]) => finished.filter((f) => f.status === "dead"));
+    if (deaths.length === 0) return;
+    await Promise.all(
+      [...Map.groupBy(deaths, (d) => d.tenant)].map(([tenant, ofTenant]) =>
+        alertsOf(this.env, tenant)
+          .record(
+            ofTenant.map((d) => ({
+              executionId: d.id,
+              jobId: d.jobId,
+              deadAt: d.finishedAt,
+              deadReason: d.deadReason,
+              attempts: d.attempts,
+              lastHttpStatus: d.lastHttpStatus,
+              lastError: d.lastError,
+            })),
+          )
+          .catch((error: unknown) => console.error(`reporting deaths to the alerts of ${tenant} failed`, error)),
+      ),
+    );
   }
 
   // ===========================================================================================

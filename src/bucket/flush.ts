@@ -3,11 +3,14 @@
  * D1 shard, and, once a shard has them, the rows that leave. The write to D1 is the shell's
  * (bucket.ts); a crash between the two re-runs those executions (at-least-once).
  */
+import { type CallbackState, callbackBody, callbackExecutionId, callbackFor, callbackSpec } from "../core/callback";
 import { oneOffExecutionId, shardOfId } from "../core/id";
-import type { FinishedExecution, ScheduleProjection } from "../db/queries";
+import { parseSpec } from "../core/job";
+import type { CallbackOutcome, FinishedExecution, ScheduleProjection } from "../db/queries";
 import type { Closing } from "./flight";
 import { applyAll } from "./jobs";
-import type { BucketState } from "./state";
+import { type BucketState, insert } from "./state";
+import type { HeldRow } from "./store";
 import * as store from "./store";
 
 /** outcomes written to D1 at once when this many wait, whatever the flush delay */
@@ -18,7 +21,9 @@ export interface Outcomes {
   closing: Closing[];
   /** the dirty schedules taken for this write */
   schedules: string[];
-  byShard: Map<number, { finished: FinishedExecution[]; projections: ScheduleProjection[] }>;
+  byShard: Map<number, { finished: FinishedExecution[]; projections: ScheduleProjection[]; callbacks: CallbackOutcome[] }>;
+  /** callback executions to start once their parent's outcome is in D1, by parent id (core/callback.ts) */
+  callbacks: Map<string, { row: Omit<HeldRow, "dueAt" | "occurrenceAt">; spec: string }>;
 }
 
 /** Whether outcomes or schedule changes wait and it is time to write them. */
@@ -38,9 +43,28 @@ export function shardOfJob(jobId: string): number {
  */
 export function takeOutcomes(s: BucketState): Outcomes {
   const closing = [...s.executions.closing.values()];
-  const finished: FinishedExecution[] = closing.map((c) => {
+  const callbacks: Outcomes["callbacks"] = new Map();
+  // a callback's own outcome goes on its parent's row (never a callback of its own: no loop)
+  const told: CallbackOutcome[] = closing.flatMap((c) => {
+    const of = c.row.callback;
+    if (!of) return [];
+    const state: CallbackState = { kind: of.kind, status: c.status === "succeeded" ? "succeeded" : "dead", attempts: c.attempts };
+    return [
+      {
+        tenant: c.row.tenant,
+        jobId: c.row.jobId,
+        executionId: of.of,
+        oneOff: of.of === oneOffExecutionId(c.row.jobId),
+        callbacks: JSON.stringify([state]),
+      },
+    ];
+  });
+  const finished: FinishedExecution[] = closing.flatMap((c) => {
+    if (c.row.callback) return [];
     const log = store.logOf(s.sql, c.row);
     if (c.last) log.push(c.last);
+    const planned = planCallback(s, c);
+    if (planned) callbacks.set(c.row.id, planned);
     return {
       id: c.row.id,
       jobId: c.row.jobId,
@@ -56,6 +80,9 @@ export function takeOutcomes(s: BucketState): Outcomes {
       deadReason: c.deadReason,
       finishedAt: c.finishedAt,
       attemptLog: log.length > 0 ? JSON.stringify(log.slice(-store.LOG_LIMIT)) : null,
+      callbacks: planned
+        ? JSON.stringify([{ kind: planned.row.callback!.kind, status: "scheduled", attempts: 0 } satisfies CallbackState])
+        : null,
     };
   });
   const schedules = [...s.dirtySchedules];
@@ -77,10 +104,55 @@ export function takeOutcomes(s: BucketState): Outcomes {
   });
   // one batch per shard, each job's outcome to its own shard: a failing shard delays only its own
   const byShard: Outcomes["byShard"] = new Map();
-  const of = (index: number) => byShard.get(index) ?? byShard.set(index, { finished: [], projections: [] }).get(index)!;
+  const of = (index: number) => byShard.get(index) ?? byShard.set(index, { finished: [], projections: [], callbacks: [] }).get(index)!;
   for (const f of finished) of(shardOfJob(f.jobId)).finished.push(f);
   for (const p of projections) of(shardOfJob(p.jobId)).projections.push(p);
-  return { closing, schedules, byShard };
+  for (const t of told) of(shardOfJob(t.jobId)).callbacks.push(t);
+  return { closing, schedules, byShard, callbacks };
+}
+
+/**
+ * The callback an outcome fires, if its job names one: its execution row (without a due time: it
+ * starts when the parent's outcome is in D1) and spec. A success reads the spec only for jobs the
+ * claim saw with callbacks (callbackJobs); a death (rare, and a poisoned one may never have been
+ * claimed in this epoch) always reads it.
+ */
+function planCallback(s: BucketState, c: Closing): Outcomes["callbacks"] extends Map<string, infer V> ? V | null : never {
+  if (c.status === "canceled" || (c.status === "succeeded" && !s.callbackJobs.has(c.row.jobId))) return null;
+  const json = store.specOf(s.sql, c.row);
+  if (json === null) return null;
+  const spec = parseSpec(json);
+  const fired = callbackFor(spec, c.status);
+  if (!fired) return null;
+  const body = callbackBody(fired.kind, {
+    executionId: c.row.id,
+    jobId: c.row.jobId,
+    status: c.status as "succeeded" | "dead",
+    attempts: c.attempts,
+    httpStatus: c.lastHttpStatus,
+    response: c.last?.response ?? null,
+    error: c.lastError,
+    deadReason: c.deadReason,
+    dueAt: c.row.occurrenceAt,
+    startedAt: c.last?.startedAt ?? null,
+    finishedAt: c.finishedAt,
+  });
+  const { tenant, jobId } = c.row;
+  return {
+    row: {
+      id: callbackExecutionId(c.row.id, fired.kind),
+      jobId,
+      tenant,
+      version: 0,
+      jobStatus: "active",
+      occurrence: 1,
+      attempt: 0,
+      budgetBase: 0,
+      recurring: false,
+      callback: { of: c.row.id, kind: fired.kind },
+    },
+    spec: JSON.stringify(callbackSpec(spec, fired.target, body)),
+  };
 }
 
 /** The write is over: the executions whose shard has them leave (rows deleted, tombstones remembered). */
@@ -93,6 +165,14 @@ export function settle(s: BucketState, outcomes: Outcomes, failedShards: Set<num
   for (const c of written) {
     s.executions.leave(c.row, at);
     if (!c.row.recurring) s.pullJobs.delete(c.row.jobId);
+    // the parent's outcome is in D1: its callback starts now, in the same transaction as the
+    // parent's row leaves (a crash keeps one of the two); one still telling of an earlier outcome
+    // (a redriven execution died again meanwhile) is left to finish
+    const planned = outcomes.callbacks.get(c.row.id);
+    if (planned && !s.executions.held.has(planned.row.id)) {
+      insert(s, { ...planned.row, dueAt: at, occurrenceAt: at }, planned.spec, null, "handOff");
+    }
+    if (!c.row.recurring && !c.row.callback) s.callbackJobs.delete(c.row.jobId);
   }
 }
 

@@ -19,6 +19,7 @@ export function readMetrics(s: BucketState): BucketMetrics {
 export function countByState(s: BucketState): BucketCounts {
   const byStatus: Record<string, number> = {};
   for (const row of s.executions.held.values()) {
+    if (row.callback) continue; // not an accepted execution (invariant 4 counts those): its parent's callback
     const state = s.executions.closing.get(row.id)?.status ?? s.executions.stateOf(row);
     byStatus[state] = (byStatus[state] ?? 0) + 1;
   }

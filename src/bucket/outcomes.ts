@@ -36,7 +36,7 @@ export function completeOne(s: BucketState, report: CompletionReport, now: numbe
   if (flowWaitMs > 0) s.tally.add("flow_waits_total", row.tenant);
   if (outcome.kind === "succeeded") {
     const attempt = attemptRecord(s, row, lease, now, "succeeded", outcome.httpStatus, null, flowWaitMs, outcome.excerpt);
-    s.tally.add("succeeded_total", row.tenant);
+    s.tally.add(row.callback ? "callbacks_succeeded_total" : "succeeded_total", row.tenant);
     if (row.occurrenceAt !== lease.occurrenceAt) {
       reschedule(s, row, attempt);
       return { ok: true, executionId: row.id, status: "scheduled" };

@@ -153,6 +153,14 @@ export const BUCKET_MIGRATIONS: ReadonlyArray<SqliteMigration> = [
       CREATE INDEX schedules_next ON schedules (next_at) WHERE next_at IS NOT NULL;
     `,
   },
+  {
+    id: 6,
+    // a callback execution (core/callback.ts): the execution it tells of and which callback; NULL on every other row
+    sql: `
+      ALTER TABLE executions ADD COLUMN callback_of TEXT;
+      ALTER TABLE executions ADD COLUMN callback_kind TEXT;
+    `,
+  },
 ];
 
 export function migrateBucket(sql: SqlStorage): void {

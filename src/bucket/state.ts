@@ -39,6 +39,8 @@ export interface BucketState {
    * a restart an execution not seen again goes in a group of FIRE_GROUP_SIZE, which is always safe
    */
   readonly pullJobs: Set<string>;
+  /** jobs whose spec names a callback, as the claim saw it (memory): a success reads its spec at the flush only then */
+  readonly callbackJobs: Set<string>;
 }
 
 /** the dispatch window starts small and doubles per round trip while the queue keeps up */
@@ -66,6 +68,7 @@ export function newState(sql: SqlStorage, config: Config, epoch: number): Bucket
     leaseSeq: 0,
     dispatchRetryAt: 0,
     pullJobs: new Set(),
+    callbackJobs: new Set(),
   };
 }
 
@@ -109,7 +112,8 @@ export function close(s: BucketState, row: HeldRow, event: CloseEvent, now: numb
   });
   // the schedule's completion is decided at the flush: a finished occurrence may be its last
   if (row.recurring) s.dirtySchedules.add(row.jobId);
-  if (status === "dead") s.tally.add("dead_total", row.tenant, detail.reason ?? "");
+  // a callback's death is its own count: dead_total (and the DLQ) are the jobs' executions
+  if (status === "dead") s.tally.add(row.callback ? "callbacks_dead_total" : "dead_total", row.tenant, detail.reason ?? "");
   if (status === "canceled") s.tally.add("canceled_total", row.tenant);
   return status;
 }

@@ -7,6 +7,7 @@
  * running live in memory, fenced by the epoch), a row per recurring schedule, the epoch, and
  * the counters. Terminal executions leave once D1 has them.
  */
+import type { CallbackKind } from "../core/callback";
 import { type AttemptRecord, parseAttemptLog } from "./protocol";
 
 /** the attempts an execution keeps in its log (the oldest are dropped) */
@@ -25,6 +26,8 @@ export interface HeldRow {
   attempt: number;
   budgetBase: number;
   recurring: boolean;
+  /** a callback execution (core/callback.ts): the execution it tells of, and which callback; absent for every other */
+  callback?: { of: string; kind: CallbackKind };
 }
 
 export interface ScheduleRow {
@@ -38,7 +41,8 @@ export interface ScheduleRow {
 }
 
 const HELD_COLUMNS = `due_at AS dueAt, id, job_id AS jobId, tenant, version, job_status AS jobStatus,
-  occurrence_at AS occurrenceAt, occurrence, attempt, budget_base AS budgetBase, spec IS NULL AS recurring`;
+  occurrence_at AS occurrenceAt, occurrence, attempt, budget_base AS budgetBase, spec IS NULL AS recurring,
+  callback_of AS callbackOf, callback_kind AS callbackKind`;
 
 /**
  * nextEpoch: raises the bucket's epoch (once per start). Lease tokens and fencing seqs carry it,
@@ -70,7 +74,17 @@ export function loadHeld(sql: SqlStorage): HeldRow[] {
   return sql
     .exec(`SELECT ${HELD_COLUMNS} FROM executions`)
     .toArray()
-    .map((r) => ({ ...(r as unknown as HeldRow), recurring: r.recurring === 1 }));
+    .map((r) => {
+      const { callbackOf, callbackKind, ...row } = r as unknown as HeldRow & {
+        callbackOf: string | null;
+        callbackKind: CallbackKind | null;
+      };
+      return {
+        ...row,
+        recurring: r.recurring === 1,
+        ...(callbackOf && callbackKind ? { callback: { of: callbackOf, kind: callbackKind } } : {}),
+      };
+    });
 }
 
 /**
@@ -84,8 +98,8 @@ export function insertExecution(sql: SqlStorage, row: HeldRow, spec: string | nu
 function insertRow(sql: SqlStorage, row: HeldRow, spec: string | null, logJson: string | null): boolean {
   const cursor = sql.exec(
     `INSERT INTO executions (due_at, id, job_id, tenant, version, job_status, occurrence_at, occurrence, attempt,
-       budget_base, spec, log)
-     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
+       budget_base, spec, log, callback_of, callback_kind)
+     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
     row.dueAt,
     row.id,
     row.jobId,
@@ -98,6 +112,8 @@ function insertRow(sql: SqlStorage, row: HeldRow, spec: string | null, logJson: 
     row.budgetBase,
     spec,
     logJson,
+    row.callback?.of ?? null,
+    row.callback?.kind ?? null,
   );
   cursor.toArray();
   return cursor.rowsWritten > 0;

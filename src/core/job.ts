@@ -57,7 +57,14 @@ export interface JobSpec {
   trace?: TraceContext;
   /** a debounced one-off job's key and rule (absent otherwise: a job without it stores nothing more) */
   debounce?: Debounce;
+  /** told each execution's success (core/callback.ts); absent or null: none */
+  callback?: CallbackTarget | null;
+  /** told each execution's death (dead or poisoned after its last attempt); absent or null: none */
+  failureCallback?: CallbackTarget | null;
 }
+
+/** A callback is delivered like a job's target, to a URL or a handler Worker (a pull queue has no one to push to). */
+export type CallbackTarget = HttpTarget | WorkerTarget;
 
 /** A job's flow control: its key (per tenant) and the key's limits, at least one of rate and parallelism. */
 export interface FlowControl {

@@ -30,6 +30,10 @@ export const COUNTERS = [
   "archive_objects_total",
   "archive_bytes_total",
   "archive_write_failures_total",
+  "callbacks_succeeded_total",
+  "callbacks_dead_total",
+  "alerts_sent_total",
+  "alerts_failed_total",
 ] as const;
 export type CounterName = (typeof COUNTERS)[number];
 
@@ -59,6 +63,10 @@ export const COUNTER_HELP: Record<CounterName, string> = {
   archive_objects_total: "objects put to the R2 archive (each is a billed class A operation)",
   archive_bytes_total: "compressed bytes put to the R2 archive",
   archive_write_failures_total: "scans whose archive write failed for a shard: its purge waited for the next scan (nothing left D1)",
+  callbacks_succeeded_total: "callbacks (a job's callback or failureCallback) whose target answered 2xx",
+  callbacks_dead_total: "callbacks that ended dead after their last attempt (they fire no callback of their own)",
+  alerts_sent_total: "alert digests of dead executions delivered to the tenant's alert target (2xx)",
+  alerts_failed_total: "alert digests that failed (kept for the next one, 10 s later)",
 };
 
 /** The tenant of events that belong to no tenant (a malformed message names none). */

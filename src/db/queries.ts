@@ -222,6 +222,7 @@ export async function insertJobs(
               finishedAt: bound(null),
               attemptLog: bound(null),
               labels: job("l"),
+              callbacks: bound(null),
             }),
           )
           .from(each(rows))
@@ -510,6 +511,19 @@ export interface FinishedExecution {
   deadReason: string | null;
   finishedAt: number;
   attemptLog: string | null;
+  /** JSON: its callback, scheduled (core/callback.ts CallbackState[]); absent or null when it fires none */
+  callbacks?: string | null;
+}
+
+/** A callback's outcome, written on the execution it told of (a one-off job's row, or an occurrence's). */
+export interface CallbackOutcome {
+  tenant: string;
+  jobId: string;
+  /** the execution it told of */
+  executionId: string;
+  oneOff: boolean;
+  /** JSON: CallbackState[] */
+  callbacks: string;
 }
 
 /** A recurring job's schedule as its bucket holds it at `version`. */
@@ -532,8 +546,15 @@ export interface ScheduleProjection {
  *   never go backwards.
  * - dead: a dead-letter row.
  * - schedules: next_run_at, fired and completion, only at the version the bucket holds.
+ * - callbacks: a callback's outcome on the execution it told of (1 row each; none without callbacks).
  */
-export async function writeOutcomes(db: Db, finished: FinishedExecution[], schedules: ScheduleProjection[], now: number): Promise<number> {
+export async function writeOutcomes(
+  db: Db,
+  finished: FinishedExecution[],
+  schedules: ScheduleProjection[],
+  now: number,
+  callbacks: CallbackOutcome[] = [],
+): Promise<number> {
   const f = element<FinishedExecution>();
   const statements: BatchItem<"sqlite">[] = [];
   // a one-off job completes when its execution ends succeeded or dead while the job is still due
@@ -554,6 +575,7 @@ export async function writeOutcomes(db: Db, finished: FinishedExecution[], sched
     deadReason: f("deadReason"),
     finishedAt: f("finishedAt"),
     attemptLog: f("attemptLog"),
+    callbacks: f("callbacks"),
   };
   for (const chunk of jsonChunks(finished.filter((e) => !e.recurring))) {
     statements.push(
@@ -655,6 +677,19 @@ export async function writeOutcomes(db: Db, finished: FinishedExecution[], sched
             ),
           ),
         ),
+    );
+  }
+  for (const c of callbacks) {
+    statements.push(
+      c.oneOff
+        ? db
+            .update(jobs)
+            .set({ callbacks: c.callbacks })
+            .where(and(eq(jobs.tenant, c.tenant), eq(jobs.id, c.jobId)))
+        : db
+            .update(occurrences)
+            .set({ callbacks: c.callbacks })
+            .where(and(eq(occurrences.tenant, c.tenant), eq(occurrences.id, c.executionId))),
     );
   }
   return rowsWritten(await batchRun(db, statements));

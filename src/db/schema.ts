@@ -50,6 +50,8 @@ export const jobs = sqliteTable(
     attemptLog: text("attempt_log"),
     /** JSON: the job's labels as the API shows them (job_labels indexes them); null: none */
     labels: text("labels"),
+    /** one-off: JSON, its execution's callbacks (core/callback.ts CallbackState[]); null: none */
+    callbacks: text("callbacks"),
   },
   (t) => [
     primaryKey({ columns: [t.tenant, t.id] }),
@@ -83,6 +85,8 @@ export const occurrences = sqliteTable(
     deadReason: text("dead_reason"),
     finishedAt: integer("finished_at").notNull(),
     attemptLog: text("attempt_log"),
+    /** JSON: its callbacks (core/callback.ts CallbackState[]); null: none */
+    callbacks: text("callbacks"),
   },
   (t) => [
     primaryKey({ columns: [t.tenant, t.id] }),

@@ -100,7 +100,7 @@ describe("archive layout", () => {
     const [object] = await objectsOf([leaving("acme", at, 4, "dead")]);
     const line = JSON.parse(object!.text);
     expect(Object.keys(executionOfArchived(line)).sort()).toEqual(
-      ["attempts", "deadReason", "dueAt", "finishedAt", "id", "jobId", "lastError", "lastHttpStatus", "status"].sort(),
+      ["attempts", "callbacks", "deadReason", "dueAt", "finishedAt", "id", "jobId", "lastError", "lastHttpStatus", "status"].sort(),
     );
     expect(executionOfArchived(line)).toMatchObject({ status: "dead", attempts: 1 });
   });

@@ -113,6 +113,14 @@ const CREATE_FLAGS: Record<string, Flag> = {
   "debounce-delay": { type: "string", value: "<delay>", help: 'debounce: the quiet time, "30s", "5m" or milliseconds' },
   "debounce-max-delay": { type: "string", value: "<delay>", help: "debounce: at most this long after the window's first create" },
   "debounce-mode": { type: "string", value: "<mode>", help: "debounce: trailing (default: the latest runs) or leading (the first runs)" },
+  "callback-url": { type: "string", value: "<url>", help: "told each execution that succeeded (callback.url)" },
+  "failure-callback-url": { type: "string", value: "<url>", help: "told each execution that died (failureCallback.url)" },
+  "callback-worker": { type: "string", value: "<name>", help: "instead of --callback-url: a handler Worker (callback.worker)" },
+  "failure-callback-worker": {
+    type: "string",
+    value: "<name>",
+    help: "instead of --failure-callback-url: a handler Worker (failureCallback.worker)",
+  },
   file: { type: "string", value: "<path>", help: 'a whole create body as JSON ("-": stdin); flags override its fields' },
 };
 
@@ -432,6 +440,8 @@ async function jobOf(values: Values): Promise<CreateJob> {
     name: text(values, "name"),
     timezone: text(values, "timezone"),
     timeoutMs: numberFlag(values, "timeout-ms", usage),
+    callback: callbackOf(text(values, "callback-url"), text(values, "callback-worker")),
+    failureCallback: callbackOf(text(values, "failure-callback-url"), text(values, "failure-callback-worker")),
   });
   // OpenTelemetry's environment carrier: a CLI run inside a traced script joins its trace
   const traceparent = text(values, "traceparent") ?? process.env.TRACEPARENT;
@@ -440,6 +450,12 @@ async function jobOf(values: Values): Promise<CreateJob> {
     job.trace = { traceparent, ...(tracestate ? { tracestate } : {}) };
   }
   return { ...job, ...when, ...rest, target } as CreateJob;
+}
+
+/** A callback from its flags: a URL or a handler Worker (the API refuses both at once, naming the field). */
+function callbackOf(url: string | undefined, worker: string | undefined): Record<string, string> | undefined {
+  if (url === undefined && worker === undefined) return undefined;
+  return defined({ url, worker }) as Record<string, string>;
 }
 
 function defined(record: Record<string, unknown>): Record<string, unknown> {

@@ -293,6 +293,25 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/alerts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The tenant's alert target */
+        get: operations["getAlertTarget"];
+        /** Set the tenant's alert target: its dead executions, as signed digests (README Alerts) */
+        put: operations["setAlertTarget"];
+        post?: never;
+        /** Remove the tenant's alert target (deaths waiting for a digest are dropped) */
+        delete: operations["deleteAlertTarget"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/flow-control/{key}": {
         parameters: {
             query?: never;
@@ -568,6 +587,24 @@ export interface components {
                 /** @description create answers only (leading): this create was absorbed by the key's window; the job shown is the one that ran */
                 absorbed?: boolean;
             };
+            /** @description told each execution that succeeded (absent: none) */
+            callback?: {
+                url: string;
+                headers: {
+                    [key: string]: string;
+                };
+            } | {
+                worker: string;
+            };
+            /** @description told each execution that died (absent: none) */
+            failureCallback?: {
+                url: string;
+                headers: {
+                    [key: string]: string;
+                };
+            } | {
+                worker: string;
+            };
         };
         Target: components["schemas"]["HttpTarget"] | components["schemas"]["WorkerTarget"] | components["schemas"]["PullTarget"];
         HttpTarget: {
@@ -707,6 +744,28 @@ export interface components {
                 tracestate?: string;
             };
             debounce?: components["schemas"]["DebounceInput"];
+            /** @description told each execution that succeeded (README Callbacks) */
+            callback?: {
+                /** @description an HTTP target: the URL called (give one of url, worker and pull) */
+                url?: string;
+                /** @description HTTP targets */
+                headers?: {
+                    [key: string]: string;
+                };
+                /** @description a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give one of url, worker and pull) */
+                worker?: string;
+            };
+            /** @description told each execution that died after its last attempt (README Callbacks) */
+            failureCallback?: {
+                /** @description an HTTP target: the URL called (give one of url, worker and pull) */
+                url?: string;
+                /** @description HTTP targets */
+                headers?: {
+                    [key: string]: string;
+                };
+                /** @description a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give one of url, worker and pull) */
+                worker?: string;
+            };
         };
         DebounceInput: {
             key: string;
@@ -818,6 +877,24 @@ export interface components {
                 /** @description create answers only (leading): this create was absorbed by the key's window; the job shown is the one that ran */
                 absorbed?: boolean;
             };
+            /** @description told each execution that succeeded (absent: none) */
+            callback?: {
+                url: string;
+                headers: {
+                    [key: string]: string;
+                };
+            } | {
+                worker: string;
+            };
+            /** @description told each execution that died (absent: none) */
+            failureCallback?: {
+                url: string;
+                headers: {
+                    [key: string]: string;
+                };
+            } | {
+                worker: string;
+            };
             latestExecution: components["schemas"]["Execution"] | null;
         };
         Execution: {
@@ -840,7 +917,19 @@ export interface components {
              * @description RFC 3339, UTC
              */
             finishedAt: string | null;
+            /** @description the callback its outcome fired, if its job names one (README Callbacks) */
+            callbacks: components["schemas"]["Callback"][];
             /** @description attempts made */
+            attempts: number;
+        };
+        Callback: {
+            /**
+             * @description success: the job's callback; failure: its failureCallback
+             * @enum {string}
+             */
+            kind: "success" | "failure";
+            /** @enum {string} */
+            status: "scheduled" | "succeeded" | "dead";
             attempts: number;
         };
         UpdateJob: {
@@ -918,7 +1007,20 @@ export interface components {
             labels?: {
                 [key: string]: string;
             } | null;
+            callback?: components["schemas"]["CallbackInput"];
+            failureCallback?: components["schemas"]["CallbackInput"];
         };
+        /** @description a URL (with headers) or a handler Worker: give one of url and worker */
+        CallbackInput: {
+            /** @description an HTTP target: the URL called (give one of url, worker and pull) */
+            url?: string;
+            /** @description HTTP targets */
+            headers?: {
+                [key: string]: string;
+            };
+            /** @description a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give one of url, worker and pull) */
+            worker?: string;
+        } | null;
         BulkAction: {
             /** @description act_…; GET /v1/actions/{id} follows it */
             id: string;
@@ -995,6 +1097,8 @@ export interface components {
              * @description RFC 3339, UTC
              */
             finishedAt: string | null;
+            /** @description the callback its outcome fired, if its job names one (README Callbacks) */
+            callbacks: components["schemas"]["Callback"][];
             attempts: components["schemas"]["Attempt"][];
         };
         Attempt: {
@@ -1050,6 +1154,8 @@ export interface components {
              * @description RFC 3339, UTC
              */
             finishedAt: string | null;
+            /** @description the callback its outcome fired, if its job names one (README Callbacks) */
+            callbacks: components["schemas"]["Callback"][];
             /** @description attempts made */
             attempts: number;
             /**
@@ -1095,10 +1201,30 @@ export interface components {
              * @description RFC 3339, UTC
              */
             finishedAt: string | null;
+            /** @description the callback its outcome fired, if its job names one (README Callbacks) */
+            callbacks: components["schemas"]["Callback"][];
             /** @description attempts made */
             attempts: number;
             /** @enum {boolean} */
             redriven: true;
+        };
+        AlertTarget: {
+            url: string;
+            headers: {
+                [key: string]: string;
+            };
+            /** @description at most one digest per this many milliseconds */
+            digestIntervalMs: number;
+            /** @description executions a digest lists at most; the rest are counted */
+            digestMaxListed: number;
+        };
+        AlertTargetInput: {
+            /** @description the URL each digest is POSTed to (the target rules of a job's url) */
+            url: string;
+            /** @description HTTP targets */
+            headers?: {
+                [key: string]: string;
+            };
         };
         FlowKey: {
             key: string;
@@ -3033,6 +3159,224 @@ export interface operations {
                 content: {
                     "application/json": components["schemas"]["Error"];
                 };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getAlertTarget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the alert target */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertTarget"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no alert target is set */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    setAlertTarget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["AlertTargetInput"];
+            };
+        };
+        responses: {
+            /** @description the alert target */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["AlertTarget"];
+                };
+            };
+            /** @description invalid input; `field` names the field at fault */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing, malformed or unknown API key */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is larger than the route allows */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description over the key's rate limit (1000 requests per 10 s) */
+            429: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description internal: a dependency failed (D1 unavailable); nothing accepted before was lost. A create may have been stored: send it again with the same idempotency key */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            503: {
+                headers: {
+                    /** @description seconds to wait */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    deleteAlertTarget: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description removed (or there was none) */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description missing, malformed or unknown API key */
             401: {

@@ -1,0 +1,212 @@
+/**
+ * Callbacks (issue 29 item 1, README "Callbacks"): a job's `callback` is told each execution that
+ * succeeded and its `failureCallback` each that died. A callback is an execution of its own in
+ * the parent's bucket, started when the parent's outcome is in D1: signed with Standard Webhooks
+ * under its own webhook-id (stable across its retries), retried by the job's policy, dead after
+ * its last attempt, and never the cause of another callback. The execution shows it as
+ * `callbacks: [{kind, status, attempts}]`.
+ *
+ * One file-wide virtual clock; fire-queue sends are captured and fed to the real consumer here.
+ */
+import { env } from "cloudflare:workers";
+import { Webhook } from "standardwebhooks";
+import { describe, expect, it } from "vitest";
+import { callbackExecutionId } from "../../src/core/callback";
+import {
+  api,
+  bucketSql,
+  captureFiresForFile,
+  counters,
+  dispatchNow,
+  type Execution,
+  fileClock,
+  fire,
+  newExecution,
+  type Received,
+  received,
+  receiverUrl,
+  uniquePath,
+} from "./helpers";
+
+const clock = fileClock(10 * 60_000);
+const sent = captureFiresForFile();
+
+const RETRY = { maxAttempts: 2, initialDelayMs: 1000, factor: 2, maxDelayMs: 1000, jitter: 0 };
+
+/** One attempt of an execution held by `e`'s bucket: dispatched at its due time, delivered by the consumer. */
+async function attempt(e: Execution, executionId = e.exe.id): Promise<void> {
+  const message = await dispatchNow({ stub: e.stub, executionId }, clock, sent);
+  const result = await fire([message]);
+  expect(result.explicitAcks).toEqual(["m0"]);
+}
+
+async function executionJson(id: string): Promise<Record<string, unknown>> {
+  const res = await api(`/v1/executions/${id}`);
+  expect(res.status).toBe(200);
+  return (await res.json()) as Record<string, unknown>;
+}
+
+function delta(before: Record<string, number>, after: Record<string, number>, name: string): number {
+  return (after[name] ?? 0) - (before[name] ?? 0);
+}
+
+/** Verifies a request the receiver got with the integration project's WEBHOOK_SECRET; returns its JSON body. */
+function verified(r: Received): Record<string, unknown> {
+  const secret = (env as unknown as { WEBHOOK_SECRET: string }).WEBHOOK_SECRET;
+  return new Webhook(secret).verify(r.body, r.headers) as Record<string, unknown>;
+}
+
+describe("callback (success)", () => {
+  it("tells the callback of a success, signed under its own webhook-id, the same on its retry", async () => {
+    const callbackPath = uniquePath("flaky/1"); // 503 once, then 200
+    const e = await newExecution({
+      target: { url: `${receiverUrl()}${uniquePath("ok")}` },
+      callback: { url: `${receiverUrl()}${callbackPath}`, headers: { "x-team": "billing" } },
+      retry: RETRY,
+    });
+    expect(e.job.callback).toEqual({ url: `${receiverUrl()}${callbackPath}`, headers: { "x-team": "billing" } });
+    const before = await counters();
+    await attempt(e);
+    await clock.flush(e.stub); // the parent's outcome lands in D1; its callback starts
+    expect(await executionJson(e.exe.id)).toMatchObject({
+      status: "succeeded",
+      callbacks: [{ kind: "success", status: "scheduled", attempts: 0 }],
+    });
+
+    const callbackId = callbackExecutionId(e.exe.id, "success");
+    await attempt(e, callbackId); // 503: retried after 1 s
+    await attempt(e, callbackId); // 200
+    const requests = await received(callbackPath);
+    expect(requests).toHaveLength(2);
+    expect(requests.map((r) => r.headers["webhook-id"])).toEqual([callbackId, callbackId]);
+    expect(requests.map((r) => r.headers["x-scheduler-attempt"])).toEqual(["1", "2"]);
+    expect(requests[0]!.headers["x-team"]).toBe("billing");
+    expect(requests[0]!.headers["content-type"]).toBe("application/json");
+    const body = verified(requests[1]!);
+    expect(body).toMatchObject({
+      type: "execution.succeeded",
+      executionId: e.exe.id,
+      jobId: e.job.id,
+      status: "succeeded",
+      attempts: 1,
+      httpStatus: 200,
+      responseExcerpt: "ok",
+      error: null,
+    });
+    expect(typeof body.finishedAt).toBe("string");
+    expect(requests[1]!.body).toBe(requests[0]!.body); // the same outcome on every retry
+
+    await clock.flush(e.stub);
+    expect(await executionJson(e.exe.id)).toMatchObject({ callbacks: [{ kind: "success", status: "succeeded", attempts: 2 }] });
+    const after = await counters();
+    expect(delta(before, after, "succeeded_total")).toBe(1); // the job's execution, not its callback
+    expect(delta(before, after, "callbacks_succeeded_total")).toBe(1);
+  });
+
+  it("fires no callback for a job without one, and no failureCallback for a success", async () => {
+    const failurePath = uniquePath("ok");
+    const e = await newExecution({
+      target: { url: `${receiverUrl()}${uniquePath("ok")}` },
+      failureCallback: { url: `${receiverUrl()}${failurePath}` },
+    });
+    await attempt(e);
+    await clock.flush(e.stub);
+    expect(await executionJson(e.exe.id)).toMatchObject({ status: "succeeded", callbacks: [] });
+    expect(await bucketSql(e.stub, "SELECT id FROM executions WHERE callback_of = ?", e.exe.id)).toEqual([]);
+    expect(await received(failurePath)).toHaveLength(0);
+  });
+});
+
+describe("failureCallback", () => {
+  it("tells the failureCallback of a dead execution (its status, dead reason and the target's answer)", async () => {
+    const successPath = uniquePath("ok");
+    const failurePath = uniquePath("ok");
+    const e = await newExecution({
+      target: { url: `${receiverUrl()}${uniquePath("fail/404")}` },
+      callback: { url: `${receiverUrl()}${successPath}` },
+      failureCallback: { url: `${receiverUrl()}${failurePath}` },
+      retry: RETRY,
+    });
+    await attempt(e); // 404: dead at once (permanent)
+    await clock.flush(e.stub);
+    const callbackId = callbackExecutionId(e.exe.id, "failure");
+    await attempt(e, callbackId);
+    const [request, ...more] = await received(failurePath);
+    expect(more).toEqual([]);
+    expect(request!.headers["webhook-id"]).toBe(callbackId);
+    expect(verified(request!)).toMatchObject({
+      type: "execution.dead",
+      executionId: e.exe.id,
+      status: "dead",
+      attempts: 1,
+      httpStatus: 404,
+      deadReason: "permanent",
+      responseExcerpt: null,
+    });
+    expect(await received(successPath)).toHaveLength(0);
+    await clock.flush(e.stub);
+    expect(await executionJson(e.exe.id)).toMatchObject({
+      status: "dead",
+      callbacks: [{ kind: "failure", status: "succeeded", attempts: 1 }],
+    });
+  });
+
+  it("retries a failing callback, then lets it die without firing any callback of its own (no loop)", async () => {
+    const callbackPath = uniquePath("fail/500");
+    const failurePath = uniquePath("ok");
+    const e = await newExecution({
+      target: { url: `${receiverUrl()}${uniquePath("ok")}` },
+      callback: { url: `${receiverUrl()}${callbackPath}` },
+      failureCallback: { url: `${receiverUrl()}${failurePath}` },
+      retry: RETRY,
+    });
+    const before = await counters();
+    await attempt(e);
+    await clock.flush(e.stub);
+    const callbackId = callbackExecutionId(e.exe.id, "success");
+    await attempt(e, callbackId); // 500: retried
+    await attempt(e, callbackId); // 500: its last attempt, dead
+    await clock.flush(e.stub);
+    expect(await received(callbackPath)).toHaveLength(2);
+    expect(await executionJson(e.exe.id)).toMatchObject({
+      status: "succeeded",
+      callbacks: [{ kind: "success", status: "dead", attempts: 2 }],
+    });
+    // nothing is left in the bucket: no callback of the callback, and the failureCallback never ran
+    expect(await bucketSql(e.stub, "SELECT id FROM executions WHERE job_id = ?", e.job.id)).toEqual([]);
+    expect(await received(failurePath)).toHaveLength(0);
+    const after = await counters();
+    expect(delta(before, after, "callbacks_dead_total")).toBe(1);
+    expect(delta(before, after, "dead_total")).toBe(0); // the job's execution succeeded
+  });
+});
+
+describe("validation", () => {
+  it.each([
+    [{ callback: { url: "ftp://example.com/x" } }, "callback.url"],
+    [{ callback: { url: "https://example.com/x", worker: "w" } }, "callback.worker"],
+    [{ failureCallback: { worker: "no-such-worker" } }, "failureCallback.worker"],
+    [{ failureCallback: { pull: "queue" } }, "failureCallback.pull"],
+    [{ callback: { url: "https://example.com/x", headers: { "webhook-id": "x" } } }, "callback.headers.webhook-id"],
+    [{ callback: {} }, "callback.url"],
+  ])("refuses %j with a 400 naming %s", async (fields, field) => {
+    const res = await api("/v1/jobs", { method: "POST", body: { target: { url: "https://example.com/t" }, ...fields } });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { field: string } }).error.field).toBe(field);
+  });
+
+  it("keeps a job's callbacks across a PATCH, and a PATCH with null removes one", async () => {
+    const e = await newExecution({
+      target: { url: "https://example.com/t" },
+      runAt: new Date(clock.at + 3_600_000).toISOString(),
+      callback: { url: "https://example.com/cb" },
+      failureCallback: { url: "https://example.com/fail" },
+    });
+    const patched = await api(`/v1/jobs/${e.job.id}`, { method: "PATCH", body: { name: "renamed", failureCallback: null } });
+    expect(patched.status).toBe(200);
+    const job = (await patched.json()) as Record<string, unknown>;
+    expect(job.callback).toEqual({ url: "https://example.com/cb", headers: {} });
+    expect(job.failureCallback).toBeUndefined();
+    await api(`/v1/jobs/${e.job.id}`, { method: "DELETE" });
+  });
+});
