@@ -402,9 +402,13 @@ function withDefaults(input: CreateJobInput): CreateJobInput {
   return { ...spelled, target: payload === null ? target : input.target };
 }
 
-/** SHA-256 of the request with sorted keys, so the same request with another key order matches. */
+/**
+ * SHA-256 of the request with sorted keys, so the same request with another key order matches.
+ * Its trace is not part of it: a client's retry is a new span of its trace (OpenTelemetry gives
+ * each attempt one), so a replay answers the first job, which keeps the first trace.
+ */
 async function requestHash(input: CreateJobInput): Promise<string> {
-  const { idempotencyKey: _ignored, ...rest } = input;
+  const { idempotencyKey: _ignored, trace: _notTheRequest, ...rest } = input;
   const digest = await crypto.subtle.digest("SHA-256", encoder.encode(canonicalJson(rest)));
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }

@@ -12,11 +12,13 @@
  * A window's job that is no longer pending (canceled, completed, due: it may have fired) is left
  * alone and the create makes a new job.
  */
+
 import { configOf } from "../config";
 import { DEFAULT_RETRY_POLICY } from "../core/backoff";
 import { bucketOf } from "../core/bucketing";
 import { type DebounceWindow, decideDebounce, opening } from "../core/debounce";
 import { LIMITS, parseSpec } from "../core/job";
+import type { TraceContext } from "../core/trace";
 import { getJob } from "../db/queries";
 import type { JobRow } from "../db/schema";
 import { isFullError, ShardsFull, ShardsLowered, ShardUnavailable, shardsOf } from "../db/shards";
@@ -128,7 +130,7 @@ async function onWindowJob(
       const changed = await patchJob(
         { env, db: shard.db, config: configOf(env), tenant, now },
         job,
-        replacementOf(prepared.debounced!, runAt!),
+        replacementOf(prepared.debounced!, runAt!, prepared.spec.trace),
       );
       return { answer: { ok: true, status: 200, job: withOutcome(presentJob(changed.job, now), true, false) }, window: true };
     } catch (error) {
@@ -181,7 +183,7 @@ async function release(env: Env, tenant: string, prepared: PreparedJob, jobId: s
  * A create's settings as a PATCH that replaces every one of them (not merged into the job's): the
  * target whole, defaults spelled out, absent optional settings removed.
  */
-export function replacementOf(input: CreateJobInput, runAt: number): Record<string, unknown> {
+export function replacementOf(input: CreateJobInput, runAt: number, trace: TraceContext | undefined): Record<string, unknown> {
   const t = input.target;
   const target =
     t.worker !== undefined
@@ -198,6 +200,10 @@ export function replacementOf(input: CreateJobInput, runAt: number): Record<stri
     metadata: input.metadata ?? null,
     flowControl: input.flowControl ?? null,
     labels: input.labels ?? null,
+    callback: input.callback ?? null,
+    failureCallback: input.failureCallback ?? null,
+    // the latest create's trace (its body's or its request's): the run is its work
+    trace: trace ?? null,
   };
 }
 

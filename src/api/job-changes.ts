@@ -157,8 +157,8 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
     retry: { ...current.retry, ...patch.retry },
     metadata: patch.metadata === null ? undefined : (patch.metadata ?? current.metadata ?? undefined),
     flowControl: patch.flowControl === null ? undefined : (patch.flowControl ?? flowControlInputOf(current.flowControl)),
-    // the trace it was created in stays its trace
-    ...(current.trace ? { trace: current.trace } : {}),
+    // the trace it was created in stays its trace unless the PATCH moves it (null: out of any)
+    ...(patch.trace === null ? {} : patch.trace || current.trace ? { trace: patch.trace ?? current.trace } : {}),
     callback: patch.callback === null ? undefined : (patch.callback ?? callbackInputOf(current.callback)),
     failureCallback: patch.failureCallback === null ? undefined : (patch.failureCallback ?? callbackInputOf(current.failureCallback)),
     ...(schedule

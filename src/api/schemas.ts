@@ -291,6 +291,8 @@ export const PatchJobInput = z.strictObject({
   /** replace the job's callbacks; null removes one */
   callback: CallbackInput.nullable().optional(),
   failureCallback: CallbackInput.nullable().optional(),
+  /** moves the job to another trace; null takes it out of any (its attempts then carry no traceparent) */
+  trace: TraceInput.nullable().optional(),
 });
 export type PatchJobInput = z.infer<typeof PatchJobInput>;
 

@@ -34,8 +34,8 @@ export interface ArchivedExecution extends ExecutionResponse {
   jobName: string | null;
   /** the job's labels (a recurring job's as they were when the occurrence was archived) */
   labels: Record<string, string>;
-  /** every attempt: its times, outcome, HTTP status, error and response excerpt */
-  attemptLog: AttemptView[];
+  /** every attempt: its times, outcome, HTTP status, error and response excerpt (a span id is not kept: the job's trace is not) */
+  attemptLog: Omit<AttemptView, "spanId">[];
 }
 
 /** What the purge hands over: an execution leaving D1, with its job's name and labels. */
@@ -55,7 +55,10 @@ export function archivedExecution(e: LeavingExecution): ArchivedExecution {
     kind: e.kind,
     jobName: e.jobName,
     labels: e.labels === null ? {} : (JSON.parse(e.labels) as Record<string, string>),
-    attemptLog: e.view.attemptLog.map((a: AttemptRecord) => presentAttempt(a)),
+    attemptLog: e.view.attemptLog.map((a: AttemptRecord) => {
+      const { spanId: _notKept, ...attempt } = presentAttempt(a);
+      return attempt;
+    }),
   };
 }
 

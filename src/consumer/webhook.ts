@@ -41,8 +41,10 @@ export async function deliver(delivery: Delivery, keys: CryptoKey[], now: number
     headers.set("x-scheduler-attempt", String(delivery.attempt));
     headers.set("x-scheduler-job-id", delivery.jobId);
     if (delivery.trace) {
+      // the job's trace wins over headers of its own: a tracestate belongs to its traceparent
       headers.set("traceparent", delivery.trace.traceparent);
       if (delivery.trace.tracestate !== undefined) headers.set("tracestate", delivery.trace.tracestate);
+      else headers.delete("tracestate");
     }
     if (!headers.has("user-agent")) headers.set("user-agent", "edge-scheduler/1");
     request = new Request(delivery.target.url, {

@@ -64,9 +64,14 @@ export function traceOfHeaders(traceparent: string | undefined, tracestate: stri
   return { traceparent: formatTraceparent(parent), ...(state ? { tracestate: state } : {}) };
 }
 
-/** Version 00, which is what this side speaks (a later version's extra fields are dropped). */
+/**
+ * Version 00, which is what this side speaks (a later version's extra fields are dropped). Flags
+ * this side does not know are passed on as zero, as the spec says: only sampled (0x01) and
+ * Level 2's random (0x02) are kept.
+ */
 export function formatTraceparent(t: Traceparent): string {
-  return `00-${t.traceId}-${t.parentId}-${t.flags}`;
+  const flags = (Number.parseInt(t.flags, 16) & 0x03).toString(16).padStart(2, "0");
+  return `00-${t.traceId}-${t.parentId}-${flags}`;
 }
 
 /**

@@ -136,6 +136,61 @@ describe("a job created inside a trace", () => {
   });
 });
 
+describe("trace context, what a review found", () => {
+  it("leaves the trace out of an idempotent create's request: a retry in a new span answers the first job", async () => {
+    const body = { target: { url: `${receiverUrl()}/ok` }, delay: "1h", idempotencyKey: `trace-${crypto.randomUUID()}` };
+    const first = await api("/v1/jobs", { method: "POST", body: { ...body, trace: { traceparent: TRACEPARENT } } });
+    const retry = await api("/v1/jobs", {
+      method: "POST",
+      body: { ...body, trace: { traceparent: `00-${TRACE_ID}-b7ad6b7169203331-01` } },
+    });
+    expect([first.status, retry.status]).toEqual([201, 200]);
+    const [a, b] = [(await first.json()) as JobJson, (await retry.json()) as JobJson];
+    expect(b.id).toBe(a.id);
+    expect(b.trace).toEqual({ traceparent: TRACEPARENT });
+  });
+
+  it("moves a job to another trace with PATCH, and out of any with trace: null", async () => {
+    const path = uniquePath("ok");
+    const e = await create({ target: { url: `${receiverUrl()}${path}` }, delay: "1h" }, { traceparent: TRACEPARENT });
+    const other = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    const moved = await api(`/v1/jobs/${e.job.id}`, { method: "PATCH", body: { trace: { traceparent: other } } });
+    expect(((await moved.json()) as JobJson).trace).toEqual({ traceparent: other });
+    const out = await api(`/v1/jobs/${e.job.id}`, { method: "PATCH", body: { trace: null, delay: "0s" } });
+    expect(((await out.json()) as JobJson).trace).toBeNull();
+    await attemptOnce(e);
+    expect((await received(path))[0]!.headers.traceparent).toBeUndefined();
+  });
+
+  it("passes on only the flags it knows (sampled, random), and never a job header's tracestate that is not the trace's", async () => {
+    const path = uniquePath("ok");
+    const e = await create(
+      { target: { url: `${receiverUrl()}${path}`, headers: { tracestate: "mine=1", traceparent: "00-x" } } },
+      { traceparent: `00-${TRACE_ID}-00f067aa0ba902b7-ff` },
+    );
+    expect(e.job.trace).toEqual({ traceparent: `00-${TRACE_ID}-00f067aa0ba902b7-03` });
+    await attemptOnce(e);
+    const [request] = await received(path);
+    expect(request!.headers.traceparent).toBe(`00-${TRACE_ID}-${attemptSpanId(e.exe.id, 1)}-03`);
+    expect(request!.headers.tracestate).toBeUndefined();
+  });
+
+  it("hands a pull worker the attempt's traceparent with its lease", async () => {
+    const queue = `traced-${crypto.randomUUID().slice(0, 8)}`;
+    const e = await create({ target: { pull: queue, payload: { n: 1 } }, trace: { traceparent: TRACEPARENT, tracestate: TRACESTATE } });
+    expect((await fire([await dispatch(e)])).explicitAcks).toEqual(["m0"]);
+    const res = await api(`/v1/pull/${queue}/lease`, { method: "POST", body: {} });
+    const { leases } = (await res.json()) as { leases: { executionId: string; traceparent?: string; tracestate?: string }[] };
+    expect(leases).toEqual([
+      expect.objectContaining({
+        executionId: e.exe.id,
+        traceparent: `00-${TRACE_ID}-${attemptSpanId(e.exe.id, 1)}-01`,
+        tracestate: TRACESTATE,
+      }),
+    ]);
+  });
+});
+
 describe("a job created outside any trace", () => {
   it("sends no traceparent, shows no span and stores the spec as before", async () => {
     const path = uniquePath("ok");

@@ -102,9 +102,9 @@ const CREATE_FLAGS: Record<string, Flag> = {
   traceparent: {
     type: "string",
     value: "<w3c>",
-    help: "the W3C trace the job belongs to (trace.traceparent; default env TRACEPARENT); each attempt is sent a child span",
+    help: "the W3C trace the job belongs to (trace.traceparent; else env TRACEPARENT, ignored if invalid); each attempt is sent a child span",
   },
-  tracestate: { type: "string", value: "<w3c>", help: "the trace's W3C tracestate (trace.tracestate; default env TRACESTATE)" },
+  tracestate: { type: "string", value: "<w3c>", help: "the trace's W3C tracestate (trace.tracestate; else env TRACESTATE)" },
   "debounce-key": {
     type: "string",
     value: "<key>",
@@ -443,11 +443,13 @@ async function jobOf(values: Values): Promise<CreateJob> {
     callback: callbackOf(text(values, "callback-url"), text(values, "callback-worker")),
     failureCallback: callbackOf(text(values, "failure-callback-url"), text(values, "failure-callback-worker")),
   });
-  // OpenTelemetry's environment carrier: a CLI run inside a traced script joins its trace
-  const traceparent = text(values, "traceparent") ?? process.env.TRACEPARENT;
-  if (traceparent !== undefined && traceparent !== "") {
-    const tracestate = text(values, "tracestate") ?? process.env.TRACESTATE;
+  // an explicit --traceparent is checked (a 400 names it); the environment's is sent as headers (createJob)
+  const traceparent = text(values, "traceparent");
+  if (traceparent !== undefined) {
+    const tracestate = text(values, "tracestate");
     job.trace = { traceparent, ...(tracestate ? { tracestate } : {}) };
+  } else if (text(values, "tracestate") !== undefined) {
+    throw new UsageError("--tracestate needs --traceparent", usage);
   }
   return { ...job, ...when, ...rest, target } as CreateJob;
 }
@@ -464,7 +466,13 @@ function defined(record: Record<string, unknown>): Record<string, unknown> {
 
 async function createJob({ client, values, json }: Context): Promise<number> {
   const idempotencyKey = text(values, "idempotency-key");
-  const job = await client.jobs.create(await jobOf(values), idempotencyKey === undefined ? {} : { idempotencyKey });
+  // OpenTelemetry's environment carrier: a CLI run inside a traced script joins its trace. Sent as
+  // the request's headers, so a stale or invalid one is ignored, never a reason to refuse the job
+  const { TRACEPARENT: traceparent, TRACESTATE: tracestate } = process.env;
+  const job = await client.jobs.create(await jobOf(values), {
+    ...(idempotencyKey === undefined ? {} : { idempotencyKey }),
+    ...(traceparent ? { traceparent, ...(tracestate ? { tracestate } : {}) } : {}),
+  });
   if (json) printJson(job);
   else {
     const outcome = job.debounce?.replaced

@@ -77,8 +77,12 @@ export interface Paginated<T> extends AsyncIterable<T> {
 }
 
 export interface JobsApi {
-  /** Sends an Idempotency-Key (yours, the job's, or a new one) kept across retries: a retry never makes a second job. */
-  create(job: CreateJob, options?: { idempotencyKey?: string }): Promise<Job>;
+  /**
+   * Sends an Idempotency-Key (yours, the job's, or a new one) kept across retries: a retry never makes a second job.
+   * `traceparent` / `tracestate`: the W3C trace the job joins, sent as the request's headers (an invalid one is
+   * ignored by the scheduler, as the spec says; `trace` in the job is checked and wins).
+   */
+  create(job: CreateJob, options?: { idempotencyKey?: string; traceparent?: string; tracestate?: string }): Promise<Job>;
   /** Up to 1000 jobs; an item without idempotencyKey gets a new one. One result per job, in order. */
   createMany(jobs: CreateJob[]): Promise<BatchResult[]>;
   get(id: string): Promise<JobWithLatestExecution>;
@@ -221,7 +225,10 @@ export class SchedulerClient {
         // Made once per call, so every retry carries the same key and a repeat answers 200 with the original job.
         // In the body, not the Idempotency-Key header: a header holds only Latin-1, a key any text.
         const idempotencyKey = options?.idempotencyKey ?? body.idempotencyKey ?? crypto.randomUUID();
-        return this.#request<Job>({ method: "POST", path: "/v1/jobs", body: { ...body, idempotencyKey }, repeatable: true });
+        const headers: Record<string, string> = {};
+        if (options?.traceparent) headers.traceparent = options.traceparent;
+        if (options?.traceparent && options.tracestate) headers.tracestate = options.tracestate;
+        return this.#request<Job>({ method: "POST", path: "/v1/jobs", body: { ...body, idempotencyKey }, headers, repeatable: true });
       },
       createMany: async (jobs) => {
         const body = { jobs: jobs.map((j) => ({ ...j, idempotencyKey: j.idempotencyKey ?? crypto.randomUUID() })) };

@@ -1009,6 +1009,16 @@ export interface components {
             } | null;
             callback?: components["schemas"]["CallbackInput"];
             failureCallback?: components["schemas"]["CallbackInput"];
+            /**
+             * @description the trace this job belongs to (W3C Trace Context); default: the create request's traceparent and tracestate headers. Each attempt is sent a child traceparent of it
+             * @example {
+             *       "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+             *     }
+             */
+            trace?: {
+                traceparent: string;
+                tracestate?: string;
+            } | null;
         };
         /** @description a URL (with headers) or a handler Worker: give one of url and worker */
         CallbackInput: {

@@ -206,6 +206,18 @@ describe("idempotent create", () => {
     expect(seen.every((r) => r.headers.get("idempotency-key") === null)).toBe(true);
   });
 
+  it("sends a W3C trace given as options as the create request's headers, not in the body", async () => {
+    const { fetch, seen } = fakeFetch(json(201, job("job_1")));
+    const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    await client(fetch).jobs.create(NEW_JOB, { traceparent, tracestate: "vendor=1" });
+    await client(fetch).jobs.create(NEW_JOB);
+    expect(seen.map((r) => [r.headers.get("traceparent"), r.headers.get("tracestate")])).toEqual([
+      [traceparent, "vendor=1"],
+      [null, null],
+    ]);
+    expect(seen[0]?.body).not.toHaveProperty("trace");
+  });
+
   it("fails at once, without retries, on a request that cannot be made", async () => {
     const { fetch, seen } = fakeFetch(json(200, {}));
     const error = await client(fetch, { apiKey: "clé-日本" })
