@@ -151,6 +151,7 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
     retry: { ...current.retry, ...patch.retry },
     metadata: patch.metadata === null ? undefined : (patch.metadata ?? current.metadata ?? undefined),
     flowControl: patch.flowControl === null ? undefined : (patch.flowControl ?? flowControlInputOf(current.flowControl)),
+    priority: patch.priority ?? current.priority,
     ...(schedule
       ? {
           cron: patch.cron ?? schedule.cron,

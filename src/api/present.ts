@@ -4,6 +4,7 @@ import { occurrencesAfter } from "../core/cron";
 import { oneOffExecutionId } from "../core/id";
 import { isHttpTarget, isWorkerTarget, parseSpec, type Target } from "../core/job";
 import { type ExecutionState, isTerminal } from "../core/lifecycle";
+import { priorityOf } from "../core/priority";
 import { toRfc3339 } from "../core/when";
 import type { DeadLetterRow, JobRow, OccurrenceRow } from "../db/schema";
 import type { AttemptView, ExecutionView as ExecutionResponse, ExecutionWithAttemptsView, JobView, TargetView } from "./responses";
@@ -39,6 +40,7 @@ export function presentJob(row: JobRow, now: number, upcoming = 0): JobView {
     retry: spec.retry,
     metadata: spec.metadata,
     flowControl: spec.flowControl ?? null,
+    priority: priorityOf(spec),
     labels: row.labels === null ? {} : (JSON.parse(row.labels) as Record<string, string>),
     idempotencyKey: row.idempotencyKey,
   };

@@ -90,6 +90,7 @@ export const JobView = z
     metadata: z.record(z.string(), z.unknown()).nullable(),
     // a union, not .nullable(): that would make the named schema itself nullable everywhere it is used
     flowControl: z.union([FlowControlView, z.null()]),
+    priority: z.number().int().meta({ description: "0-9 (5 unless set): its turn among the tenant's due executions waiting" }),
     labels: z.record(z.string(), z.string()).meta({ description: "the job's labels ({} when none)" }),
     idempotencyKey: z.string().nullable(),
   })

@@ -4,6 +4,7 @@ import { WorkerName } from "../config";
 import { ORIGIN_KEY_PREFIX } from "../core/flow";
 import { LIMITS } from "../core/job";
 import { EXECUTION_STATES } from "../core/lifecycle";
+import { PRIORITY, PRIORITY_AGING_MS } from "../core/priority";
 import { PULL_QUEUE_NAME } from "../core/pull";
 import { parseInstant } from "../core/when";
 
@@ -189,6 +190,17 @@ export const LabelsInput = z
     examples: [{ team: "billing", env: "prod" }],
   });
 
+/** A job's priority among its tenant's due executions waiting their turn (core/priority.ts). */
+export const PriorityInput = z
+  .number()
+  .int()
+  .min(PRIORITY.min)
+  .max(PRIORITY.max)
+  .meta({
+    description: `${PRIORITY.min}-${PRIORITY.max}, default ${PRIORITY.default}: among the tenant's due executions waiting their turn (dispatch, a flow-control key, a pull queue) higher goes first; one step higher per ${PRIORITY_AGING_MS / 1000} s waited, so none starves. Never earlier than its due time.`,
+    examples: [9],
+  });
+
 export const CreateJobInput = z.strictObject({
   name: WellFormed(LIMITS.nameLength).optional(),
   target: TargetInput,
@@ -204,6 +216,7 @@ export const CreateJobInput = z.strictObject({
   idempotencyKey: WellFormed(LIMITS.idempotencyKeyLength).optional(),
   flowControl: FlowControlInput.optional(),
   labels: LabelsInput.optional(),
+  priority: PriorityInput.optional(),
 });
 export type CreateJobInput = z.infer<typeof CreateJobInput>;
 
@@ -225,6 +238,7 @@ export const PatchJobInput = z.strictObject({
   flowControl: FlowControlInput.nullable().optional(),
   /** replaces the job's labels; null removes them */
   labels: LabelsInput.nullable().optional(),
+  priority: PriorityInput.optional(),
 });
 export type PatchJobInput = z.infer<typeof PatchJobInput>;
 

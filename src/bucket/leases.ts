@@ -6,9 +6,10 @@
  */
 import { isPullTarget, type JobSpec, parseSpec } from "../core/job";
 import { SYSTEM_TENANT } from "../core/metrics";
+import { priorityOf } from "../core/priority";
 import type { Lease } from "./flight";
 import type { ClaimResult, ExecutionRef, HeartbeatResult, LeaseGrant, LeaseRef, OfferedLeaseRef, OfferedRef } from "./protocol";
-import { type BucketState, notePull } from "./state";
+import { type BucketState, noteSpec } from "./state";
 import type { HeldRow } from "./store";
 import * as store from "./store";
 
@@ -38,14 +39,22 @@ export function claimOne(s: BucketState, ref: ExecutionRef, now: number): ClaimR
   const spec = store.specOf(s.sql, row);
   if (spec === null) return { ok: false, executionId: id, code: "unknown" };
   const parsed = parseSpec(spec);
-  notePull(s, row.jobId, isPullTarget(parsed.target));
+  noteSpec(s, row.jobId, parsed);
   if (isPullTarget(parsed.target)) {
     // the scheduler's part ends here: from now on it waits for a worker, not for us; a repeated
     // claim (a redelivered message) is a duplicate whose offer its queue holds once
     claimedDispatch(s, executions.offer(row, parsed.target.pull), now);
     if (repeatOffer) tally.add("duplicates_suppressed_total", row.tenant);
     else tally.lag(row.tenant, now - row.dueAt);
-    return { ok: false, code: "offered", executionId: id, tenant: row.tenant, queue: parsed.target.pull, dueAt: row.dueAt };
+    return {
+      ok: false,
+      code: "offered",
+      executionId: id,
+      tenant: row.tenant,
+      queue: parsed.target.pull,
+      dueAt: row.dueAt,
+      priority: priorityOf(parsed),
+    };
   }
   tally.lag(row.tenant, now - row.dueAt);
   return grant(s, row, parsed, now);
@@ -107,6 +116,7 @@ function grant(s: BucketState, row: HeldRow, spec: JobSpec, now: number, leaseMs
     timeoutMs: spec.timeoutMs,
     flowControl: spec.flowControl ?? null,
     firstDueAt: s.executions.waitingSince(row.id) ?? row.dueAt,
+    priority: priorityOf(spec),
   };
 }
 

@@ -118,6 +118,8 @@ export interface PullOffer {
   tenant: string;
   queue: string;
   dueAt: number;
+  /** its job's priority (core/priority.ts): the queue hands higher ones out first */
+  priority: number;
 }
 
 /** What a pull queue keeps of an offer, and asks its bucket to lease. */
@@ -125,6 +127,8 @@ export interface OfferRef {
   executionId: string;
   bucket: number;
   dueAt: number;
+  /** absent: the default (an offer of a bucket from before priorities) */
+  priority?: number;
 }
 
 /** An offer as a pull queue holds it: the execution, at this due time, for this tenant and queue. */
@@ -156,6 +160,8 @@ export type LeaseGrant = {
   flowControl: FlowControl | null;
   /** its due time before flow control made it wait (the order waiters are served in) */
   firstDueAt: number;
+  /** its job's priority (core/priority.ts): a flow-control key serves higher waiters first */
+  priority: number;
 };
 
 export interface LeaseRef {

@@ -74,6 +74,23 @@ export function loadHeld(sql: SqlStorage): HeldRow[] {
 }
 
 /**
+ * loadPriorities: the jobs held here whose spec has a priority (only those other than the
+ * default are stored: core/priority.ts): a one-off job's from its execution row, a recurring
+ * job's from its schedule. Reads only (once per start).
+ */
+export function loadPriorities(sql: SqlStorage): [jobId: string, priority: number][] {
+  return sql
+    .exec<{ jobId: string; priority: number }>(
+      `SELECT job_id AS jobId, json_extract(spec, '$.priority') AS priority FROM executions
+         WHERE spec IS NOT NULL AND json_extract(spec, '$.priority') IS NOT NULL
+       UNION ALL
+       SELECT id, json_extract(spec, '$.priority') FROM schedules WHERE json_extract(spec, '$.priority') IS NOT NULL`,
+    )
+    .toArray()
+    .map((r) => [r.jobId, r.priority]);
+}
+
+/**
  * insertExecution: a scheduled execution. Guard: (due_at, id) unique, so a repeat is a no-op.
  * Writes 1 row (the key is the table). Returns whether it was new.
  */

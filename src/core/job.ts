@@ -51,6 +51,8 @@ export interface JobSpec {
   schedule: Schedule | null;
   /** the flow-control key it waits on and the limits it asks for (absent in specs stored before it existed) */
   flowControl?: FlowControl | null;
+  /** 0-9, higher first among due executions waiting their turn (core/priority.ts); absent: 5 (only other values are stored) */
+  priority?: number;
 }
 
 /** A job's flow control: its key (per tenant) and the key's limits, at least one of rate and parallelism. */

@@ -549,6 +549,8 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             flowControl: components["schemas"]["FlowControl"] | null;
+            /** @description 0-9 (5 unless set): its turn among the tenant's due executions waiting */
+            priority: number;
             /** @description the job's labels ({} when none) */
             labels: {
                 [key: string]: string;
@@ -676,6 +678,11 @@ export interface components {
             labels?: {
                 [key: string]: string;
             };
+            /**
+             * @description 0-9, default 5: among the tenant's due executions waiting their turn (dispatch, a flow-control key, a pull queue) higher goes first; one step higher per 60 s waited, so none starves. Never earlier than its due time.
+             * @example 9
+             */
+            priority?: number;
         };
         BatchResults: {
             results: ({
@@ -748,6 +755,8 @@ export interface components {
                 [key: string]: unknown;
             } | null;
             flowControl: components["schemas"]["FlowControl"] | null;
+            /** @description 0-9 (5 unless set): its turn among the tenant's due executions waiting */
+            priority: number;
             /** @description the job's labels ({} when none) */
             labels: {
                 [key: string]: string;
@@ -853,6 +862,11 @@ export interface components {
             labels?: {
                 [key: string]: string;
             } | null;
+            /**
+             * @description 0-9, default 5: among the tenant's due executions waiting their turn (dispatch, a flow-control key, a pull queue) higher goes first; one step higher per 60 s waited, so none starves. Never earlier than its due time.
+             * @example 9
+             */
+            priority?: number;
         };
         BulkAction: {
             /** @description act_…; GET /v1/actions/{id} follows it */
