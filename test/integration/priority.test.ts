@@ -14,10 +14,14 @@
  *
  * Time: one file-wide virtual clock; the fire queue is captured, tests feed the consumer.
  */
+import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import type { FireMessage } from "../../src/bucket/protocol";
 import { oneOffExecutionId } from "../../src/core/id";
 import { PRIORITY_AGING_MS } from "../../src/core/priority";
+import { pullQueueName } from "../../src/core/pull";
+import type { PullQueue } from "../../src/pull/pull-queue";
 import {
   api,
   bucketStub,
@@ -196,6 +200,9 @@ describe("a pull queue", () => {
     const leased = [];
     for (let i = 0; i < 4; i++) leased.push(await leaseOne("prio-a"));
     expect(leased).toEqual([...highs, ...lows].map((e) => e.exe.id));
+    // still 2 rows an execution in the queue (offered, taken): priority leads the key, no index added
+    const rows = await runInDurableObject(env.PULL_QUEUE.getByName(pullQueueName("acme", "prio-a")), (q: PullQueue) => q.rowsWritten);
+    expect(rows).toBe(2 * 4);
   });
 
   it("hands out a 1 that waited past its bound before newer 9s", async () => {
