@@ -98,6 +98,7 @@ const CREATE_FLAGS: Record<string, Flag> = {
   name: { type: "string", value: "<name>", help: "a name for the job" },
   "timeout-ms": { type: "string", value: "<ms>", help: "per attempt, 1000 to 900000 (default 30000)" },
   "max-attempts": { type: "string", value: "<n>", help: "attempts before the execution is dead (retry.maxAttempts)" },
+  priority: { type: "string", value: "<0-9>", help: "higher goes first among your due executions waiting their turn (default 5)" },
   "idempotency-key": { type: "string", value: "<key>", help: "a repeat with this key returns the first job" },
   file: { type: "string", value: "<path>", help: 'a whole create body as JSON ("-": stdin); flags override its fields' },
 };
@@ -411,6 +412,7 @@ async function jobOf(values: Values): Promise<CreateJob> {
     name: text(values, "name"),
     timezone: text(values, "timezone"),
     timeoutMs: numberFlag(values, "timeout-ms", usage),
+    priority: numberFlag(values, "priority", usage),
   });
   return { ...job, ...when, ...rest, target } as CreateJob;
 }
@@ -469,6 +471,7 @@ function jobFields(job: JobWithLatestExecution): [string, string][] {
     ["schedule", schedule ? scheduleText(schedule) : "one-off"],
     ...(schedule ? [["next runs", dash(job.nextRuns?.join(", "))] as [string, string]] : []),
     ["timeout", `${job.timeoutMs} ms`],
+    ["priority", String(job.priority)],
     ["created", job.createdAt],
     [
       "latest execution",

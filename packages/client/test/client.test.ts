@@ -77,6 +77,7 @@ function job(id: string, extra: Partial<Job> = {}): Job {
     retry: { maxAttempts: 5, initialDelayMs: 1000, maxDelayMs: 300_000, factor: 2, jitter: 0.2 },
     metadata: null,
     flowControl: null,
+    priority: 5,
     labels: {},
     idempotencyKey: null,
     ...extra,
