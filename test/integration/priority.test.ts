@@ -14,9 +14,10 @@
  *
  * Time: one file-wide virtual clock; the fire queue is captured, tests feed the consumer.
  */
-import { runInDurableObject } from "cloudflare:test";
+import { evictDurableObject, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import type { Bucket } from "../../src/bucket/bucket";
 import type { FireMessage } from "../../src/bucket/protocol";
 import { oneOffExecutionId } from "../../src/core/id";
 import { PRIORITY_AGING_MS } from "../../src/core/priority";
@@ -132,6 +133,34 @@ describe("the bucket's dispatch order", () => {
     expect(order.at(-1)).toBe(young.id);
     expect(order).toHaveLength(highs.length + 2);
     expect((await bucketStub(future[0]!.bucket).inspect({ executionIds: [future[0]!.id] }))[0]?.status).toBe("scheduled");
+  });
+});
+
+describe("the bucket's dispatch order after a restart", () => {
+  it("a restarted bucket reads its jobs' priorities back with their rows: one-off and recurring 9s still go before 1s due earlier", async () => {
+    const target = { url: `${receiverUrl()}${uniquePath()}` };
+    const at = clock.at + 30_000;
+    const lows = await batch(24, { target, runAt: new Date(at).toISOString(), priority: 1 });
+    const highs = await batch(24, { target, runAt: new Date(at + 10).toISOString(), priority: 9 });
+    // a recurring 9: its priority is in its schedule's spec, not in its occurrence's row
+    const recurring = await createJob({ target, cron: "* * * * *", priority: 9 });
+    for (const b of buckets) await evictDurableObject(bucketStub(b));
+    clock.travelTo(Math.max(at + 20, clock.at));
+    const all = [...lows, ...highs];
+    const order = await drained(new Set(all.map((e) => e.id)));
+    const highIds = new Set(highs.map((e) => e.id));
+    for (const b of buckets) {
+      const mine = order.filter((id) => all.find((e) => e.id === id)!.bucket === b);
+      const lastHigh = mine.findLastIndex((id) => highIds.has(id));
+      const firstLow = mine.findIndex((id) => !highIds.has(id));
+      if (lastHigh >= 0 && firstLow >= 0) expect(lastHigh).toBeLessThan(firstLow);
+    }
+    const recurringBucket = (await jobRow(recurring.id))!.bucket;
+    const loaded = await runInDurableObject(bucketStub(recurringBucket), (instance: Bucket) =>
+      (instance as unknown as { s: { executions: { priorityOf(jobId: string): number } } }).s.executions.priorityOf(recurring.id),
+    );
+    expect(loaded).toBe(9);
+    await api(`/v1/jobs/${recurring.id}`, { method: "DELETE" });
   });
 });
 
