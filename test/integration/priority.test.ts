@@ -265,6 +265,16 @@ describe("the API", () => {
     expect(((await renamed.json()) as { priority: number }).priority).toBe(0);
   });
 
+  it("an idempotent repeat: priority 5 is the same request as none; another priority is another request (409)", async () => {
+    const body = { target: { url: `${receiverUrl()}/ok` }, delay: "1h", idempotencyKey: `prio-${crypto.randomUUID()}` };
+    const first = await api("/v1/jobs", { method: "POST", body });
+    expect(first.status).toBe(201);
+    const same = await api("/v1/jobs", { method: "POST", body: { ...body, priority: 5 } });
+    expect(same.status).toBe(200);
+    const other = await api("/v1/jobs", { method: "POST", body: { ...body, priority: 9 } });
+    expect(other.status).toBe(409);
+  });
+
   it.each([10, -1, 2.5, "9"])("refuses priority %j with a 400 naming the field", async (priority) => {
     const res = await api("/v1/jobs", { method: "POST", body: { target: { url: `${receiverUrl()}/ok` }, priority } });
     expect(res.status).toBe(400);
