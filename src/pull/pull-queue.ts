@@ -50,7 +50,7 @@ export interface PullQueueView {
   pollers: number;
 }
 
-const PULL_QUEUE_MIGRATIONS: ReadonlyArray<SqliteMigration> = [
+export const PULL_QUEUE_MIGRATIONS: ReadonlyArray<SqliteMigration> = [
   {
     id: 1,
     sql: `CREATE TABLE offers (
@@ -62,7 +62,8 @@ const PULL_QUEUE_MIGRATIONS: ReadonlyArray<SqliteMigration> = [
   },
   {
     // priority (issue 29) leads the key, so each priority's oldest offers are one range read and
-    // an offer is still one row with no other index; offers held before it had the default
+    // an offer is still one row with no other index; offers held before it get the default. One
+    // way: code from before it cannot offer into the new table (its INSERT names no columns)
     id: 2,
     sql: `
       CREATE TABLE offers_by_priority (

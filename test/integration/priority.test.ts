@@ -22,7 +22,8 @@ import type { FireMessage } from "../../src/bucket/protocol";
 import { oneOffExecutionId } from "../../src/core/id";
 import { PRIORITY_AGING_MS } from "../../src/core/priority";
 import { pullQueueName } from "../../src/core/pull";
-import type { PullQueue } from "../../src/pull/pull-queue";
+import { PULL_QUEUE_MIGRATIONS, type PullQueue } from "../../src/pull/pull-queue";
+import { applyMigrations } from "../../src/sqlite-migrations";
 import {
   api,
   bucketStub,
@@ -241,6 +242,23 @@ describe("a pull queue", () => {
     const leased = [];
     for (let i = 0; i < 3; i++) leased.push(await leaseOne("prio-b"));
     expect(leased).toEqual([low, ...highs].map((e) => e.exe.id));
+  });
+});
+
+describe("a pull queue holding offers from before priorities", () => {
+  it("keeps them through its migration, at the default priority, and hands them out", async () => {
+    const stub = env.PULL_QUEUE.getByName(pullQueueName("acme", "prio-migrated"));
+    const rows = await runInDurableObject(stub, (_q: PullQueue, state) => {
+      const sql = state.storage.sql;
+      // the queue as migration 1 left it, holding an offer
+      sql.exec("DROP TABLE offers");
+      sql.exec(PULL_QUEUE_MIGRATIONS[0]!.sql);
+      sql.exec("INSERT INTO offers VALUES (?, ?, ?)", 1_000, "exe_before", 2);
+      sql.exec("DELETE FROM schema_migrations WHERE id > 1");
+      applyMigrations(sql, PULL_QUEUE_MIGRATIONS);
+      return sql.exec("SELECT priority, due_at, execution_id, bucket FROM offers").toArray();
+    });
+    expect(rows).toEqual([{ priority: 5, due_at: 1_000, execution_id: "exe_before", bucket: 2 }]);
   });
 });
 
