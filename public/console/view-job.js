@@ -1,4 +1,4 @@
-// A job's page: its schedule, target, labels and status; cancel, pause, resume; an edit form that
+// A job's page: its schedule, target, labels, priority and status; cancel, pause, resume; an edit form that
 // PATCHes; and every execution with a timeline of its attempts. Refreshed every few seconds while
 // open, the form excepted (it keeps what you are typing).
 import { api, query } from "./api.js";
@@ -105,6 +105,7 @@ function describe(job) {
     row("timeout", duration(job.timeoutMs)),
     // the W3C trace it was created in: its trace id finds it in a tracing backend
     job.trace ? row("trace", h("span", { class: "id", "data-trace": "" }, job.trace.traceparent.split("-")[1])) : null,
+    row("priority", `${job.priority}${job.priority === 5 ? " (default)" : ""}`),
     row("created", time(job.createdAt)),
   );
 }
@@ -189,6 +190,7 @@ function editForm(job, base, notices, refresh) {
   const fields = [
     ["name", "Name", job.name ?? "", ""],
     ["labels", "Labels", labelsText, "key:value, comma-separated; empty removes them"],
+    ["priority", "Priority", String(job.priority), "0-9: higher goes first among your due executions waiting their turn"],
     ...(recurring
       ? /** @type {[string, string, string, string][]} */ ([
           ["cron", "Cron", job.schedule.cron, ""],
@@ -228,6 +230,7 @@ function editForm(job, base, notices, refresh) {
       if (value === input.dataset.initial) continue;
       if (input.name === "labels") change.labels = parseLabels(value);
       else if (input.name === "name") change.name = value || null;
+      else if (input.name === "priority") change.priority = /^\d+$/.test(value) ? Number(value) : value;
       else if (value) change[input.name] = input.name === "runAt" && /^\d+$/.test(value) ? Number(value) : value;
     }
     if (Object.keys(change).length === 0) {

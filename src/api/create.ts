@@ -14,6 +14,7 @@ import { type Debounce, opening } from "../core/debounce";
 import { grantedBinding } from "../core/handler-workers";
 import { newJobId } from "../core/id";
 import { type CallbackTarget, isHttpTarget, isNear, isPullTarget, isReservedHeader, type JobSpec, LIMITS, type Target } from "../core/job";
+import { PRIORITY } from "../core/priority";
 import { checkTargetUrl } from "../core/target-policy";
 import { formatTraceparent, parseTraceparent, type TraceContext } from "../core/trace";
 import { parseDurationMs, parseInstant } from "../core/when";
@@ -231,6 +232,8 @@ export function buildSpec(
       // only when named: a job without callbacks keeps the spec it always had
       ...(callback ? { callback } : {}),
       ...(failureCallback ? { failureCallback } : {}),
+      // only a priority other than the default is stored: a job without one keeps the spec it always had
+      ...(input.priority === undefined || input.priority === PRIORITY.default ? {} : { priority: input.priority }),
     },
     dueAt,
   };
@@ -390,12 +393,16 @@ function dueAtOf(input: JobInput, now: number, field: (name: string) => string):
 }
 
 /**
- * The request with its defaults spelled out (an HTTP target's method and headers; a null payload
- * and empty labels are none): the same request hashes the same however it is spelled.
+ * The request with its defaults spelled out (an HTTP target's method and headers; a null payload,
+ * empty labels and the default priority are none): the same request hashes the same however it is spelled.
  */
 function withDefaults(input: CreateJobInput): CreateJobInput {
-  const { labels, ...rest } = input;
-  const spelled = labels ? { ...rest, labels } : rest;
+  const { labels, priority, ...rest } = input;
+  const spelled = {
+    ...rest,
+    ...(labels ? { labels } : {}),
+    ...(priority === undefined || priority === PRIORITY.default ? {} : { priority }),
+  };
   if (input.target.worker === undefined && input.target.pull === undefined)
     return { ...spelled, target: { method: "POST", headers: {}, ...input.target } };
   const { payload, ...target } = input.target;

@@ -161,6 +161,7 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
     ...(patch.trace === null ? {} : patch.trace || current.trace ? { trace: patch.trace ?? current.trace } : {}),
     callback: patch.callback === null ? undefined : (patch.callback ?? callbackInputOf(current.callback)),
     failureCallback: patch.failureCallback === null ? undefined : (patch.failureCallback ?? callbackInputOf(current.failureCallback)),
+    priority: patch.priority ?? current.priority,
     ...(schedule
       ? {
           cron: patch.cron ?? schedule.cron,

@@ -5,6 +5,7 @@ import { occurrencesAfter } from "../core/cron";
 import { oneOffExecutionId } from "../core/id";
 import { type CallbackTarget, isHttpTarget, isWorkerTarget, parseSpec, type Target } from "../core/job";
 import { type ExecutionState, isTerminal } from "../core/lifecycle";
+import { priorityOf } from "../core/priority";
 import { attemptSpanId } from "../core/trace";
 import { toRfc3339 } from "../core/when";
 import type { DeadLetterRow, JobRow, OccurrenceRow } from "../db/schema";
@@ -49,6 +50,7 @@ export function presentJob(row: JobRow, now: number, upcoming = 0): JobView {
     metadata: spec.metadata,
     flowControl: spec.flowControl ?? null,
     trace: spec.trace ?? null,
+    priority: priorityOf(spec),
     labels: row.labels === null ? {} : (JSON.parse(row.labels) as Record<string, string>),
     idempotencyKey: row.idempotencyKey,
     ...(spec.debounce ? { debounce: { ...spec.debounce } } : {}),

@@ -138,6 +138,7 @@ export const JobView = z
     // a union, not .nullable(): that would make the named schema itself nullable everywhere it is used
     flowControl: z.union([FlowControlView, z.null()]),
     trace: z.union([TraceView, z.null()]).meta({ description: "the W3C trace the job was created in (null: none)" }),
+    priority: z.number().int().meta({ description: "0-9 (5 unless set): its turn among the tenant's due executions waiting" }),
     labels: z.record(z.string(), z.string()).meta({ description: "the job's labels ({} when none)" }),
     idempotencyKey: z.string().nullable(),
     debounce: DebounceView.optional().meta({ description: "debounced jobs only: the key and its rule" }),

@@ -5,6 +5,7 @@ import { DEBOUNCE_MODES } from "../core/debounce";
 import { ORIGIN_KEY_PREFIX } from "../core/flow";
 import { LIMITS } from "../core/job";
 import { EXECUTION_STATES } from "../core/lifecycle";
+import { PRIORITY, PRIORITY_AGING_MS } from "../core/priority";
 import { PULL_QUEUE_NAME } from "../core/pull";
 import { parseTraceparent, TRACESTATE_MAX_LENGTH, usableTracestate } from "../core/trace";
 import { parseInstant } from "../core/when";
@@ -245,6 +246,16 @@ export const DebounceInput = z
     mode: z.enum(DEBOUNCE_MODES).default("trailing"),
   })
   .meta({ id: "DebounceInput" });
+/** A job's priority among its tenant's due executions waiting their turn (core/priority.ts). */
+export const PriorityInput = z
+  .number()
+  .int()
+  .min(PRIORITY.min)
+  .max(PRIORITY.max)
+  .meta({
+    description: `${PRIORITY.min}-${PRIORITY.max}, default ${PRIORITY.default}: among the tenant's due executions waiting their turn (dispatch, a flow-control key, a pull queue) higher goes first; one step higher per ${PRIORITY_AGING_MS / 1000} s waited, so none starves. Never earlier than its due time.`,
+    examples: [9],
+  });
 
 export const CreateJobInput = z.strictObject({
   name: WellFormed(LIMITS.nameLength).optional(),
@@ -267,6 +278,7 @@ export const CreateJobInput = z.strictObject({
   failureCallback: CallbackInput.optional().meta({
     description: "told each execution that died after its last attempt (README Callbacks)",
   }),
+  priority: PriorityInput.optional(),
 });
 export type CreateJobInput = z.infer<typeof CreateJobInput>;
 
@@ -293,6 +305,7 @@ export const PatchJobInput = z.strictObject({
   failureCallback: CallbackInput.nullable().optional(),
   /** moves the job to another trace; null takes it out of any (its attempts then carry no traceparent) */
   trace: TraceInput.nullable().optional(),
+  priority: PriorityInput.optional(),
 });
 export type PatchJobInput = z.infer<typeof PatchJobInput>;
 

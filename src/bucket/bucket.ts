@@ -92,11 +92,13 @@ export class Bucket extends DurableObject<Env> {
     }) as SqlStorage;
     const config = configOf(env);
     this.config = config;
-    const { epoch, rows } = ctx.storage.transactionSync(() => {
+    const { epoch, rows, priorities } = ctx.storage.transactionSync(() => {
       migrateBucket(sql);
-      return { epoch: store.nextEpoch(sql), rows: store.loadHeld(sql) };
+      return { epoch: store.nextEpoch(sql), rows: store.loadHeld(sql), priorities: store.loadPriorities(sql) };
     });
     this.s = newState(sql, config, epoch);
+    // before the rows: each goes into the due order under its job's priority
+    for (const [jobId, priority] of priorities) this.s.executions.notePriority(jobId, priority);
     const now = Date.now();
     // what was dispatched or running before the restart is scheduled again (transition restart);
     // an attempt of a job canceled or paused meanwhile ends canceled instead

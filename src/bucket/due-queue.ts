@@ -1,3 +1,5 @@
+import { comparePriority, PRIORITY } from "../core/priority";
+
 /**
  * The bucket's scheduled executions by due time: a binary min-heap of (dueAt, id) with lazy
  * removal (an entry whose row moved or left is skipped when it surfaces), so scheduling, taking
@@ -73,27 +75,95 @@ function entryKey(dueAt: number, id: string): string {
   return `${dueAt}:${id}`;
 }
 
-/**
- * The scheduled executions by due time, one DueQueue per tenant, so what is due can be taken in
- * turns (issue 13, fairness): one tenant's backlog of 100,000 due jobs gets every other slot, not
- * every slot, while another tenant has something due. Within a tenant, due order holds.
- */
-export class TenantDueQueues {
-  private readonly byTenant = new Map<string, DueQueue>();
-  /** the tenant served first in the next turn: turns rotate across takes */
-  private turn = 0;
+/** whether an entry still stands for its row (not moved, left or re-prioritized since it was pushed) */
+export type Live = (dueAt: number, id: string, priority: number) => boolean;
 
-  push(dueAt: number, id: string, tenant: string): void {
-    let queue = this.byTenant.get(tenant);
+/**
+ * One tenant's scheduled executions: a DueQueue per priority, so the one that goes next among
+ * those due is found at the heads (core/priority.ts: highest effective priority, then due order;
+ * within one priority the oldest has waited longest, so only heads compete).
+ */
+class PriorityDueQueues {
+  private readonly byPriority = new Map<number, DueQueue>();
+
+  push(dueAt: number, id: string, priority: number): void {
+    let queue = this.byPriority.get(priority);
     if (!queue) {
       queue = new DueQueue();
-      this.byTenant.set(tenant, queue);
+      this.byPriority.set(priority, queue);
     }
     queue.push(dueAt, id);
   }
 
+  /** The earliest live entry of any priority. */
+  peek(live: Live): { dueAt: number; id: string } | undefined {
+    let earliest: { dueAt: number; id: string } | undefined;
+    for (const [priority, queue] of this.byPriority) {
+      const top = queue.peek((dueAt, id) => live(dueAt, id, priority));
+      if (!top) {
+        this.byPriority.delete(priority);
+        continue;
+      }
+      if (!earliest || top.dueAt < earliest.dueAt) earliest = top;
+    }
+    return earliest;
+  }
+
+  /** Takes the live entry due at `now` or before that goes first (comparePriority), if any. */
+  takeNext(now: number, live: Live): { dueAt: number; id: string } | undefined {
+    let next: { queue: DueQueue; top: { dueAt: number; id: string }; priority: number } | undefined;
+    for (const [priority, queue] of this.byPriority) {
+      const top = queue.peek((dueAt, id) => live(dueAt, id, priority));
+      if (!top) {
+        this.byPriority.delete(priority);
+        continue;
+      }
+      if (top.dueAt > now) continue;
+      const candidate = { dueAt: top.dueAt, priority };
+      if (!next || comparePriority(candidate, { dueAt: next.top.dueAt, priority: next.priority }, now) < 0) {
+        next = { queue, top, priority };
+      }
+    }
+    next?.queue.pop();
+    return next?.top;
+  }
+
+  get size(): number {
+    let size = 0;
+    for (const queue of this.byPriority.values()) size += queue.size;
+    return size;
+  }
+
+  compact(live: Live): void {
+    for (const [priority, queue] of this.byPriority) {
+      queue.compact((dueAt, id) => live(dueAt, id, priority));
+      if (queue.size === 0) this.byPriority.delete(priority);
+    }
+  }
+}
+
+/**
+ * The scheduled executions by due time, one queue per tenant, so what is due can be taken in
+ * turns (issue 13, fairness): one tenant's backlog of 100,000 due jobs gets every other slot, not
+ * every slot, while another tenant has something due. Within a tenant, what is due goes by
+ * priority aged by its wait (core/priority.ts), which with one priority is due order.
+ */
+export class TenantDueQueues {
+  private readonly byTenant = new Map<string, PriorityDueQueues>();
+  /** the tenant served first in the next turn: turns rotate across takes */
+  private turn = 0;
+
+  push(dueAt: number, id: string, tenant: string, priority: number = PRIORITY.default): void {
+    let queue = this.byTenant.get(tenant);
+    if (!queue) {
+      queue = new PriorityDueQueues();
+      this.byTenant.set(tenant, queue);
+    }
+    queue.push(dueAt, id, priority);
+  }
+
   /** The earliest live entry of any tenant (what the alarm must wake for). */
-  peek(live: (dueAt: number, id: string) => boolean): { dueAt: number; id: string } | undefined {
+  peek(live: Live): { dueAt: number; id: string } | undefined {
     let earliest: { dueAt: number; id: string } | undefined;
     for (const [tenant, queue] of this.byTenant) {
       const top = queue.peek(live);
@@ -108,9 +178,9 @@ export class TenantDueQueues {
 
   /**
    * Takes up to `limit` live entries due at `now` or before, one per tenant in turn (each tenant's
-   * earliest first); the next take starts with the tenant after the first one served here.
+   * next by priority first); the next take starts with the tenant after the first one served here.
    */
-  takeDue(now: number, limit: number, live: (dueAt: number, id: string) => boolean): { dueAt: number; id: string }[] {
+  takeDue(now: number, limit: number, live: Live): { dueAt: number; id: string }[] {
     const taken: { dueAt: number; id: string }[] = [];
     if (limit <= 0 || this.byTenant.size === 0) return taken;
     const tenants = [...this.byTenant.keys()];
@@ -121,11 +191,9 @@ export class TenantDueQueues {
       const stillDue: string[] = [];
       for (const tenant of serving) {
         if (taken.length >= limit) break;
-        const queue = this.byTenant.get(tenant)!;
-        const top = queue.peek(live);
-        if (!top || top.dueAt > now) continue;
-        queue.pop();
-        taken.push(top);
+        const next = this.byTenant.get(tenant)!.takeNext(now, live);
+        if (!next) continue;
+        taken.push(next);
         stillDue.push(tenant);
       }
       serving = stillDue;
@@ -140,7 +208,7 @@ export class TenantDueQueues {
   }
 
   /** Keeps only the live entries of every tenant. */
-  compact(live: (dueAt: number, id: string) => boolean): void {
+  compact(live: Live): void {
     for (const [tenant, queue] of this.byTenant) {
       queue.compact(live);
       if (queue.size === 0) this.byTenant.delete(tenant);

@@ -10,6 +10,7 @@
  */
 
 import { type ExecutionState, type TerminalState, type Transition, transition } from "../core/lifecycle";
+import { PRIORITY } from "../core/priority";
 import type { Closing, ClosingDetail } from "./closing";
 import { type Dispatch, DispatchOrder } from "./dispatch-order";
 import { TenantDueQueues } from "./due-queue";
@@ -26,8 +27,13 @@ export { CLOSED_MEMORY_MS, type Closed, MAX_TOMBSTONES } from "./tombstones";
 export class Executions {
   /** every execution row, without its spec and log (held-rows.ts) */
   private readonly rows = new HeldRows();
-  /** held rows not in flight, by tenant and due time */
+  /** held rows not in flight, by tenant, priority and due time */
   private readonly dueQueues = new TenantDueQueues();
+  /**
+   * the priority of each held job that has one other than the default (core/priority.ts), as its
+   * spec applied or stored says (memory: at start it is read with the rows); its due entries carry it
+   */
+  private readonly priorities = new Map<string, number>();
   /** dispatched, in dispatch order (dispatch-order.ts) */
   private readonly dispatches: DispatchOrder;
   /** running: their leases */
@@ -98,12 +104,22 @@ export class Executions {
     return to;
   }
 
-  /** Whether `id` is held, scheduled (not in flight, not closing) and due at `dueAt`: a live DueQueue entry. */
-  isScheduledAt(id: string, dueAt: number): boolean {
+  /** A job's priority (the default unless noted otherwise: notePriority). */
+  priorityOf(jobId: string): number {
+    return this.priorities.get(jobId) ?? PRIORITY.default;
+  }
+
+  /**
+   * Whether `id` is held, scheduled (not in flight, not closing) and due at `dueAt`: a live DueQueue
+   * entry; given a `priority`, only the entry of its job's priority now (an entry of the one before
+   * a change is stale).
+   */
+  isScheduledAt(id: string, dueAt: number, priority?: number): boolean {
     const row = this.rows.all.get(id);
     return (
       row !== undefined &&
       row.dueAt === dueAt &&
+      (priority === undefined || this.priorityOf(row.jobId) === priority) &&
       row.jobStatus === "active" &&
       !this.dispatches.all.has(id) &&
       !this.offers.has(id) &&
@@ -171,7 +187,7 @@ export class Executions {
   /** dispatch: up to `room` due executions, in turns per tenant, each sent at the end of the dispatch order. */
   dispatchDue(now: number, room: number): HeldRow[] {
     const rows: HeldRow[] = [];
-    for (const top of this.dueQueues.takeDue(now, room, (dueAt, id) => this.isScheduledAt(id, dueAt))) {
+    for (const top of this.dueQueues.takeDue(now, room, (dueAt, id, priority) => this.isScheduledAt(id, dueAt, priority))) {
       const row = this.rows.all.get(top.id)!;
       this.assertMove(row, "dispatch");
       this.dispatches.send(row.id, now);
@@ -286,6 +302,7 @@ export class Executions {
     const status = this.outcomes.get(row.id)?.status;
     this.outcomes.delete(row.id);
     this.rows.release(row);
+    if (!row.recurring) this.priorities.delete(row.jobId); // a one-off job's only execution
     this.waits.delete(row.id);
     this.offers.delete(row.id);
     this.rememberClosed(row.id, { at, tenant: row.tenant, version: row.version, ...(status ? { status } : {}) });
@@ -313,13 +330,24 @@ export class Executions {
     this.rows.keep(row);
   }
 
-  /** In its tenant's due order. */
+  /**
+   * A job's priority as its spec says: its scheduled rows go into the due order again under it
+   * (their entries under the one before are stale). Note it before a new row is scheduled.
+   */
+  notePriority(jobId: string, priority: number): void {
+    if (this.priorityOf(jobId) === priority) return;
+    if (priority === PRIORITY.default) this.priorities.delete(jobId);
+    else this.priorities.set(jobId, priority);
+    for (const row of this.rows.rowsOfJob(jobId)) if (this.isScheduledAt(row.id, row.dueAt)) this.schedule(row);
+  }
+
+  /** In its tenant's due order, under its job's priority. */
   schedule(row: HeldRow): void {
-    this.dueQueues.push(row.dueAt, row.id, row.tenant);
+    this.dueQueues.push(row.dueAt, row.id, row.tenant, this.priorityOf(row.jobId));
     // entries of rows that moved stay until they surface: rebuilt once they outnumber the live ones
     // (looked at every 1,024 pushes: the size is a sum over tenants)
     if (++this.pushes % 1_024 === 0 && this.dueQueues.size > 2 * this.rows.all.size + 1_024) {
-      this.dueQueues.compact((dueAt, id) => this.isScheduledAt(id, dueAt));
+      this.dueQueues.compact((dueAt, id, priority) => this.isScheduledAt(id, dueAt, priority));
     }
   }
 

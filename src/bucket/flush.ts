@@ -5,7 +5,7 @@
  */
 import { type CallbackState, callbackBody, callbackExecutionId, callbackFor, callbackSpec } from "../core/callback";
 import { oneOffExecutionId, shardOfId } from "../core/id";
-import { parseSpec } from "../core/job";
+import { type JobSpec, parseSpec } from "../core/job";
 import type { CallbackOutcome, FinishedExecution, ScheduleProjection } from "../db/queries";
 import type { Closing } from "./flight";
 import { applyAll } from "./jobs";
@@ -111,6 +111,16 @@ export function takeOutcomes(s: BucketState): Outcomes {
   return { closing, schedules, byShard, callbacks };
 }
 
+/** A stored spec, or null when there is none or it cannot be read (a poisoned one: its outcome must still reach D1). */
+function readableSpec(json: string | null): JobSpec | null {
+  if (json === null) return null;
+  try {
+    return parseSpec(json);
+  } catch {
+    return null;
+  }
+}
+
 /**
  * The callback an outcome fires, if its job names one: its execution row (without a due time: it
  * starts when the parent's outcome is in D1) and spec. A success reads the spec only for jobs the
@@ -119,9 +129,8 @@ export function takeOutcomes(s: BucketState): Outcomes {
  */
 function planCallback(s: BucketState, c: Closing): Outcomes["callbacks"] extends Map<string, infer V> ? V | null : never {
   if (c.status === "canceled" || (c.status === "succeeded" && !s.callbackJobs.has(c.row.jobId))) return null;
-  const json = store.specOf(s.sql, c.row);
-  if (json === null) return null;
-  const spec = parseSpec(json);
+  const spec = readableSpec(store.specOf(s.sql, c.row));
+  if (spec === null) return null;
   const fired = callbackFor(spec, c.status);
   if (!fired) return null;
   const body = callbackBody(fired.kind, {

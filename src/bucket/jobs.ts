@@ -6,9 +6,9 @@
  */
 import { planOccurrence } from "../core/cron";
 import { occurrenceId, oneOffExecutionId } from "../core/id";
-import { isNear, isPullTarget, parseSpec } from "../core/job";
+import { isNear, parseSpec } from "../core/job";
 import type { Applied, JobDefinition, RedriveOrder, RedriveResult } from "./protocol";
-import { type BucketState, cancel, close, insert, notePull, parseLog } from "./state";
+import { type BucketState, cancel, close, insert, noteSpec, parseLog } from "./state";
 import type { HeldRow, ScheduleRow } from "./store";
 import * as store from "./store";
 
@@ -70,9 +70,10 @@ function applyOneOff(s: BucketState, def: JobDefinition, now: number, fromPull: 
       budgetBase: def.attempts,
       recurring: false,
     };
+    // noted first: the row enters the due order under its priority (insert fails only if it is held already)
+    noteDefinition(s, def);
     // an execution that already ran and is active again was redriven: a fresh budget from here
     const inserted = insert(s, fresh, def.specJson, parseLog(def.attemptLog), def.attempts > 0 ? "redrive" : "handOff");
-    if (inserted) notePullSpec(s, def);
     if (inserted && fromPull) tally.add("scanner_recovered_total", def.tenant);
     if (inserted && def.attempts > 0) tally.add("redrive_total", def.tenant);
     return def.version;
@@ -93,21 +94,21 @@ function applyOneOff(s: BucketState, def: JobDefinition, now: number, fromPull: 
     // and its outcome then runs the job again (reschedule)
     const moved: HeldRow = { ...updated, dueAt, occurrenceAt: dueAt, budgetBase: row.attempt };
     store.moveExecution(s.sql, row.dueAt, moved, { spec: def.specJson });
-    notePullSpec(s, def);
+    noteDefinition(s, def);
     if (lease) executions.keep(moved);
     else executions.reschedule(row, moved);
     return def.version;
   }
   store.updateJobOfExecution(s.sql, updated, def.specJson);
-  notePullSpec(s, def);
   executions.keep(updated);
+  noteDefinition(s, def); // after keep: a new priority re-enters the row as it is now
   offerAgain(s, updated);
   return def.version;
 }
 
-/** A held one-off job's target kind, from the definition applied (its executions' group size). */
-function notePullSpec(s: BucketState, def: JobDefinition): void {
-  notePull(s, def.jobId, isPullTarget(parseSpec(def.specJson).target));
+/** A held one-off job's target kind and priority, from the definition applied (noteSpec). */
+function noteDefinition(s: BucketState, def: JobDefinition): void {
+  noteSpec(s, def.jobId, parseSpec(def.specJson));
 }
 
 function applyRecurring(s: BucketState, def: JobDefinition, now: number): number {
@@ -115,7 +116,7 @@ function applyRecurring(s: BucketState, def: JobDefinition, now: number): number
   const current = store.scheduleOf(s.sql, def.jobId);
   if (current && current.version >= def.version) return current.version;
   const spec = parseSpec(def.specJson);
-  notePull(s, def.jobId, isPullTarget(spec.target));
+  noteSpec(s, def.jobId, spec);
   const active = def.status === "active";
   const rescheduled = current?.status !== "active" || JSON.stringify(parseSpec(current.spec).schedule) !== JSON.stringify(spec.schedule);
   const fired = Math.max(current?.fired ?? 0, def.fired);

@@ -6,9 +6,10 @@
  */
 import { isPullTarget, type JobSpec, parseSpec } from "../core/job";
 import { SYSTEM_TENANT } from "../core/metrics";
+import { priorityOf } from "../core/priority";
 import type { Lease } from "./flight";
 import type { ClaimResult, ExecutionRef, HeartbeatResult, LeaseGrant, LeaseRef, OfferedLeaseRef, OfferedRef } from "./protocol";
-import { type BucketState, notePull } from "./state";
+import { type BucketState, noteSpec } from "./state";
 import type { HeldRow } from "./store";
 import * as store from "./store";
 
@@ -39,7 +40,7 @@ export function claimOne(s: BucketState, ref: ExecutionRef, now: number): ClaimR
   if (spec === null) return { ok: false, executionId: id, code: "unknown" };
   const parsed = parseSpec(spec);
   if (!row.callback) {
-    notePull(s, row.jobId, isPullTarget(parsed.target));
+    noteSpec(s, row.jobId, parsed);
     if (parsed.callback || parsed.failureCallback) s.callbackJobs.add(row.jobId);
     else s.callbackJobs.delete(row.jobId);
   }
@@ -49,7 +50,15 @@ export function claimOne(s: BucketState, ref: ExecutionRef, now: number): ClaimR
     claimedDispatch(s, executions.offer(row, parsed.target.pull), now);
     if (repeatOffer) tally.add("duplicates_suppressed_total", row.tenant);
     else tally.lag(row.tenant, now - row.dueAt);
-    return { ok: false, code: "offered", executionId: id, tenant: row.tenant, queue: parsed.target.pull, dueAt: row.dueAt };
+    return {
+      ok: false,
+      code: "offered",
+      executionId: id,
+      tenant: row.tenant,
+      queue: parsed.target.pull,
+      dueAt: row.dueAt,
+      priority: priorityOf(parsed),
+    };
   }
   tally.lag(row.tenant, now - row.dueAt);
   return grant(s, row, parsed, now);
@@ -112,6 +121,7 @@ function grant(s: BucketState, row: HeldRow, spec: JobSpec, now: number, leaseMs
     flowControl: spec.flowControl ?? null,
     firstDueAt: s.executions.waitingSince(row.id) ?? row.dueAt,
     ...(spec.trace ? { trace: spec.trace } : {}),
+    priority: priorityOf(spec),
   };
 }
 

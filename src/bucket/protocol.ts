@@ -119,6 +119,8 @@ export interface PullOffer {
   tenant: string;
   queue: string;
   dueAt: number;
+  /** its job's priority (core/priority.ts): the queue hands higher ones out first */
+  priority: number;
 }
 
 /** What a pull queue keeps of an offer, and asks its bucket to lease. */
@@ -126,6 +128,8 @@ export interface OfferRef {
   executionId: string;
   bucket: number;
   dueAt: number;
+  /** absent: the default (an offer of a bucket from before priorities) */
+  priority?: number;
 }
 
 /** An offer as a pull queue holds it: the execution, at this due time, for this tenant and queue. */
@@ -159,6 +163,8 @@ export type LeaseGrant = {
   firstDueAt: number;
   /** the job's W3C trace: the attempt is sent as a child span of it (absent: none) */
   trace?: TraceContext;
+  /** its job's priority (core/priority.ts): a flow-control key serves higher waiters first */
+  priority: number;
 };
 
 export interface LeaseRef {

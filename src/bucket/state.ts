@@ -6,8 +6,10 @@
  */
 import type { Config } from "../config";
 import { DispatchWindow } from "../core/dispatch-window";
+import { isPullTarget, type JobSpec } from "../core/job";
 import { type TerminalState, TRANSITIONS } from "../core/lifecycle";
 import { type CounterName, SYSTEM_TENANT } from "../core/metrics";
+import { priorityOf } from "../core/priority";
 import { type CloseEvent, Executions } from "./flight";
 import { type ArchiveCount, type AttemptRecord, type D1Meter, type JobDefinition, parseAttemptLog } from "./protocol";
 import type { HeldRow } from "./store";
@@ -80,10 +82,14 @@ export interface Ending {
   reason?: string;
 }
 
-/** Remembers whether a job's target is a pull queue (its executions' group size: dispatch.ts). */
-export function notePull(s: BucketState, jobId: string, pull: boolean): void {
-  if (pull) s.pullJobs.add(jobId);
+/**
+ * Remembers what a job's spec says of how its executions wait: whether its target is a pull
+ * queue (their group size: dispatch.ts) and its priority (their turn: flight.ts notePriority).
+ */
+export function noteSpec(s: BucketState, jobId: string, spec: JobSpec): void {
+  if (isPullTarget(spec.target)) s.pullJobs.add(jobId);
   else s.pullJobs.delete(jobId);
+  s.executions.notePriority(jobId, priorityOf(spec));
 }
 
 /** A new execution row, scheduled by `via` (its row of the lifecycle table). Returns whether it was new. */

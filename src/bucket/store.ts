@@ -88,6 +88,26 @@ export function loadHeld(sql: SqlStorage): HeldRow[] {
 }
 
 /**
+ * loadPriorities: the jobs held here whose spec has a priority (only those other than the
+ * default are stored: core/priority.ts): a one-off job's from its execution row, a recurring
+ * job's from its schedule. A spec that is not JSON (a claim answers it as failed) has none: it
+ * must not keep the bucket from starting. Reads only (once per start).
+ */
+export function loadPriorities(sql: SqlStorage): [jobId: string, priority: number][] {
+  const priority = `CASE WHEN json_valid(spec) THEN json_extract(spec, '$.priority') END`;
+  return sql
+    .exec<{ jobId: string; priority: SqlStorageValue }>(
+      `SELECT jobId, priority FROM (
+         SELECT job_id AS jobId, ${priority} AS priority FROM executions WHERE spec IS NOT NULL
+         UNION ALL
+         SELECT id, ${priority} FROM schedules
+       ) WHERE priority IS NOT NULL`,
+    )
+    .toArray()
+    .flatMap((r): [string, number][] => (typeof r.priority === "number" ? [[r.jobId, r.priority]] : []));
+}
+
+/**
  * insertExecution: a scheduled execution. Guard: (due_at, id) unique, so a repeat is a no-op.
  * Writes 1 row (the key is the table). Returns whether it was new.
  */

@@ -131,7 +131,7 @@ async function offerToPullQueues(offers: ClaimedOffer[], env: Env): Promise<Fail
       const { tenant, queue } = group[0]!.offer;
       try {
         await pullQueueOf(env, tenant, queue).offer(
-          group.map(({ offer, bucket }) => ({ executionId: offer.executionId, dueAt: offer.dueAt, bucket })),
+          group.map(({ offer, bucket }) => ({ executionId: offer.executionId, dueAt: offer.dueAt, bucket, priority: offer.priority })),
         );
       } catch (error) {
         console.error(`offering to pull queue ${queue} failed`, error);
@@ -310,7 +310,12 @@ async function askAgain(env: Env, config: Config, lease: Lease, flow: GoverningK
 
 /** A lease's ask: its permit may be held for its timeout plus the lease (a dead consumer's slot comes back then). */
 function flowAskOf(lease: Lease, config: Config): FlowAsk {
-  return { executionId: lease.executionId, firstDueAt: lease.firstDueAt, holdMs: lease.timeoutMs + config.LEASE_MS };
+  return {
+    executionId: lease.executionId,
+    firstDueAt: lease.firstDueAt,
+    holdMs: lease.timeoutMs + config.LEASE_MS,
+    priority: lease.priority,
+  };
 }
 
 /** Asks a key; an unreachable key holds its asks for a second (its limits are never assumed away). */

@@ -8,7 +8,8 @@
  * Over the limit an execution waits: the gate answers when to ask again (never later than
  * maxWaitMs). Over the rate a waiter is given a slot, a time the sliding window will have room
  * for it, and starts when it comes back then: a slot once told is not given to anyone else.
- * Otherwise waiters are served in order of their first due time. A waiter that stops asking
+ * Otherwise waiters are served by priority, aged by their wait since their first due time
+ * (core/priority.ts: with one priority, in order of first due time). A waiter that stops asking
  * (its consumer died, its job was canceled) is forgotten, with its slot, after its retry time
  * plus WAITER_GRACE_MS. Every collection the gate keeps is bounded (FLOW_GATE_BOUNDS).
  *
@@ -16,6 +17,7 @@
  * the same gate, with only a parallelism limit (governingKey).
  */
 import type { FlowControl } from "./job";
+import { comparePriority, PRIORITY } from "./priority";
 
 export interface FlowLimits {
   /** deliveries started per period; null: no rate limit */
@@ -81,6 +83,8 @@ export interface FlowAsk {
   firstDueAt: number;
   /** how long its permit may be held: the delivery's timeout plus the lease (a dead consumer's slot comes back then) */
   holdMs: number;
+  /** its job's priority (core/priority.ts; absent: the default): higher waiters are served first, aging against starvation */
+  priority?: number;
 }
 
 export type FlowAnswer = { executionId: string; granted: true } | { executionId: string; granted: false; retryAt: number };
@@ -126,6 +130,7 @@ const INITIAL_DURATION_MS = 200;
 interface Waiter {
   executionId: string;
   firstDueAt: number;
+  priority: number;
   /** its retry time plus WAITER_GRACE_MS (Infinity while it asks): then it stopped asking */
   forgetAt: number;
   /** the rate slot it was told: it may start at or after this time, before anyone without one; null: none */
@@ -202,7 +207,7 @@ export class FlowGate {
   ask(asks: FlowAsk[], now: number): FlowAnswer[] {
     this.expire(now);
     const waiters = asks.map((a) => this.waiterOf(a));
-    const order = asks.map((_, i) => i).sort((i, j) => compareWaiters(waiters[i]!, waiters[j]!) || i - j);
+    const order = asks.map((_, i) => i).sort((i, j) => compareWaiters(waiters[i]!, waiters[j]!, now) || i - j);
     const answers: FlowAnswer[] = new Array(asks.length);
     for (const i of order) answers[i] = this.answerOne(asks[i]!, waiters[i]!, now);
     return answers;
@@ -280,7 +285,7 @@ export class FlowGate {
     // due after them that asks before they come waits a moment, so a fresh execution that meets
     // the target's next 429 first cannot hold them back window after window (they are forgotten
     // WAITER_GRACE_MS after their time if they never come). A key with a rate orders them by its slots.
-    if (this.limits.rate === null && !waiter.heldBySlowDown && this.heldAhead(waiter)) return wait(now + MIN_SLOT_WAIT_MS);
+    if (this.limits.rate === null && !waiter.heldBySlowDown && this.heldAhead(waiter, now)) return wait(now + MIN_SLOT_WAIT_MS);
     // came back before its slot (told to ask again by maxWaitMs): it keeps it
     if (waiter.slotAt !== null && waiter.slotAt > now) return wait(waiter.slotAt);
     const { periodMs, parallelism } = this.limits;
@@ -343,8 +348,8 @@ export class FlowGate {
   }
 
   /** Whether a waiter held by a slow-down, due before this one, is still expected. */
-  private heldAhead(waiter: Waiter): boolean {
-    for (const w of this.waiting.values()) if (w !== waiter && w.heldBySlowDown && compareWaiters(w, waiter) < 0) return true;
+  private heldAhead(waiter: Waiter, now: number): boolean {
+    for (const w of this.waiting.values()) if (w !== waiter && w.heldBySlowDown && compareWaiters(w, waiter, now) < 0) return true;
     return false;
   }
 
@@ -358,7 +363,7 @@ export class FlowGate {
     let forSlot = 0;
     let inLine = 0;
     for (const w of this.waiting.values()) {
-      if (w === waiter || (w.slotAt !== null && w.slotAt > now) || compareWaiters(w, waiter) >= 0) continue;
+      if (w === waiter || (w.slotAt !== null && w.slotAt > now) || compareWaiters(w, waiter, now) >= 0) continue;
       inLine += 1;
       if (w.slotAt === null) forSlot += 1;
     }
@@ -373,12 +378,14 @@ export class FlowGate {
     const known = this.waiting.get(a.executionId);
     if (known) {
       known.firstDueAt = Math.min(known.firstDueAt, a.firstDueAt);
+      known.priority = a.priority ?? PRIORITY.default; // a PATCH of the job's priority counts from its next ask
       known.forgetAt = Infinity; // asking now
       return known;
     }
     const waiter: Waiter = {
       executionId: a.executionId,
       firstDueAt: a.firstDueAt,
+      priority: a.priority ?? PRIORITY.default,
       forgetAt: Infinity,
       slotAt: null,
       heldBySlowDown: false,
@@ -439,8 +446,12 @@ export class FlowGate {
   }
 }
 
-function compareWaiters(a: Waiter, b: Waiter): number {
-  return a.firstDueAt - b.firstDueAt || (a.executionId < b.executionId ? -1 : a.executionId > b.executionId ? 1 : 0);
+/** Priority aged by the wait since the first due time, then first due time, then id (core/priority.ts). */
+function compareWaiters(a: Waiter, b: Waiter, now: number): number {
+  return (
+    comparePriority({ priority: a.priority, dueAt: a.firstDueAt }, { priority: b.priority, dueAt: b.firstDueAt }, now) ||
+    (a.executionId < b.executionId ? -1 : a.executionId > b.executionId ? 1 : 0)
+  );
 }
 
 function clamp(value: number, min: number, max: number): number {

@@ -61,6 +61,8 @@ export interface JobSpec {
   callback?: CallbackTarget | null;
   /** told each execution's death (dead or poisoned after its last attempt); absent or null: none */
   failureCallback?: CallbackTarget | null;
+  /** 0-9, higher first among due executions waiting their turn (core/priority.ts); absent: 5 (only other values are stored) */
+  priority?: number;
 }
 
 /** A callback is delivered like a job's target, to a URL or a handler Worker (a pull queue has no one to push to). */

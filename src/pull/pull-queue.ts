@@ -1,9 +1,10 @@
 /**
  * One pull queue of one tenant (issue 15): where its executions wait for workers that lease them
  * over HTTP. It owns no execution state: the bucket of each execution does (its lease, fencing,
- * retries). The queue keeps only which executions are offered, in due order, so a worker's lease
- * request asks the right buckets for the oldest ones instead of every bucket, and it holds a
- * worker's request open (long polling) until work arrives or its wait ends.
+ * retries). The queue keeps only which executions are offered, by priority and due order, so a
+ * worker's lease request asks the right buckets for the next ones instead of every bucket, and it
+ * holds a worker's request open (long polling) until work arrives or its wait ends. Next means
+ * the highest priority first, aged by the wait since the due time (core/priority.ts: none starves).
  *
  * An offer is durable (a restart must not strand an execution its bucket considers offered): one
  * row written when offered and one when taken, WITHOUT ROWID with no other index, so 2 rows per
@@ -17,6 +18,7 @@
 import { DurableObject } from "cloudflare:workers";
 import type { LeaseGrant, OfferRef } from "../bucket/protocol";
 import { bucketName } from "../core/bucketing";
+import { comparePriority, PRIORITY } from "../core/priority";
 import { pullQueueName } from "../core/pull";
 import { applyMigrations, type SqliteMigration } from "../sqlite-migrations";
 
@@ -48,7 +50,7 @@ export interface PullQueueView {
   pollers: number;
 }
 
-const PULL_QUEUE_MIGRATIONS: ReadonlyArray<SqliteMigration> = [
+export const PULL_QUEUE_MIGRATIONS: ReadonlyArray<SqliteMigration> = [
   {
     id: 1,
     sql: `CREATE TABLE offers (
@@ -58,9 +60,28 @@ const PULL_QUEUE_MIGRATIONS: ReadonlyArray<SqliteMigration> = [
       PRIMARY KEY (due_at, execution_id)
     ) WITHOUT ROWID`,
   },
+  {
+    // priority (issue 29) leads the key, so each priority's oldest offers are one range read and
+    // an offer is still one row with no other index; offers held before it get the default. One
+    // way: code from before it cannot offer into the new table (its INSERT names no columns)
+    id: 2,
+    sql: `
+      CREATE TABLE offers_by_priority (
+        priority INTEGER NOT NULL,
+        due_at INTEGER NOT NULL,
+        execution_id TEXT NOT NULL,
+        bucket INTEGER NOT NULL,
+        PRIMARY KEY (priority, due_at, execution_id)
+      ) WITHOUT ROWID;
+      INSERT INTO offers_by_priority SELECT ${PRIORITY.default}, due_at, execution_id, bucket FROM offers;
+      DROP TABLE offers;
+      ALTER TABLE offers_by_priority RENAME TO offers;
+    `,
+  },
 ];
 
 interface OfferRow extends Record<string, SqlStorageValue> {
+  priority: number;
   due_at: number;
   execution_id: string;
   bucket: number;
@@ -92,7 +113,7 @@ export class PullQueue extends DurableObject<Env> {
   /** rows written since this object started (what its storage bills; the tests read it) */
   rowsWritten = 0;
   /** where the sweep in progress goes on (memory: after a restart it starts again from the oldest) */
-  private sweptTo: { dueAt: number; executionId: string } | null = null;
+  private sweptTo: { priority: number; dueAt: number; executionId: string } | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -103,16 +124,23 @@ export class PullQueue extends DurableObject<Env> {
   /** Holds offered executions (the same offer twice is held once) and wakes the waiting requests. */
   async offer(offers: OfferRef[]): Promise<void> {
     for (const o of offers) {
-      const key = offerKey({ due_at: o.dueAt, execution_id: o.executionId });
+      const priority = o.priority ?? PRIORITY.default;
+      const key = offerKey({ priority, due_at: o.dueAt, execution_id: o.executionId });
       if (this.taking.has(key)) this.offeredAgain.add(key);
-      this.rowsWritten += this.sql.exec(`INSERT OR IGNORE INTO offers VALUES (?, ?, ?)`, o.dueAt, o.executionId, o.bucket).rowsWritten;
+      this.rowsWritten += this.sql.exec(
+        `INSERT OR IGNORE INTO offers (priority, due_at, execution_id, bucket) VALUES (?, ?, ?, ?)`,
+        priority,
+        o.dueAt,
+        o.executionId,
+        o.bucket,
+      ).rowsWritten;
     }
     this.wakeAll();
     if (offers.length > 0 && (await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + OFFER_SWEEP_MS);
   }
 
   /**
-   * The sweep: the next SWEEP_ROWS offers (oldest first) are checked with their buckets, and those
+   * The sweep: the next SWEEP_ROWS offers (in key order: priority, then oldest first) are checked with their buckets, and those
    * a bucket no longer stands by are dropped (a request would have dropped them when it met them).
    * An unreachable bucket's offers stay. Armed again while offers remain.
    */
@@ -124,7 +152,9 @@ export class PullQueue extends DurableObject<Env> {
     const after = this.sweptTo;
     const page = this.sql
       .exec<OfferRow>(
-        `SELECT due_at, execution_id, bucket FROM offers WHERE (due_at, execution_id) > (?, ?) ORDER BY due_at, execution_id LIMIT ?`,
+        `SELECT priority, due_at, execution_id, bucket FROM offers WHERE (priority, due_at, execution_id) > (?, ?, ?)
+         ORDER BY priority, due_at, execution_id LIMIT ?`,
+        after?.priority ?? Number.MIN_SAFE_INTEGER,
         after?.dueAt ?? Number.MIN_SAFE_INTEGER,
         after?.executionId ?? "",
         SWEEP_ROWS,
@@ -148,11 +178,7 @@ export class PullQueue extends DurableObject<Env> {
             }
             for (const [i, r] of group.entries()) {
               if (standing[i] !== false || this.offeredAgain.has(offerKey(r))) continue;
-              this.rowsWritten += this.sql.exec(
-                `DELETE FROM offers WHERE due_at = ? AND execution_id = ?`,
-                r.due_at,
-                r.execution_id,
-              ).rowsWritten;
+              this.rowsWritten += this.deleteOffer(r);
             }
           }),
         );
@@ -164,12 +190,13 @@ export class PullQueue extends DurableObject<Env> {
       }
     }
     const last = page[page.length - 1];
-    this.sweptTo = page.length === SWEEP_ROWS && last ? { dueAt: last.due_at, executionId: last.execution_id } : null;
+    this.sweptTo =
+      page.length === SWEEP_ROWS && last ? { priority: last.priority, dueAt: last.due_at, executionId: last.execution_id } : null;
     const left = this.sql.exec(`SELECT 1 FROM offers LIMIT 1`).toArray().length > 0;
     if (left) await this.ctx.storage.setAlarm(Date.now() + (this.sweptTo ? SWEEP_NEXT_MS : OFFER_SWEEP_MS));
   }
 
-  /** A worker's lease request: the oldest offers, leased from their buckets; with none, waits up to waitMs for one. */
+  /** A worker's lease request: the next offers (nextOffers), leased from their buckets; with none, waits up to waitMs for one. */
   async lease(request: PullLeaseRequest): Promise<PullLease[]> {
     let waitOver = request.waitMs === 0;
     let wake: (() => void) | undefined;
@@ -210,7 +237,7 @@ export class PullQueue extends DurableObject<Env> {
   }
 
   /**
-   * Leases up to `max` of the oldest offers, asking their buckets; an offer its bucket no longer
+   * Leases up to `max` of the next offers (nextOffers), asking their buckets; an offer its bucket no longer
    * stands by is dropped and the next one asked, until `max` are leased or none is left (or
    * TAKE_ROWS were asked about). A bucket that does not answer is skipped for the rest of the
    * request, its offers kept: one unreachable bucket never holds back the others' work.
@@ -220,7 +247,7 @@ export class PullQueue extends DurableObject<Env> {
     const unreachable = new Set<number>();
     for (let asked = 0; leases.length < request.max && asked < TAKE_ROWS; ) {
       const wanted = request.max - leases.length;
-      const rows = this.oldestOffers(wanted, unreachable);
+      const rows = this.nextOffers(wanted, unreachable, Date.now());
       if (rows.length === 0) break;
       asked += rows.length;
       for (const r of rows) this.taking.add(offerKey(r));
@@ -235,11 +262,7 @@ export class PullQueue extends DurableObject<Env> {
             continue;
           }
           if (!result.ok && this.offeredAgain.has(key)) continue; // offered again meanwhile: the new offer stands
-          this.rowsWritten += this.sql.exec(
-            `DELETE FROM offers WHERE due_at = ? AND execution_id = ?`,
-            row.due_at,
-            row.execution_id,
-          ).rowsWritten;
+          this.rowsWritten += this.deleteOffer(row);
           if (result.ok) leases.push({ bucket: row.bucket, grant: result });
         }
       } finally {
@@ -252,19 +275,44 @@ export class PullQueue extends DurableObject<Env> {
     return { leases, skipped: unreachable.size > 0 };
   }
 
-  /** The `count` oldest offers no other request is asking about, of buckets not known unreachable. */
-  private oldestOffers(count: number, unreachable: Set<number>): OfferRow[] {
+  /**
+   * The next `count` offers no other request is asking about, of buckets not known unreachable:
+   * the highest priority first, aged by the wait since the due time (core/priority.ts), so a
+   * low one that waited long enough goes before newer high ones. Each priority's oldest are one
+   * range read of the key; the merge is here.
+   */
+  private nextOffers(count: number, unreachable: Set<number>, now: number): OfferRow[] {
     const skip = [...unreachable];
-    const where = skip.length > 0 ? `WHERE bucket NOT IN (${skip.map(() => "?").join(",")})` : "";
-    return this.sql
-      .exec<OfferRow>(
-        `SELECT due_at, execution_id, bucket FROM offers ${where} ORDER BY due_at, execution_id LIMIT ?`,
-        ...skip,
-        count + this.taking.size,
-      )
-      .toArray()
-      .filter((r) => !this.taking.has(offerKey(r)))
-      .slice(0, count);
+    const notSkipped = skip.length > 0 ? `AND bucket NOT IN (${skip.map(() => "?").join(",")})` : "";
+    const rows: OfferRow[] = [];
+    for (let priority = PRIORITY.max; priority >= PRIORITY.min; priority--) {
+      rows.push(
+        ...this.sql
+          .exec<OfferRow>(
+            `SELECT priority, due_at, execution_id, bucket FROM offers WHERE priority = ? ${notSkipped}
+             ORDER BY due_at, execution_id LIMIT ?`,
+            priority,
+            ...skip,
+            count + this.taking.size,
+          )
+          .toArray()
+          .filter((r) => !this.taking.has(offerKey(r))),
+      );
+    }
+    const byTurn = (a: OfferRow, b: OfferRow) =>
+      comparePriority({ priority: a.priority, dueAt: a.due_at }, { priority: b.priority, dueAt: b.due_at }, now) ||
+      (a.execution_id < b.execution_id ? -1 : a.execution_id > b.execution_id ? 1 : 0);
+    return rows.sort(byTurn).slice(0, count);
+  }
+
+  /** deleteOffer: one offer row, by its whole key. Writes 1 row (0 if it is gone). Returns the rows written. */
+  private deleteOffer(row: OfferRow): number {
+    return this.sql.exec(
+      `DELETE FROM offers WHERE priority = ? AND due_at = ? AND execution_id = ?`,
+      row.priority,
+      row.due_at,
+      row.execution_id,
+    ).rowsWritten;
   }
 
   /** One bucket's answers for its offers; null each when it could not be asked (or did not answer in BUCKET_ANSWER_MS). */
@@ -302,6 +350,6 @@ export class PullQueue extends DurableObject<Env> {
   }
 }
 
-function offerKey(row: { due_at: number; execution_id: string }): string {
-  return `${row.due_at}:${row.execution_id}`;
+function offerKey(row: { priority: number; due_at: number; execution_id: string }): string {
+  return `${row.priority}:${row.due_at}:${row.execution_id}`;
 }

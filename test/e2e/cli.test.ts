@@ -251,4 +251,13 @@ describe("the edge-scheduler CLI over the real local stack", () => {
     const interrupted = await cli(["tail", far], { signalAfterOutput: "SIGINT" });
     expect(interrupted.code).toBe(130);
   });
+
+  it("jobs create --priority 9: the job has it, jobs get shows it; --priority 10 is the API's 400 naming the field (issue 29)", async () => {
+    const id = createdId(await cli(["jobs", "create", "--target", `${receiver.url}/cli-priority`, "--delay", "1h", "--priority", "9"]));
+    expect(parsed<{ priority: number }>(await cli(["jobs", "get", id, "--json"])).priority).toBe(9);
+    expect((await cli(["jobs", "get", id])).stdout).toMatch(/priority\s+9/);
+    const refused = await cli(["jobs", "create", "--target", `${receiver.url}/cli-priority`, "--priority", "10"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("priority");
+  });
 });

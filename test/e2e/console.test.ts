@@ -294,6 +294,34 @@ describe("the operator's console in Chromium", () => {
     await page.close();
   });
 
+  it("shows a job's priority on its page and changes it with the edit form (issue 29)", async () => {
+    const page = await context.newPage();
+    const errors = watchErrors(page);
+    const res = await local.api.createJob({
+      name: "console-urgent",
+      target: { url: `${receiver.url}/console-ok` },
+      delay: "1h",
+      priority: 9,
+    });
+    expect(res.status).toBe(201);
+    await signIn(page);
+    await page.goto(`${consoleUrl()}#/jobs/${res.body.id}`);
+    await page.getByRole("heading", { level: 1, name: "console-urgent" }).waitFor();
+    const shown = page.locator("dl.facts dt", { hasText: /^priority$/ }).locator("xpath=following-sibling::dd[1]");
+    expect(await shown.textContent()).toBe("9");
+    await page.getByLabel("Priority").fill("12");
+    await page.getByRole("button", { name: "Save changes" }).click();
+    await expect.poll(() => page.getByRole("alert").textContent(), { timeout: UI_WAIT_MS }).toContain("(field priority)");
+    await page.getByLabel("Priority").fill("2");
+    await page.getByRole("button", { name: "Save changes" }).click();
+    await page.getByText("Saved: priority.").waitFor();
+    expect(((await local.api.job(res.body.id)).body as unknown as { priority: number }).priority).toBe(2);
+    await expect.poll(() => shown.textContent(), { timeout: UI_WAIT_MS }).toBe("2");
+    expect((await local.api.request("DELETE", `/v1/jobs/${res.body.id}`)).status).toBe(200);
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+
   it("bulk-redrives a dead letter from the DLQ view and follows the action until it is done", async () => {
     const page = await context.newPage();
     const errors = watchErrors(page);

@@ -98,6 +98,7 @@ const CREATE_FLAGS: Record<string, Flag> = {
   name: { type: "string", value: "<name>", help: "a name for the job" },
   "timeout-ms": { type: "string", value: "<ms>", help: "per attempt, 1000 to 900000 (default 30000)" },
   "max-attempts": { type: "string", value: "<n>", help: "attempts before the execution is dead (retry.maxAttempts)" },
+  priority: { type: "string", value: "<0-9>", help: "higher goes first among your due executions waiting their turn (default 5)" },
   "idempotency-key": { type: "string", value: "<key>", help: "a repeat with this key returns the first job" },
   traceparent: {
     type: "string",
@@ -442,6 +443,7 @@ async function jobOf(values: Values): Promise<CreateJob> {
     timeoutMs: numberFlag(values, "timeout-ms", usage),
     callback: callbackOf(text(values, "callback-url"), text(values, "callback-worker")),
     failureCallback: callbackOf(text(values, "failure-callback-url"), text(values, "failure-callback-worker")),
+    priority: numberFlag(values, "priority", usage),
   });
   // an explicit --traceparent is checked (a 400 names it); the environment's is sent as headers (createJob)
   const traceparent = text(values, "traceparent");
@@ -528,6 +530,7 @@ function jobFields(job: JobWithLatestExecution): [string, string][] {
     ...(schedule ? [["next runs", dash(job.nextRuns?.join(", "))] as [string, string]] : []),
     ...(job.debounce ? [["debounce", debounceText(job.debounce)] as [string, string]] : []),
     ["timeout", `${job.timeoutMs} ms`],
+    ["priority", String(job.priority)],
     ["created", job.createdAt],
     [
       "latest execution",

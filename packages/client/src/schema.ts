@@ -570,6 +570,8 @@ export interface components {
             flowControl: components["schemas"]["FlowControl"] | null;
             /** @description the W3C trace the job was created in (null: none) */
             trace: components["schemas"]["Trace"] | null;
+            /** @description 0-9 (5 unless set): its turn among the tenant's due executions waiting */
+            priority: number;
             /** @description the job's labels ({} when none) */
             labels: {
                 [key: string]: string;
@@ -766,6 +768,11 @@ export interface components {
                 /** @description a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give one of url, worker and pull) */
                 worker?: string;
             };
+            /**
+             * @description 0-9, default 5: among the tenant's due executions waiting their turn (dispatch, a flow-control key, a pull queue) higher goes first; one step higher per 60 s waited, so none starves. Never earlier than its due time.
+             * @example 9
+             */
+            priority?: number;
         };
         DebounceInput: {
             key: string;
@@ -860,6 +867,8 @@ export interface components {
             flowControl: components["schemas"]["FlowControl"] | null;
             /** @description the W3C trace the job was created in (null: none) */
             trace: components["schemas"]["Trace"] | null;
+            /** @description 0-9 (5 unless set): its turn among the tenant's due executions waiting */
+            priority: number;
             /** @description the job's labels ({} when none) */
             labels: {
                 [key: string]: string;
@@ -1019,6 +1028,11 @@ export interface components {
                 traceparent: string;
                 tracestate?: string;
             } | null;
+            /**
+             * @description 0-9, default 5: among the tenant's due executions waiting their turn (dispatch, a flow-control key, a pull queue) higher goes first; one step higher per 60 s waited, so none starves. Never earlier than its due time.
+             * @example 9
+             */
+            priority?: number;
         };
         /** @description a URL (with headers) or a handler Worker: give one of url and worker */
         CallbackInput: {

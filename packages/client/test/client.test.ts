@@ -78,6 +78,7 @@ function job(id: string, extra: Partial<Job> = {}): Job {
     metadata: null,
     flowControl: null,
     trace: null,
+    priority: 5,
     labels: {},
     idempotencyKey: null,
     ...extra,
