@@ -15,9 +15,11 @@ import {
   bucketStub,
   captureFiresForFile,
   counters,
+  deliverAll,
   dispatchNow,
   fileClock,
   fire,
+  KEYS,
   newExecution,
   received,
   receiverUrl,
@@ -93,6 +95,32 @@ describe("dead-execution digests", () => {
     expect(await received(path)).toHaveLength(1);
     const after = await counters();
     expect((after.alerts_sent_total ?? 0) - (before.alerts_sent_total ?? 0)).toBe(1);
+  });
+
+  it("lists 100 of 105 deaths, oldest first, and counts the other 5 in truncated; the next digest lists none of them again", async () => {
+    // tenant globex: this file's other tests use acme's object
+    const path = uniquePath("ok");
+    const put = await api("/v1/alerts", { method: "PUT", body: { url: `${receiverUrl()}${path}` } }, KEYS.globex);
+    expect(put.status).toBe(200);
+    const jobs = Array.from({ length: 105 }, () => ({ target: { url: `${receiverUrl()}${uniquePath("fail/404")}` } }));
+    const created = await api("/v1/jobs/batch", { method: "POST", body: { jobs } }, KEYS.globex);
+    expect(created.status).toBe(200);
+    // every bucket's alarm, its deliveries through the consumer, and the flush that writes the deaths to D1
+    await deliverAll(clock, sent);
+    const alerts = env.ALERTS.getByName("globex");
+    await runDurableObjectAlarm(alerts);
+    const requests = await received(path);
+    expect(requests).toHaveLength(1);
+    const digest = JSON.parse(requests[0]!.body) as { count: number; truncated: number; executions: { deadAt: string }[] };
+    expect(digest).toMatchObject({ count: 105, truncated: 5 });
+    expect(digest.executions).toHaveLength(100);
+    const deadAt = digest.executions.map((e) => Date.parse(e.deadAt));
+    expect(deadAt).toEqual([...deadAt].sort((a, b) => a - b));
+    // the 5 beyond the list were counted, not kept: nothing waits for another digest
+    clock.advance(10_000);
+    await runDurableObjectAlarm(alerts);
+    expect(await received(path)).toHaveLength(1);
+    expect((await api("/v1/alerts", { method: "DELETE" }, KEYS.globex)).status).toBe(204);
   });
 
   it("keeps a failed digest for the next one and counts it in alerts_failed_total", async () => {
