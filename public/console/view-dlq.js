@@ -1,7 +1,8 @@
 // Dead letters: GET /v1/dlq page by page; redrive one, the selected ones, or all matching a filter
-// (POST /v1/dlq/redrive answers 202 with a bulk action, whose progress is followed here).
-import { api, query } from "./api.js";
-import { badge, errorNotice, fill, h, pager, table, time } from "./dom.js";
+// (POST /v1/dlq/redrive answers 202 with a bulk action, whose progress is followed here). The
+// tenant's alert target (GET /v1/alerts, read-only here) says where deaths are also sent.
+import { ApiError, api, query } from "./api.js";
+import { badge, duration, errorNotice, fill, h, pager, table, time } from "./dom.js";
 import { redriveButton } from "./redrive.js";
 
 const ACTION_POLL_MS = 1000;
@@ -14,7 +15,8 @@ export async function dlqView(main, { params }) {
   const progress = h("section", { class: "progress", "aria-live": "polite", "aria-labelledby": "progress-title" });
   const notices = h("div", { "aria-live": "polite" });
   const listing = h("div", {}, h("p", {}, "Loading…"));
-  fill(main, h("h1", { tabindex: -1 }, "Dead letters"), notices, listing, filterForm(), progress);
+  const alerts = h("section", { "aria-labelledby": "alerts-title" }, h("h2", { id: "alerts-title" }, "Alert target"));
+  fill(main, h("h1", { tabindex: -1 }, "Dead letters"), notices, listing, alerts, filterForm(), progress);
   let stopped = false;
 
   /** Starts a bulk redrive and follows its action until it is done (or the view closes). @param {unknown} body */
@@ -134,10 +136,45 @@ export async function dlqView(main, { params }) {
     );
   }
 
-  await load();
+  await Promise.all([load(), showAlertTarget(alerts)]);
   return () => {
     stopped = true;
   };
+}
+
+/**
+ * Where the tenant's deaths (and throttled flow keys) are sent as digests, or that none is set.
+ * @param {HTMLElement} region
+ */
+async function showAlertTarget(region) {
+  const title = h("h2", { id: "alerts-title" }, "Alert target");
+  let target;
+  try {
+    target = await api("GET", "/v1/alerts");
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 404) {
+      fill(region, title, h("p", { "data-alerts": "none" }, "None: dead executions are only listed here (set one with PUT /v1/alerts)."));
+    } else fill(region, title, errorNotice(error));
+    return;
+  }
+  const row = (/** @type {string} */ term, /** @type {any} */ detail) => [h("dt", {}, term), h("dd", {}, detail)];
+  const headers = Object.keys(target.headers);
+  fill(
+    region,
+    title,
+    h(
+      "dl",
+      { class: "facts", "data-alerts": "set" },
+      row("url", h("span", { class: "target" }, target.url)),
+      // header names only: their values may be credentials
+      row("headers", headers.length ? headers.join(", ") : "none"),
+      row("digests", `at most one per ${duration(target.digestIntervalMs)}, listing at most ${target.digestMaxListed} deaths`),
+      row(
+        "throttled keys",
+        target.throttledForMs === null ? "not reported" : `reported when throttled longer than ${duration(target.throttledForMs)}`,
+      ),
+    ),
+  );
 }
 
 /**

@@ -287,12 +287,12 @@ function debounceOf(input: JobInput, field: (name: string) => string): Debounce 
 
 /** A tenant's alert target (PUT /v1/alerts): a URL by a job target's rules; errors name the body's fields. */
 export function alertTargetOf(
-  input: { url: string; headers?: Record<string, string> | undefined },
+  input: { url: string; headers?: Record<string, string> | undefined; throttledForMs?: number | null | undefined },
   ctx: { config: Config; tenant: string },
 ) {
   const target = targetOf(input, ctx, (name) => name.replace(/^alert\./, ""), {}, "alert");
   if (!isHttpTarget(target)) throw new ApiError(400, "invalid_field", "url: give a URL", "url");
-  return { url: target.url, headers: target.headers };
+  return { url: target.url, headers: target.headers, throttledForMs: input.throttledForMs ?? null };
 }
 
 /** A callback target (core/callback.ts): a URL or a handler Worker, by the target's rules; none when not given. */

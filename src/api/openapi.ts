@@ -328,7 +328,8 @@ export const ROUTES: ApiRoute[] = [
     method: "put",
     path: "/v1/alerts",
     operationId: "setAlertTarget",
-    summary: "Set the tenant's alert target: its dead executions, as signed digests (README Alerts)",
+    summary:
+      "Set the tenant's alert target: its dead executions and (with throttledForMs) its throttled flow keys, as signed digests (README Alerts)",
     request: { ...jsonBody(AlertTargetInput) },
     responses: { 200: json(AlertTargetView, "the alert target"), ...BODY_ERRORS },
   },

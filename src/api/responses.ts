@@ -89,6 +89,11 @@ export const AlertTargetView = z
   .strictObject({
     url: z.string(),
     headers: z.record(z.string(), z.string()),
+    throttledForMs: z
+      .number()
+      .int()
+      .nullable()
+      .meta({ description: "a flow key throttled by its target without a break for longer than this is reported; null: never" }),
     digestIntervalMs: z.number().int().meta({ description: "at most one digest per this many milliseconds" }),
     digestMaxListed: z.number().int().meta({ description: "executions a digest lists at most; the rest are counted" }),
   })

@@ -1,6 +1,7 @@
 /** Request schemas: strict (an unknown field is a 400 naming it), limits from core/job.ts. */
 import { z } from "zod";
 import { WorkerName } from "../config";
+import { THROTTLED_FOR_MS } from "../core/alert";
 import { DEBOUNCE_MODES } from "../core/debounce";
 import { ORIGIN_KEY_PREFIX } from "../core/flow";
 import { LIMITS } from "../core/job";
@@ -107,6 +108,10 @@ export const AlertTargetInput = z
   .strictObject({
     url: targetFields.url.meta({ description: "the URL each digest is POSTed to (the target rules of a job's url)" }),
     headers: targetFields.headers.optional(),
+    throttledForMs: z.number().int().min(THROTTLED_FOR_MS.min).max(THROTTLED_FOR_MS.max).nullable().optional().meta({
+      description:
+        "also report a flow key of the tenant that its target throttled (429/503 Retry-After) without a break for longer than this (README Alerts); null or absent: never",
+    }),
   })
   .meta({ id: "AlertTargetInput" });
 

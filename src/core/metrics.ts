@@ -34,6 +34,7 @@ export const COUNTERS = [
   "callbacks_dead_total",
   "alerts_sent_total",
   "alerts_failed_total",
+  "alerts_throttled_keys_total",
 ] as const;
 export type CounterName = (typeof COUNTERS)[number];
 
@@ -67,6 +68,8 @@ export const COUNTER_HELP: Record<CounterName, string> = {
   callbacks_dead_total: "callbacks that ended dead after their last attempt (they fire no callback of their own)",
   alerts_sent_total: "alert digests of dead executions delivered to the tenant's alert target (2xx)",
   alerts_failed_total: "alert digests that failed (kept for the next one, 10 s later)",
+  alerts_throttled_keys_total:
+    "flow keys reported in a delivered alert digest as throttled by their target past the tenant's throttledForMs (once per throttle episode)",
 };
 
 /** The tenant of events that belong to no tenant (a malformed message names none). */

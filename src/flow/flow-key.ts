@@ -15,9 +15,17 @@
  *
  * Durable Objects cannot be listed, so the first call that gives the key state (ask, pause,
  * resume, a limits change; never a read) lists it in D1's flow_keys for the metrics, once.
+ *
+ * Throttle alerts (README Alerts): the key follows its throttle episode (its target's slow-downs
+ * chained, core/alert.ts). When one begins it asks its tenant's Alerts object once for the
+ * threshold (throttledForMs); with one, the episode is stored and the key's alarm is set for the
+ * moment it passes it, and an episode still throttled then is reported to the Alerts object, once.
+ * Nothing of it runs on an ask; a tenant without a threshold stores nothing for it.
  */
 import { DurableObject } from "cloudflare:workers";
+import { alertsOf } from "../alerts/alerts";
 import { configOf } from "../config";
+import { type ThrottleEpisode, throttleAlertDue, throttleCheckAt, throttleEpisodeAfter } from "../core/alert";
 import { bucketOf } from "../core/bucketing";
 import { type FlowAnswer, type FlowAsk, FlowGate, type FlowLimits, type FlowView, isOriginKey } from "../core/flow";
 import { registerFlowKey } from "../db/queries";
@@ -74,6 +82,8 @@ export class FlowKey extends DurableObject<Env> {
   private registered: boolean;
   /** the flow_keys write in flight, if any (tests await it through runInDurableObject) */
   registering: Promise<void> | null = null;
+  /** the target's slow-downs chained into one episode (core/alert.ts); stored only with a threshold */
+  private episode: ThrottleEpisode | null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -87,6 +97,7 @@ export class FlowKey extends DurableObject<Env> {
     );
     this.apiLimits = (settings.get("limits") as FlowLimits | undefined) ?? null;
     this.registered = settings.get("registered") === true;
+    this.episode = (settings.get("throttleEpisode") as ThrottleEpisode | null | undefined) ?? null;
     this.durablePermits = !isOriginKey(tenantAndKeyOf(ctx.id.name)?.key ?? "");
     const now = Date.now();
     const maxWaitMs = configOf(env).FLOW_WAIT_MAX_MS;
@@ -129,7 +140,15 @@ export class FlowKey extends DurableObject<Env> {
       if (this.durablePermits) this.sql.exec(`DELETE FROM flow_permits WHERE execution_id = ?`, r.executionId);
       this.gate.release(r.executionId, now, r.retryAfterMs);
     }
-    if (this.gate.throttledUntil !== before) this.put("throttledUntil", this.gate.throttledUntil);
+    if (this.gate.throttledUntil !== before) {
+      this.put("throttledUntil", this.gate.throttledUntil);
+      if (this.gate.throttledUntil !== null) await this.followThrottle(this.gate.throttledUntil, now);
+    }
+  }
+
+  /** The moment a throttle episode passes its threshold (throttleCheckAt): reported if still throttled. */
+  override async alarm(): Promise<void> {
+    await this.checkThrottle(Date.now());
   }
 
   async view(): Promise<FlowKeyView> {
@@ -141,7 +160,7 @@ export class FlowKey extends DurableObject<Env> {
     this.register();
     this.gate.paused = paused;
     this.put("paused", paused);
-    if (!paused) this.endSlowDown();
+    if (!paused) await this.endSlowDown();
     return this.view();
   }
 
@@ -156,15 +175,67 @@ export class FlowKey extends DurableObject<Env> {
     this.gate.limits = limits;
     this.gate.dropSlots();
     this.put("limits", limits);
-    this.endSlowDown();
+    await this.endSlowDown();
     return this.view();
   }
 
   /** Executions already told to wait for it keep their due time (at most FLOW_WAIT_MAX_MS away); new asks start at once. */
-  private endSlowDown(): void {
+  private async endSlowDown(): Promise<void> {
+    if (this.episode?.thresholdMs != null) {
+      // ended by hand: the episode is over, and its alarm with it
+      this.put("throttleEpisode", null);
+      await this.ctx.storage.deleteAlarm();
+    }
+    this.episode = null;
     if (this.gate.throttledUntil === null) return;
     this.gate.throttledUntil = null;
     this.put("throttledUntil", null);
+  }
+
+  /**
+   * The key's slow-down was set or extended to `until`: the episode goes on or a new one begins.
+   * A new one asks the tenant's Alerts object for the threshold (one request per episode, on a
+   * release: never on an ask).
+   */
+  private async followThrottle(until: number, now: number): Promise<void> {
+    const { episode, began } = throttleEpisodeAfter(this.episode, until, now);
+    this.episode = episode;
+    if (began) {
+      const name = tenantAndKeyOf(this.ctx.id.name);
+      if (!name) return;
+      const target = await alertsOf(this.env, name.tenant)
+        .target()
+        .catch((error: unknown) => {
+          console.error(`reading the alert threshold of ${name.tenant} failed; this episode is not reported`, error);
+          return null;
+        });
+      // a release while it asked may have extended it (a copy): set it on whatever is current
+      if (this.episode?.since !== episode.since) return;
+      this.episode = { ...this.episode, thresholdMs: target?.throttledForMs ?? null };
+    }
+    await this.checkThrottle(now);
+  }
+
+  /** Reports the episode if it passed its threshold (once), else sets the alarm for when it may. */
+  private async checkThrottle(now: number): Promise<void> {
+    const episode = this.episode;
+    const name = tenantAndKeyOf(this.ctx.id.name);
+    if (episode === null || episode.thresholdMs === null || !name) return;
+    if (throttleAlertDue(episode, now)) {
+      const reported = await alertsOf(this.env, name.tenant)
+        .recordThrottle({ key: name.key, since: episode.since, throttledUntil: episode.until, thresholdMs: episode.thresholdMs })
+        .then(
+          () => true,
+          (error: unknown) => {
+            console.error(`reporting the throttled key ${name.key} failed; its next slow-down tries again`, error);
+            return false;
+          },
+        );
+      if (reported && this.episode?.since === episode.since) this.episode = { ...this.episode, reported: true };
+    }
+    this.put("throttleEpisode", this.episode);
+    const at = throttleCheckAt(this.episode);
+    if (at !== null && (await this.ctx.storage.getAlarm()) !== at) await this.ctx.storage.setAlarm(at);
   }
 
   /**

@@ -114,6 +114,36 @@ describe("the edge-scheduler CLI over the real local stack", () => {
     expect(badFlag.stderr).toContain("usage: edge-scheduler jobs list");
   });
 
+  it("alerts set (--throttled-for 2m), get and delete: the API's target; get exits 3 when none is set; a bad delay is a usage error", async () => {
+    const help = await cli(["alerts", "--help"]);
+    expect(help.stdout).toContain("alerts set");
+    const set = await cli([
+      "alerts",
+      "set",
+      "--target",
+      `${receiver.url}/alerts`,
+      "--header",
+      "x-team: ops",
+      "--throttled-for",
+      "2m",
+      "--json",
+    ]);
+    expect(set.code, set.stderr).toBe(0);
+    expect(JSON.parse(set.stdout)).toMatchObject({ url: `${receiver.url}/alerts`, headers: { "x-team": "ops" }, throttledForMs: 120_000 });
+    const get = await cli(["alerts", "get"]);
+    expect(get.code, get.stderr).toBe(0);
+    expect(get.stdout).toMatch(/throttled for\s+120000 ms/);
+    const bad = await cli(["alerts", "set", "--target", `${receiver.url}/alerts`, "--throttled-for", "soon"]);
+    expect(bad.code).toBe(2);
+    const refused = await cli(["alerts", "set", "--target", `${receiver.url}/alerts`, "--throttled-for", "10ms"]);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain("(field throttledForMs)");
+    expect((await cli(["alerts", "delete"])).code).toBe(0);
+    const none = await cli(["alerts", "get"]);
+    expect(none.code).toBe(3);
+    expect(none.stdout).toContain("no alert target is set");
+  });
+
   it("jobs create then tail: the delivery succeeds, tail prints it and exits 0; the receiver got the body", async () => {
     const id = createdId(await cli(["jobs", "create", "--target", `${receiver.url}/cli`, "--delay", "1s", "--body", '{"a":1}']));
 

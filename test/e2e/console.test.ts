@@ -341,9 +341,20 @@ describe("the operator's console in Chromium", () => {
       200,
     );
 
+    const alertUrl = `${receiver.url}/console-alerts`;
+    const put = await local.api.request("PUT", "/v1/alerts", { url: alertUrl, headers: { "x-token": "secret" }, throttledForMs: 120_000 });
+    expect(put.status).toBe(200);
+
     await signIn(page);
     await page.getByRole("link", { name: "Dead letters" }).click();
     await page.getByRole("heading", { level: 1, name: "Dead letters" }).waitFor();
+    // the tenant's alert target, read-only: its URL, its header names (never their values), its throttle threshold
+    const alerts = page.locator('dl[data-alerts="set"]');
+    await expect.poll(() => alerts.textContent(), { timeout: UI_WAIT_MS }).toContain(alertUrl);
+    expect(await alerts.textContent()).toContain("x-token");
+    expect(await alerts.textContent()).not.toContain("secret");
+    expect(await alerts.textContent()).toContain("throttled longer than 2.0 min");
+    expect((await local.api.request("DELETE", "/v1/alerts")).status).toBe(204);
     const row = page.locator(`tr[data-execution="${dead.id}"]`);
     await expect.poll(() => row.textContent(), { timeout: UI_WAIT_MS }).toContain("400");
     await shot(page, "dlq-before");

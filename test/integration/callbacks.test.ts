@@ -4,23 +4,29 @@
  * the parent's bucket, started when the parent's outcome is in D1: signed with Standard Webhooks
  * under its own webhook-id (stable across its retries), retried by the job's policy, dead after
  * its last attempt, and never the cause of another callback. The execution shows it as
- * `callbacks: [{kind, status, attempts}]`.
+ * `callbacks: [{kind, status, attempts}]`. A callback may be a handler Worker (its payload is the
+ * outcome), and each occurrence of a recurring job has callbacks of its own.
  *
  * One file-wide virtual clock; fire-queue sends are captured and fed to the real consumer here.
  */
+import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { callbackExecutionId } from "../../src/core/callback";
+import { occurrenceId } from "../../src/core/id";
 import {
   api,
   bucketSql,
+  bucketStub,
   captureFiresForFile,
   counters,
+  createJob,
   dispatchNow,
   type Execution,
   fileClock,
   fire,
+  jobRow,
   newExecution,
   type Received,
   received,
@@ -114,6 +120,66 @@ describe("callback (success)", () => {
     expect(await executionJson(e.exe.id)).toMatchObject({ status: "succeeded", callbacks: [] });
     expect(await bucketSql(e.stub, "SELECT id FROM executions WHERE callback_of = ?", e.exe.id)).toEqual([]);
     expect(await received(failurePath)).toHaveLength(0);
+  });
+});
+
+describe("callback to a handler Worker, and on a recurring job's occurrence", () => {
+  it("calls a handler Worker callback (test/support/handler-worker.mjs) with the outcome as its payload, under the callback's execution id", async () => {
+    const e = await newExecution({ target: { url: `${receiverUrl()}${uniquePath("ok")}` }, callback: { worker: "test" }, retry: RETRY });
+    expect(e.job.callback).toEqual({ worker: "test" });
+    await attempt(e);
+    await clock.flush(e.stub);
+    const callbackId = callbackExecutionId(e.exe.id, "success");
+    await attempt(e, callbackId);
+    const calls = (await env.TEST_HANDLER.calls()).filter((c) => c.executionId === callbackId);
+    expect(calls).toHaveLength(1);
+    expect(calls[0]).toMatchObject({ tenant: "acme", attempt: 1 });
+    expect(calls[0]!.payload).toMatchObject({
+      type: "execution.succeeded",
+      executionId: e.exe.id,
+      jobId: e.job.id,
+      status: "succeeded",
+      attempts: 1,
+      httpStatus: 200,
+    });
+    await clock.flush(e.stub);
+    expect(await executionJson(e.exe.id)).toMatchObject({ callbacks: [{ kind: "success", status: "succeeded", attempts: 1 }] });
+  });
+
+  it("tells the callback of each occurrence of a recurring job: the occurrence's own outcome, under an id of its own", async () => {
+    const callbackPath = uniquePath("ok");
+    const job = await createJob({
+      target: { url: `${receiverUrl()}${uniquePath("ok")}` },
+      cron: "* * * * *",
+      callback: { url: `${receiverUrl()}${callbackPath}` },
+      retry: RETRY,
+    });
+    const row = (await jobRow(job.id))!;
+    const stub = bucketStub(row.bucket);
+    const ids: string[] = [];
+    // two occurrences, a minute apart, each with its callback
+    for (let i = 0; i < 2; i++) {
+      const at = row.next_run_at! + i * 60_000;
+      const id = occurrenceId(job.id, at);
+      ids.push(id);
+      clock.travelTo(Math.max(at, clock.at));
+      expect(await runDurableObjectAlarm(stub)).toBe(true);
+      const [message, ...more] = sent.filter((m) => m.executionId === id);
+      expect(more).toEqual([]);
+      expect((await fire([message!])).explicitAcks).toEqual(["m0"]);
+      await clock.flush(stub); // the occurrence's outcome lands in D1; its callback starts
+      const callbackId = callbackExecutionId(id, "success");
+      expect((await fire([await dispatchNow({ stub, executionId: callbackId }, clock, sent)])).explicitAcks).toEqual(["m0"]);
+      await clock.flush(stub);
+      expect(await executionJson(id)).toMatchObject({
+        status: "succeeded",
+        callbacks: [{ kind: "success", status: "succeeded", attempts: 1 }],
+      });
+    }
+    const requests = await received(callbackPath);
+    expect(requests.map((r) => r.headers["webhook-id"])).toEqual(ids.map((id) => callbackExecutionId(id, "success")));
+    expect(requests.map((r) => verified(r))).toMatchObject(ids.map((executionId) => ({ executionId, jobId: job.id, status: "succeeded" })));
+    expect((await api(`/v1/jobs/${job.id}`, { method: "DELETE" })).status).toBe(200);
   });
 });
 

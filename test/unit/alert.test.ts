@@ -1,6 +1,22 @@
-/** Alert digests' pure rules (src/core/alert.ts): when the next may go, what waits, truncation with its count. */
+/**
+ * Alert digests' pure rules (src/core/alert.ts): when the next may go, what waits, truncation with
+ * its count; a flow key's throttle episode (chained slow-downs) and when it passes its threshold.
+ */
 import { describe, expect, it } from "vitest";
-import { addPending, type Death, digestOf, nextDigestAt, PENDING_MAX } from "../../src/core/alert";
+import {
+  addPending,
+  addThrottle,
+  type Death,
+  digestOf,
+  nextDigestAt,
+  PENDING_MAX,
+  THROTTLE_EPISODE_GAP_MS,
+  THROTTLED_MAX,
+  type ThrottleEpisode,
+  throttleAlertDue,
+  throttleCheckAt,
+  throttleEpisodeAfter,
+} from "../../src/core/alert";
 
 const death = (i: number): Death => ({
   executionId: `exe_${String(i).padStart(26, "0")}`,
@@ -52,5 +68,58 @@ describe("digestOf", () => {
     expect(listed).toBe(100);
     expect(body).toMatchObject({ count: 157, truncated: 57 });
     expect(body.executions as unknown[]).toHaveLength(100);
+  });
+});
+
+describe("throttle episodes", () => {
+  const withThreshold = (e: ThrottleEpisode, thresholdMs: number | null): ThrottleEpisode => ({ ...e, thresholdMs });
+
+  it("a first slow-down begins an episode; one within the gap after it ended continues it, a later one begins another", () => {
+    const first = throttleEpisodeAfter(null, 40_000, 0);
+    expect(first).toEqual({ began: true, episode: { since: 0, until: 40_000, thresholdMs: null, reported: false } });
+    const e = withThreshold(first.episode, 60_000);
+    // extended while on, and again just within the gap after it ended
+    expect(throttleEpisodeAfter(e, 50_000, 10_000)).toEqual({ began: false, episode: { ...e, until: 50_000 } });
+    expect(throttleEpisodeAfter(e, 90_000, 40_000 + THROTTLE_EPISODE_GAP_MS)).toEqual({ began: false, episode: { ...e, until: 90_000 } });
+    // a shorter Retry-After inside the episode does not shorten it
+    expect(throttleEpisodeAfter(e, 20_000, 10_000).episode.until).toBe(40_000);
+    const later = throttleEpisodeAfter({ ...e, reported: true }, 200_000, 40_001 + THROTTLE_EPISODE_GAP_MS);
+    expect(later).toEqual({ began: true, episode: { since: 70_001, until: 200_000, thresholdMs: null, reported: false } });
+  });
+
+  it("is due once throttled without a break for longer than the threshold, while still throttled, once", () => {
+    const e: ThrottleEpisode = { since: 0, until: 120_000, thresholdMs: 60_000, reported: false };
+    expect(throttleAlertDue(e, 60_000)).toBe(false); // longer than, not as long as
+    expect(throttleAlertDue(e, 60_001)).toBe(true);
+    expect(throttleAlertDue(e, 120_000)).toBe(false); // its slow-down ended
+    expect(throttleAlertDue({ ...e, reported: true }, 60_001)).toBe(false);
+    expect(throttleAlertDue({ ...e, thresholdMs: null }, 60_001)).toBe(false);
+    expect(throttleAlertDue(null, 60_001)).toBe(false);
+  });
+
+  it("looks again when the threshold passes, only if the current slow-down lasts past it", () => {
+    const e: ThrottleEpisode = { since: 0, until: 120_000, thresholdMs: 60_000, reported: false };
+    expect(throttleCheckAt(e)).toBe(60_001);
+    expect(throttleCheckAt({ ...e, until: 30_000 })).toBeNull(); // under the threshold: nothing to look at
+    expect(throttleCheckAt({ ...e, reported: true })).toBeNull();
+    expect(throttleCheckAt({ ...e, thresholdMs: null })).toBeNull();
+    // two chained slow-downs of 40 s: the second one carries it past 60 s
+    const chained = throttleEpisodeAfter({ ...e, until: 40_000 }, 90_000, 50_000).episode;
+    expect(throttleCheckAt(chained)).toBe(60_001);
+    expect(throttleAlertDue(chained, 60_001)).toBe(true);
+  });
+
+  it("keeps one entry per key, at most THROTTLED_MAX, and lists them in the digest oldest first", () => {
+    const t = (key: string, since: number) => ({ key, since, throttledUntil: since + 90_000, thresholdMs: 60_000 });
+    expect(addThrottle([t("a", 5), t("b", 1)], t("a", 9))).toEqual([t("b", 1), t("a", 9)]);
+    const full = Array.from({ length: THROTTLED_MAX }, (_, i) => t(`k${i}`, i));
+    expect(addThrottle(full, t("new", 1))).toHaveLength(THROTTLED_MAX);
+    const { body } = digestOf("acme", [], 0, 100_000, 100, [t("b", 2_000), t("a", 1_000)]);
+    expect(body).toMatchObject({ type: "flow.throttled", count: 0, truncated: 0, executions: [] });
+    expect(body.throttled).toEqual([
+      { key: "a", since: "1970-01-01T00:00:01.000Z", throttledUntil: "1970-01-01T00:01:31.000Z", thresholdMs: 60_000 },
+      { key: "b", since: "1970-01-01T00:00:02.000Z", throttledUntil: "1970-01-01T00:01:32.000Z", thresholdMs: 60_000 },
+    ]);
+    expect(digestOf("acme", [death(1)], 0, 100_000, 100, [t("a", 1_000)]).body.type).toBe("executions.dead");
   });
 });

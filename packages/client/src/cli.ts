@@ -9,6 +9,7 @@ import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, resolve as resolvePath, sep } from "node:path";
 import { parseArgs } from "node:util";
 import {
+  type AlertTarget,
   type Attempt,
   type CreateJob,
   type Execution,
@@ -173,6 +174,23 @@ const COMMANDS: Record<string, Command> = {
     },
     run: tail,
   },
+  "alerts set": {
+    summary: "set your alert target: dead executions (and throttled flow keys) as signed digests",
+    args: [],
+    flags: {
+      // --target, as jobs create: --url is every command's scheduler URL
+      target: { type: "string", value: "<url>", help: "where each digest is POSTed (a job target's URL rules)" },
+      header: CREATE_FLAGS.header!,
+      "throttled-for": {
+        type: "string",
+        value: "<delay>",
+        help: 'also report a flow key its target throttled without a break for longer than this: "90s", "5m", "1h" or milliseconds',
+      },
+    },
+    run: setAlerts,
+  },
+  "alerts get": { summary: "your alert target", args: [], flags: {}, run: showAlerts },
+  "alerts delete": { summary: "remove your alert target", args: [], flags: {}, run: deleteAlerts },
   health: { summary: "is the scheduler up (no key needed)", args: [], flags: {}, open: true, run: health },
 };
 
@@ -387,11 +405,11 @@ function labelsOf(raw: string[]): Record<string, string> {
   );
 }
 
-function headersOf(raw: string[]): Record<string, string> {
+function headersOf(raw: string[], usage = usageOf("jobs create")): Record<string, string> {
   return Object.fromEntries(
     raw.map((header) => {
       const colon = header.indexOf(":");
-      if (colon <= 0) throw new UsageError(`--header wants name:value, got "${header}"`, usageOf("jobs create"));
+      if (colon <= 0) throw new UsageError(`--header wants name:value, got "${header}"`, usage);
       return [header.slice(0, colon).trim(), header.slice(colon + 1).trim()];
     }),
   );
@@ -663,6 +681,61 @@ async function pullArchive({ client, values, json }: Context): Promise<number> {
   if (json) printJson(written);
   else out(`${written.length} object(s) in ${dir}`);
   return EXIT.ok;
+}
+
+// ---------------------------------------------------------------------------------------------
+// alerts
+
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** "90s", "5m", "1h", "1d", "500ms" or milliseconds, in milliseconds (the API takes whole milliseconds). */
+function durationFlag(values: Values, name: string, usage: string): number | undefined {
+  const raw = text(values, name);
+  if (raw === undefined) return undefined;
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(raw.trim());
+  if (!match) throw new UsageError(`--${name} wants a delay like "90s", "5m" or milliseconds, got "${raw}"`, usage);
+  return Math.round(Number(match[1]) * UNIT_MS[match[2] ?? "ms"]!);
+}
+
+async function setAlerts({ client, values, json }: Context): Promise<number> {
+  const usage = usageOf("alerts set");
+  const url = text(values, "target");
+  if (url === undefined) throw new UsageError("alerts set wants --target <url>", usage);
+  const header = values.header as string[] | undefined;
+  const throttledForMs = durationFlag(values, "throttled-for", usage);
+  const target = await client.alerts.set({
+    url,
+    ...(header ? { headers: headersOf(header, usage) } : {}),
+    ...(throttledForMs === undefined ? {} : { throttledForMs }),
+  });
+  if (json) printJson(target);
+  else fields(alertFields(target));
+  return EXIT.ok;
+}
+
+async function showAlerts({ client, json }: Context): Promise<number> {
+  const target = await client.alerts.get();
+  if (json) printJson(target);
+  else if (target === null) out("no alert target is set");
+  else fields(alertFields(target));
+  return target === null ? EXIT.notFound : EXIT.ok;
+}
+
+async function deleteAlerts({ client, json }: Context): Promise<number> {
+  await client.alerts.delete();
+  if (json) printJson(null);
+  else out("alert target removed");
+  return EXIT.ok;
+}
+
+function alertFields(target: AlertTarget): [string, string][] {
+  const headers = Object.entries(target.headers).map(([name, value]) => `${name}: ${value}`);
+  return [
+    ["url", target.url],
+    ["headers", dash(headers.join(", "))],
+    ["throttled for", target.throttledForMs === null ? "- (throttled keys not reported)" : `${target.throttledForMs} ms`],
+    ["digests", `at most one per ${target.digestIntervalMs} ms, listing at most ${target.digestMaxListed} deaths`],
+  ];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -40,6 +40,9 @@ export type PullQueueStatus = Schemas["PullQueueStatus"];
 export type PullHeartbeat = Schemas["PullHeartbeat"];
 export type PullReport = Schemas["PullReport"];
 export type PullFailure = JsonBody<"failPullLease">;
+/** The tenant's alert target (README Alerts) and what PUT /v1/alerts takes. */
+export type AlertTarget = Schemas["AlertTarget"];
+export type SetAlertTarget = JsonBody<"setAlertTarget">;
 /** A list operation's query parameters without its cursor (the iterator follows nextCursor). */
 type ListFilter<Op extends keyof operations> = Omit<
   NonNullable<operations[Op] extends { parameters: { query?: infer Q } } ? Q : never>,
@@ -141,6 +144,16 @@ export interface FlowControlApi {
   update(key: string, limits: FlowLimits): Promise<FlowKey>;
 }
 
+/** The tenant's alert target: dead executions and throttled flow keys, as signed digests (README Alerts). */
+export interface AlertsApi {
+  /** Sets (replaces) it; throttledForMs also reports a flow key its target throttled longer than that. */
+  set(target: SetAlertTarget): Promise<AlertTarget>;
+  /** It, or null when none is set. */
+  get(): Promise<AlertTarget | null>;
+  /** Removes it (what waits for a digest is dropped); also when none is set. */
+  delete(): Promise<void>;
+}
+
 /** A pull queue's workers: lease its due executions and report on each with the lease's token. */
 export interface PullApi {
   /**
@@ -160,7 +173,7 @@ export interface PullApi {
 }
 
 interface Call {
-  method: "GET" | "POST" | "PATCH" | "DELETE";
+  method: "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
   /** with its segments already encoded */
   path: string;
   query?: Record<string, string | number | undefined>;
@@ -189,6 +202,7 @@ export class SchedulerClient {
   readonly flowControl: FlowControlApi;
   readonly actions: ActionsApi;
   readonly pull: PullApi;
+  readonly alerts: AlertsApi;
 
   readonly #baseUrl: string;
   readonly #headers: Record<string, string>;
@@ -303,6 +317,20 @@ export class SchedulerClient {
       resume: (key) => this.#request({ method: "POST", path: flowKey(key, "/resume"), repeatable: true }),
       update: (key, limits) => this.#request({ method: "PATCH", path: flowKey(key), body: limits, repeatable: true }),
     };
+
+    // a PUT sets the whole target and a DELETE removes it: both can be repeated
+    this.alerts = {
+      set: (target) => this.#request({ method: "PUT", path: "/v1/alerts", body: target, repeatable: true }),
+      get: async () => {
+        try {
+          return await this.#request<AlertTarget>({ method: "GET", path: "/v1/alerts", repeatable: true });
+        } catch (error) {
+          if (error instanceof SchedulerError && error.code === "not_found") return null;
+          throw error;
+        }
+      },
+      delete: () => this.#request({ method: "DELETE", path: "/v1/alerts", repeatable: true }),
+    };
   }
 
   /** Counters, dead by reason, fire lag and flow-control keys of your tenant. */
@@ -355,6 +383,7 @@ export class SchedulerClient {
       }
 
       if (bytes) return bytes as T;
+      if (response.status === 204) return undefined as T;
       if (response.ok) return parseSuccess<T>(response, text); // 200, 201, and 202 (durable, converging)
       const error = errorOf(response, text);
       const retryable = response.status === 429 || (call.repeatable && response.status >= 500);

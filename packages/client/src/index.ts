@@ -2,6 +2,8 @@
 // "./receiver" subpath, so importing this one pulls in no dependency.
 export type {
   ActionsApi,
+  AlertsApi,
+  AlertTarget,
   ArchiveApi,
   ArchivedExecution,
   ArchiveObject,
@@ -33,6 +35,7 @@ export type {
   PullQueueStatus,
   PullReport,
   RedrivenExecution,
+  SetAlertTarget,
   UpdateJob,
 } from "./client.ts";
 export { SchedulerClient, VERSION } from "./client.ts";

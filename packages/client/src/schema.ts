@@ -302,7 +302,7 @@ export interface paths {
         };
         /** The tenant's alert target */
         get: operations["getAlertTarget"];
-        /** Set the tenant's alert target: its dead executions, as signed digests (README Alerts) */
+        /** Set the tenant's alert target: its dead executions and (with throttledForMs) its throttled flow keys, as signed digests (README Alerts) */
         put: operations["setAlertTarget"];
         post?: never;
         /** Remove the tenant's alert target (deaths waiting for a digest are dropped) */
@@ -1237,6 +1237,8 @@ export interface components {
             headers: {
                 [key: string]: string;
             };
+            /** @description a flow key throttled by its target without a break for longer than this is reported; null: never */
+            throttledForMs: number | null;
             /** @description at most one digest per this many milliseconds */
             digestIntervalMs: number;
             /** @description executions a digest lists at most; the rest are counted */
@@ -1249,6 +1251,8 @@ export interface components {
             headers?: {
                 [key: string]: string;
             };
+            /** @description also report a flow key of the tenant that its target throttled (429/503 Retry-After) without a break for longer than this (README Alerts); null or absent: never */
+            throttledForMs?: number | null;
         };
         FlowKey: {
             key: string;

@@ -506,3 +506,41 @@ describe("bulk actions", () => {
     expect(seen[0]?.headers.get("idempotency-key")).toBe("mine");
   });
 });
+
+describe("alerts", () => {
+  const target = {
+    url: "https://example.com/alerts",
+    headers: { "x-team": "ops" },
+    throttledForMs: 120_000,
+    digestIntervalMs: 10_000,
+    digestMaxListed: 100,
+  };
+
+  it("sets the target with a PUT (repeated after a 5xx: it sets the same), reads it and deletes it (204)", async () => {
+    const { fetch, seen } = fakeFetch(
+      envelope(503, "unavailable"),
+      json(200, target),
+      json(200, target),
+      () => new Response(null, { status: 204 }),
+    );
+    const c = client(fetch);
+    await expect(c.alerts.set({ url: target.url, headers: target.headers, throttledForMs: 120_000 })).resolves.toEqual(target);
+    await expect(c.alerts.get()).resolves.toEqual(target);
+    await expect(c.alerts.delete()).resolves.toBeUndefined();
+    expect(seen.map((r) => `${r.method} ${r.path}`)).toEqual(["PUT /v1/alerts", "PUT /v1/alerts", "GET /v1/alerts", "DELETE /v1/alerts"]);
+    expect(seen[0]?.body).toEqual({ url: target.url, headers: { "x-team": "ops" }, throttledForMs: 120_000 });
+    expect(seen[0]?.headers.get("content-type")).toBe("application/json");
+  });
+
+  it("reads no target as null, and throws the API's 400 naming the field", async () => {
+    const { fetch } = fakeFetch(
+      envelope(404, "not_found", "no alert target is set"),
+      envelope(400, "invalid_field", "too small", "throttledForMs"),
+    );
+    const c = client(fetch);
+    await expect(c.alerts.get()).resolves.toBeNull();
+    const error = await c.alerts.set({ url: target.url, throttledForMs: 5 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(SchedulerError);
+    expect(error).toMatchObject({ status: 400, field: "throttledForMs" });
+  });
+});
