@@ -4,8 +4,9 @@
  * flush); a flow key reports a throttle episode that passed the target's throttledForMs
  * (flow/flow-key.ts, once per episode). An alarm sends at most one signed digest per
  * DIGEST_INTERVAL_MS (core/alert.ts), listing what died and which keys were throttled since the
- * last. A digest that fails keeps what it listed for the next one (alerts_failed_total); one that
- * succeeds counts in alerts_sent_total, its throttled keys in alerts_throttled_keys_total.
+ * last. A digest that fails is sent again unchanged (its webhook-id and body) after a growing pause
+ * (alerts_failed_total); what died meanwhile waits for the next one. One that succeeds counts in
+ * alerts_sent_total, its throttled keys in alerts_throttled_keys_total.
  *
  * Stored (KV on the object's SQLite): the target, the waiting deaths and throttled keys, and the
  * last send. A tenant without a target stores nothing: what is reported to it is dropped at once.
@@ -14,7 +15,7 @@ import { DurableObject } from "cloudflare:workers";
 import { configOf } from "../config";
 import { SigningKeys } from "../consumer/signing";
 import { sign } from "../consumer/webhook";
-import { addPending, addThrottle, type Death, digestOf, nextDigestAt, type Throttle } from "../core/alert";
+import { addPending, addThrottle, type Death, DIGEST_INTERVAL_MS, digestOf, nextDigestAt, type Throttle } from "../core/alert";
 import { bucketName } from "../core/bucketing";
 
 /** An alert target: a URL and the headers sent with it, and when a throttled flow key is reported (null: never). */
@@ -25,6 +26,22 @@ export interface AlertTarget {
 }
 
 const SEND_TIMEOUT_MS = 10_000;
+/** A failing target's pause before the next try: DIGEST_INTERVAL_MS, doubling per failure in a row, at most 10 minutes. */
+const RETRY_MAX_MS = 10 * 60_000;
+
+export function retryDelayMs(failures: number): number {
+  return Math.min(RETRY_MAX_MS, DIGEST_INTERVAL_MS * 2 ** Math.max(0, failures - 1));
+}
+
+/** A digest on its way: sent again unchanged until the target takes it. */
+interface Outgoing {
+  id: string;
+  body: string;
+  /** throttled keys it lists (counted when it is delivered) */
+  throttledKeys: number;
+  /** failed sends in a row */
+  failures?: number;
+}
 
 export function alertsOf(env: Env, tenant: string): DurableObjectStub<Alerts> {
   return env.ALERTS.getByName(tenant);
@@ -68,40 +85,65 @@ export class Alerts extends DurableObject<Env> {
     }
   }
 
+  /**
+   * Sends the digest on its way: the one a failure left (again, unchanged: the same webhook-id and
+   * body, as a retried webhook must be), else a new one of what waits, taken out of the waiting
+   * lists before it is sent (what arrives meanwhile waits for the next). Never two within
+   * DIGEST_INTERVAL_MS; a failing target is tried again after a growing pause (retryDelayMs).
+   */
   override async alarm(): Promise<void> {
-    const [target, tenant, stored, dropped, throttled] = await Promise.all([
+    const [target, tenant, lastSentAt] = await Promise.all([
       this.target(),
       this.ctx.storage.get<string>("tenant"),
+      this.ctx.storage.get<number>("lastSentAt"),
+    ]);
+    if (!target || !tenant) return;
+    const now = Date.now();
+    const due = nextDigestAt(lastSentAt ?? null, now);
+    if (due > now) {
+      await this.ctx.storage.setAlarm(due);
+      return;
+    }
+    const outgoing = (await this.ctx.storage.get<Outgoing>("outgoing")) ?? (await this.takeDigest(tenant, now));
+    if (!outgoing) return;
+    const ok = await this.send(tenant, target, outgoing.id, outgoing.body, now);
+    const failures = ok ? 0 : (outgoing.failures ?? 0) + 1;
+    await this.ctx.storage.put("lastSentAt", now);
+    if (ok) {
+      await this.ctx.storage.delete("outgoing");
+      const [left, leftThrottled] = await Promise.all([
+        this.ctx.storage.get<Death[]>("pending"),
+        this.ctx.storage.get<Throttle[]>("throttled"),
+      ]);
+      if ((left?.length ?? 0) + (leftThrottled?.length ?? 0) > 0) await this.ctx.storage.setAlarm(nextDigestAt(now, now));
+    } else {
+      await this.ctx.storage.put("outgoing", { ...outgoing, failures });
+      await this.ctx.storage.setAlarm(now + retryDelayMs(failures));
+    }
+    const meter = this.env.BUCKET.getByName(bucketName(0));
+    await meter.bump(ok ? "alerts_sent_total" : "alerts_failed_total", tenant, 1).catch(() => undefined);
+    if (ok && outgoing.throttledKeys > 0)
+      await meter.bump("alerts_throttled_keys_total", tenant, outgoing.throttledKeys).catch(() => undefined);
+  }
+
+  /** A new digest of what waits, stored as outgoing and taken out of the waiting lists in one write; none when nothing waits. */
+  private async takeDigest(tenant: string, now: number): Promise<Outgoing | null> {
+    const [stored, dropped, throttled] = await Promise.all([
       this.ctx.storage.get<Death[]>("pending"),
       this.ctx.storage.get<number>("dropped"),
       this.ctx.storage.get<Throttle[]>("throttled"),
     ]);
     const pending = stored ?? [];
     const throttles = throttled ?? [];
-    if (!target || !tenant || pending.length + (dropped ?? 0) + throttles.length === 0) return;
-    const now = Date.now();
+    if (pending.length + (dropped ?? 0) + throttles.length === 0) return null;
     const digest = digestOf(tenant, pending, dropped ?? 0, now, undefined, throttles);
-    const digestId = (await this.ctx.storage.get<string>("digestId")) ?? `dig_${crypto.randomUUID().replaceAll("-", "")}`;
-    const ok = await this.send(tenant, target, digestId, JSON.stringify(digest.body), now);
-    await this.ctx.storage.put("lastSentAt", now);
-    if (ok) {
-      // what arrived while it was on its way waits for the next one
-      const left = ((await this.ctx.storage.get<Death[]>("pending")) ?? []).filter(
-        (d) => !pending.some((p) => p.executionId === d.executionId),
-      );
-      const leftThrottled = ((await this.ctx.storage.get<Throttle[]>("throttled")) ?? []).filter(
-        (t) => !throttles.some((s) => s.key === t.key && s.since === t.since),
-      );
-      await this.ctx.storage.put({ pending: left, dropped: 0, throttled: leftThrottled });
-      await this.ctx.storage.delete("digestId");
-      if (left.length + leftThrottled.length > 0) await this.ctx.storage.setAlarm(nextDigestAt(now, now));
-    } else {
-      await this.ctx.storage.put("digestId", digestId); // the same webhook-id on its retry
-      await this.ctx.storage.setAlarm(nextDigestAt(now, now));
-    }
-    const meter = this.env.BUCKET.getByName(bucketName(0));
-    await meter.bump(ok ? "alerts_sent_total" : "alerts_failed_total", tenant, 1).catch(() => undefined);
-    if (ok && throttles.length > 0) await meter.bump("alerts_throttled_keys_total", tenant, throttles.length).catch(() => undefined);
+    const outgoing: Outgoing = {
+      id: `dig_${crypto.randomUUID().replaceAll("-", "")}`,
+      body: JSON.stringify(digest.body),
+      throttledKeys: throttles.length,
+    };
+    await this.ctx.storage.put({ outgoing, pending: [], dropped: 0, throttled: [] });
+    return outgoing;
   }
 
   /** One signed POST (Standard Webhooks, the tenant's signing keys); whether it answered 2xx. */
