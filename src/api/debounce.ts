@@ -9,14 +9,14 @@
  * - replace (trailing): the pending job takes this create's settings and run time through the one
  *   path that changes a job (PATCH, job-changes.ts), which also updates its bucket's copy;
  * - absorb (leading): nothing changes; the answer is the job that ran.
- * A window's job that is no longer pending (canceled, completed, due: it may have fired) is left
- * alone and the create makes a new job.
+ * A window's job that is no longer pending (canceled, completed, due or due within DUE_MARGIN_MS:
+ * it may be firing) is left alone and the create makes a new job.
  */
 
 import { configOf } from "../config";
 import { DEFAULT_RETRY_POLICY } from "../core/backoff";
 import { bucketOf } from "../core/bucketing";
-import { type DebounceWindow, decideDebounce, opening } from "../core/debounce";
+import { type DebounceWindow, decideDebounce, isPending, opening } from "../core/debounce";
 import { LIMITS, parseSpec } from "../core/job";
 import type { TraceContext } from "../core/trace";
 import { getJob } from "../db/queries";
@@ -142,10 +142,13 @@ async function onWindowJob(
   throw new ApiError(409, "conflict", "the key's pending job kept changing meanwhile; try again", "debounce.key");
 }
 
-/** Whether a one-off job has yet to start: active, not finished, due later than now. */
+/** Whether a one-off job has yet to start: active, not finished, not due within DUE_MARGIN_MS (core/debounce.ts). */
 function pending(job: JobRow, now: number): boolean {
   return (
-    job.status === "active" && job.cron === null && (job.runStatus === null || job.runStatus === "scheduled") && (job.nextRunAt ?? 0) > now
+    job.status === "active" &&
+    job.cron === null &&
+    (job.runStatus === null || job.runStatus === "scheduled") &&
+    isPending(job.nextRunAt ?? 0, now)
   );
 }
 

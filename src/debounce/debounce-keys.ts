@@ -6,6 +6,10 @@
  * bucket's copy, api/debounce.ts), so a later accepted create's change always lands after an
  * earlier one's; creates with other keys do not wait for them.
  *
+ * A create is decided at the object's clock when its turn comes, not at its request's stamp: with
+ * many creates waiting on one key the last is decided seconds after it was sent, and its job may
+ * have come due meanwhile (core/debounce.ts DUE_MARGIN_MS).
+ *
  * Cost: one request per debounced create, 1 row written per debounced create (the key's window),
  * 1 row deleted when the window has closed (an alarm sweeps closed windows once a day).
  */
@@ -59,8 +63,9 @@ export class DebounceKeys extends DurableObject<Env> {
   private async settle(tenant: string, prepared: PreparedJob, requestNow: number): Promise<DebounceAnswer> {
     const key = prepared.spec.debounce!.key;
     const held = this.windowOf(key);
-    // a create that waited behind a later-stamped one is taken at that one's time: the key's time never goes back
-    const now = Math.max(requestNow, held?.lastAt ?? 0);
+    // this object's clock now that the create's turn has come (its request's stamp is from before it
+    // waited behind the key's earlier creates); the key's time never goes back
+    const now = Math.max(Date.now(), requestNow, held?.lastAt ?? 0);
     const settled = await settleDebounced(this.env, tenant, prepared, held, now);
     if (settled.window) {
       const w = settled.window;

@@ -7,12 +7,15 @@
  * jobs are prepared in several shards; the key's object names the one job). A job that is no longer
  * pending (fired, canceled) is left alone: the create makes a new one. Driven through the API, the
  * buckets' alarms on the file's virtual clock and the real consumer to the loopback receiver.
+ * "timing": a create that waited in its key's queue is decided at the object's clock, not its
+ * request's, and a trailing job about to run (DUE_MARGIN_MS) is left alone.
  */
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { DEBOUNCE_SLOTS } from "../../src/api/debounce";
 import { bucketOf } from "../../src/core/bucketing";
+import { DUE_MARGIN_MS } from "../../src/core/debounce";
 import { shardOfId } from "../../src/core/id";
 import type { DebounceKeys } from "../../src/debounce/debounce-keys";
 import { api, captureFiresForFile, deliverAll, fileClock, type JobJson, received, receiverUrl, uniquePath } from "./helpers";
@@ -34,6 +37,29 @@ async function create(body: Record<string, unknown>): Promise<{ status: number; 
 
 const newKey = () => `key-${crypto.randomUUID()}`;
 const iso = (at: number) => new Date(at).toISOString();
+
+/** The key's DebounceKeys object (api/debounce.ts). */
+const keysStub = (key: string) => env.DEBOUNCE_KEYS.getByName(`acme\n${bucketOf(key, DEBOUNCE_SLOTS)}`);
+
+type Settle = (tenant: string, prepared: { job: { id: string; spec: string } }, now: number) => Promise<unknown>;
+
+/** Wraps the key's object's settle (each create's turn) until the returned restore is called. */
+async function wrapSettle(
+  key: string,
+  wrap: (settle: Settle, ...args: Parameters<Settle>) => Promise<unknown>,
+): Promise<() => Promise<void>> {
+  let original!: Settle;
+  await runInDurableObject(keysStub(key), (instance: DebounceKeys) => {
+    const self = instance as unknown as { settle: Settle };
+    original = self.settle;
+    const bound = original.bind(instance);
+    self.settle = (...args) => wrap(bound, ...args);
+  });
+  return () =>
+    runInDurableObject(keysStub(key), (instance: DebounceKeys) => {
+      (instance as unknown as { settle: Settle }).settle = original;
+    });
+}
 
 describe("trailing", () => {
   it("a create with the key of a pending job replaces it: one job runs, with the latest target and payload, delay after the latest create", async () => {
@@ -200,6 +226,52 @@ describe("concurrent creates", () => {
     expect(JSON.parse(shown.target.body!)).toEqual({ n: last });
     await deliverAll(clock, sent, 30_000);
     expect((await received(path)).map((r) => JSON.parse(r.body))).toEqual([{ n: last }]);
+  });
+});
+
+describe("timing", () => {
+  it(`a trailing job due within ${DUE_MARGIN_MS} ms is left alone: the create makes a new job`, async () => {
+    const key = newKey();
+    const first = await create({ target: { url: `${receiverUrl()}${uniquePath()}` }, debounce: { key, delay: "10s" } });
+    clock.advance(10_000 - DUE_MARGIN_MS);
+    const second = await create({ target: { url: `${receiverUrl()}${uniquePath()}` }, debounce: { key, delay: "10s" } });
+    expect(second.status).toBe(201);
+    expect(second.job.id).not.toBe(first.job.id);
+  });
+
+  it("a create that waited in its key's queue until its job came due is decided then, at the object's clock: a new job", async () => {
+    const key = newKey();
+    const path = uniquePath();
+    const first = await create({ target: { url: `${receiverUrl()}${path}`, body: "1" }, debounce: { key, delay: "10s" } });
+    clock.advance(5_000); // the second create is sent 5 s before the job is due
+    let entered!: () => void;
+    const waiting = new Promise<void>((resolve) => {
+      entered = resolve;
+    });
+    let go!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      go = resolve;
+    });
+    // as behind a long queue of the key's creates: its turn comes only once the job is due
+    const restore = await wrapSettle(key, async (settle, ...args) => {
+      entered();
+      await gate;
+      return settle(...args);
+    });
+    try {
+      const pending = create({ target: { url: `${receiverUrl()}${path}`, body: "2" }, debounce: { key, delay: "10s" } });
+      await waiting;
+      clock.advance(5_000);
+      go();
+      const second = await pending;
+      expect(second.status).toBe(201);
+      expect(second.job.id).not.toBe(first.job.id);
+      expect(second.job.nextRunAt).toBe(iso(clock.at + 10_000));
+    } finally {
+      await restore();
+    }
+    await deliverAll(clock, sent, 30_000);
+    expect((await received(path)).map((r) => r.body)).toEqual(["1", "2"]);
   });
 });
 
