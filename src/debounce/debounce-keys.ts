@@ -6,8 +6,13 @@
  * bucket's copy, api/debounce.ts), so a later accepted create's change always lands after an
  * earlier one's; creates with other keys do not wait for them.
  *
- * Cost: one request per debounced create, 1 row written per debounced create (the key's window),
- * 1 row deleted when the window has closed (an alarm sweeps closed windows once a day).
+ * A create is decided at the object's clock when its turn comes, not at its request's stamp: with
+ * many creates waiting on one key the last is decided seconds after it was sent, and its job may
+ * have come due meanwhile (core/debounce.ts DUE_MARGIN_MS).
+ *
+ * Cost: one request per debounced create, 1 row written per debounced create (the key's window;
+ * 2 for an idempotent replay that found no window to join: written, then put back), 1 row deleted
+ * when the window has closed (an alarm sweeps closed windows once a day).
  */
 import { DurableObject } from "cloudflare:workers";
 import type { PreparedJob } from "../api/create";
@@ -59,24 +64,30 @@ export class DebounceKeys extends DurableObject<Env> {
   private async settle(tenant: string, prepared: PreparedJob, requestNow: number): Promise<DebounceAnswer> {
     const key = prepared.spec.debounce!.key;
     const held = this.windowOf(key);
-    // a create that waited behind a later-stamped one is taken at that one's time: the key's time never goes back
-    const now = Math.max(requestNow, held?.lastAt ?? 0);
-    const settled = await settleDebounced(this.env, tenant, prepared, held, now);
-    if (settled.window) {
-      const w = settled.window;
-      this.sql.exec(
-        `INSERT INTO debounce_windows VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET
-           job_id = excluded.job_id, mode = excluded.mode, first_at = excluded.first_at, ends_at = excluded.ends_at, last_at = excluded.last_at`,
-        key,
-        w.jobId,
-        w.mode,
-        w.firstAt,
-        w.endsAt,
-        now,
-      );
-      if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(now + SWEEP_MS);
+    // this object's clock now that the create's turn has come (its request's stamp is from before it
+    // waited behind the key's earlier creates); the key's time never goes back
+    const now = Math.max(Date.now(), requestNow, held?.lastAt ?? 0);
+    // armed before any window is written, so a window written by a create cut short is swept too
+    if ((await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(now + SWEEP_MS);
+    return settleDebounced(this.env, tenant, prepared, held, now, (window) => this.keep(key, window, now));
+  }
+
+  /** Writes a key's window (1 row), or removes it (null). */
+  private keep(key: string, w: DebounceWindow | null, now: number): void {
+    if (w === null) {
+      this.sql.exec("DELETE FROM debounce_windows WHERE key = ?", key);
+      return;
     }
-    return settled.answer;
+    this.sql.exec(
+      `INSERT INTO debounce_windows VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO UPDATE SET
+         job_id = excluded.job_id, mode = excluded.mode, first_at = excluded.first_at, ends_at = excluded.ends_at, last_at = excluded.last_at`,
+      key,
+      w.jobId,
+      w.mode,
+      w.firstAt,
+      w.endsAt,
+      now,
+    );
   }
 
   private windowOf(key: string): (DebounceWindow & { lastAt: number }) | null {
