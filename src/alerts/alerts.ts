@@ -41,6 +41,8 @@ interface Outgoing {
   throttledKeys: number;
   /** failed sends in a row */
   failures?: number;
+  /** not sent again before then */
+  retryAt?: number;
 }
 
 export function alertsOf(env: Env, tenant: string): DurableObjectStub<Alerts> {
@@ -104,7 +106,12 @@ export class Alerts extends DurableObject<Env> {
       await this.ctx.storage.setAlarm(due);
       return;
     }
-    const outgoing = (await this.ctx.storage.get<Outgoing>("outgoing")) ?? (await this.takeDigest(tenant, now));
+    const failed = await this.ctx.storage.get<Outgoing>("outgoing");
+    if (failed?.retryAt !== undefined && failed.retryAt > now) {
+      await this.ctx.storage.setAlarm(failed.retryAt);
+      return;
+    }
+    const outgoing = failed ?? (await this.takeDigest(tenant, now));
     if (!outgoing) return;
     const ok = await this.send(tenant, target, outgoing.id, outgoing.body, now);
     const failures = ok ? 0 : (outgoing.failures ?? 0) + 1;
@@ -117,8 +124,9 @@ export class Alerts extends DurableObject<Env> {
       ]);
       if ((left?.length ?? 0) + (leftThrottled?.length ?? 0) > 0) await this.ctx.storage.setAlarm(nextDigestAt(now, now));
     } else {
-      await this.ctx.storage.put("outgoing", { ...outgoing, failures });
-      await this.ctx.storage.setAlarm(now + retryDelayMs(failures));
+      const retryAt = now + retryDelayMs(failures);
+      await this.ctx.storage.put("outgoing", { ...outgoing, failures, retryAt });
+      await this.ctx.storage.setAlarm(retryAt);
     }
     const meter = this.env.BUCKET.getByName(bucketName(0));
     await meter.bump(ok ? "alerts_sent_total" : "alerts_failed_total", tenant, 1).catch(() => undefined);

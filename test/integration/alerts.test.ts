@@ -123,22 +123,49 @@ describe("dead-execution digests", () => {
     expect((await api("/v1/alerts", { method: "DELETE" }, KEYS.globex)).status).toBe(204);
   });
 
-  it("keeps a failed digest for the next one and counts it in alerts_failed_total", async () => {
-    const path = uniquePath("fail/500");
-    expect((await api("/v1/alerts", { method: "PUT", body: { url: `${receiverUrl()}${path}` } })).status).toBe(200);
+  it("sends a failed digest again unchanged (its webhook-id and body) after a growing pause, counted; what died meanwhile goes in the next", async () => {
+    const failing = uniquePath("fail/500");
+    expect((await api("/v1/alerts", { method: "PUT", body: { url: `${receiverUrl()}${failing}` } })).status).toBe(200);
     const before = await counters();
-    const e = await newExecution({ target: { url: `${receiverUrl()}${uniquePath("fail/404")}` } });
-    await fire([await dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent)]);
-    await clock.flush(e.stub);
+    const die = async () => {
+      const e = await newExecution({ target: { url: `${receiverUrl()}${uniquePath("fail/404")}` } });
+      await fire([await dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent)]);
+      await clock.flush(e.stub);
+      return e.exe.id;
+    };
+    const first = await die();
     const alerts = env.ALERTS.getByName("acme");
+    await runDurableObjectAlarm(alerts);
+    const second = await die(); // while the first digest fails
+    clock.advance(10_000); // one failure: tried again 10 s later
+    await runDurableObjectAlarm(alerts);
+    clock.advance(10_000); // two in a row: 20 s, not yet
+    await runDurableObjectAlarm(alerts);
+    let requests = await received(failing);
+    expect(requests).toHaveLength(2);
+    expect(requests[1]!.headers["webhook-id"]).toBe(requests[0]!.headers["webhook-id"]);
+    expect(requests[1]!.body).toBe(requests[0]!.body);
+    expect((JSON.parse(requests[0]!.body) as { executions: { executionId: string }[] }).executions.map((d) => d.executionId)).toEqual([
+      first,
+    ]);
+
+    // the target mended: the same digest reaches it, then a new one with what died meanwhile
+    const mended = uniquePath("ok");
+    expect((await api("/v1/alerts", { method: "PUT", body: { url: `${receiverUrl()}${mended}` } })).status).toBe(200);
+    clock.advance(10_000);
     await runDurableObjectAlarm(alerts);
     clock.advance(10_000);
     await runDurableObjectAlarm(alerts);
-    const requests = await received(path);
+    requests = await received(mended);
     expect(requests).toHaveLength(2);
-    expect(requests[1]!.headers["webhook-id"]).toBe(requests[0]!.headers["webhook-id"]); // the same digest, retried
+    expect(requests[0]!.headers["webhook-id"]).toBe((await received(failing))[0]!.headers["webhook-id"]);
+    expect(requests[1]!.headers["webhook-id"]).not.toBe(requests[0]!.headers["webhook-id"]);
+    expect((JSON.parse(requests[1]!.body) as { executions: { executionId: string }[] }).executions.map((d) => d.executionId)).toEqual([
+      second,
+    ]);
     const after = await counters();
     expect((after.alerts_failed_total ?? 0) - (before.alerts_failed_total ?? 0)).toBe(2);
+    expect((after.alerts_sent_total ?? 0) - (before.alerts_sent_total ?? 0)).toBe(2);
     expect((await api("/v1/alerts", { method: "DELETE" })).status).toBe(204);
   });
 });
