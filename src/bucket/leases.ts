@@ -60,7 +60,8 @@ export function claimOne(s: BucketState, ref: ExecutionRef, now: number): ClaimR
       priority: priorityOf(parsed),
     };
   }
-  tally.lag(row.tenant, now - row.dueAt);
+  // the fire lag is the jobs' (a callback starts when its parent's outcome is written, not at a due time of its own)
+  if (!row.callback) tally.lag(row.tenant, now - row.dueAt);
   return grant(s, row, parsed, now);
 }
 

@@ -15,6 +15,7 @@ import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import { type CallbackKind, callbackExecutionId } from "../../src/core/callback";
 import { occurrenceId } from "../../src/core/id";
+import type { MetricsSummary } from "../../src/core/metrics";
 import {
   api,
   bucketSql,
@@ -56,6 +57,12 @@ async function executionJson(id: string): Promise<Record<string, unknown>> {
 async function callbackIdOf(parentId: string, kind: CallbackKind): Promise<string> {
   const view = await executionJson(parentId);
   return callbackExecutionId(parentId, kind, { attempts: view.attempts as number, finishedAt: Date.parse(view.finishedAt as string) });
+}
+
+async function metrics(): Promise<MetricsSummary> {
+  const res = await api("/v1/metrics");
+  expect(res.status).toBe(200);
+  return (await res.json()) as MetricsSummary;
 }
 
 const redrive = (id: string) => api(`/v1/executions/${id}/redrive`, { method: "POST" });
@@ -115,6 +122,34 @@ describe("callback (success)", () => {
     const after = await counters();
     expect(delta(before, after, "succeeded_total")).toBe(1); // the job's execution, not its callback
     expect(delta(before, after, "callbacks_succeeded_total")).toBe(1);
+  });
+
+  it("keeps a callback's deliveries out of the job counters: fired, failed attempts, retries and the fire lag are the jobs' (callbacks_attempts_total counts them)", async () => {
+    const e = await newExecution({
+      target: { url: `${receiverUrl()}${uniquePath("ok")}` },
+      callback: { url: `${receiverUrl()}${uniquePath("flaky/1")}` }, // 503 once, then 200
+      retry: RETRY,
+    });
+    const before = await metrics();
+    await attempt(e);
+    await clock.flush(e.stub);
+    const callbackId = await callbackIdOf(e.exe.id, "success");
+    await attempt(e, callbackId); // 503: retried after 1 s
+    await attempt(e, callbackId); // 200
+    await clock.flush(e.stub);
+    expect(await executionJson(e.exe.id)).toMatchObject({ callbacks: [{ kind: "success", status: "succeeded", attempts: 2 }] });
+    const after = await metrics();
+    const counted = (name: string) => delta(before.counters, after.counters, name);
+    // the job's one execution: fired once, succeeded once, nothing failed or retried
+    expect(counted("fired_total")).toBe(1);
+    expect(counted("succeeded_total")).toBe(1);
+    expect(counted("failed_attempts_total")).toBe(0);
+    expect(counted("retries_total")).toBe(0);
+    expect(after.fire_lag_ms.count - before.fire_lag_ms.count).toBe(1);
+    // its callback's two attempts, one succeeded
+    expect(counted("callbacks_attempts_total")).toBe(2);
+    expect(counted("callbacks_succeeded_total")).toBe(1);
+    expect(counted("callbacks_dead_total")).toBe(0);
   });
 
   it("fires no callback for a job without one, and no failureCallback for a success", async () => {
