@@ -131,12 +131,13 @@ function readableSpec(json: string | null): JobSpec | null {
 
 /**
  * The callback an outcome fires, if its job names one: its execution row (without a due time: it
- * starts when the parent's outcome is in D1) and spec. A success reads the spec only for jobs the
- * claim saw with callbacks (callbackJobs); a death (rare, and a poisoned one may never have been
- * claimed in this epoch) always reads it.
+ * starts when the parent's outcome is in D1) and spec. Decided from the job's spec as the bucket
+ * holds it now (a PATCH while the attempt ran, a restart since the claim: the current one); the
+ * whole spec is read only when it names the callback this outcome fires.
  */
 function planCallback(s: BucketState, c: Closing): Outcomes["callbacks"] extends Map<string, infer V> ? V | null : never {
-  if (c.status === "canceled" || (c.status === "succeeded" && !s.callbackJobs.has(c.row.jobId))) return null;
+  if (c.status !== "succeeded" && c.status !== "dead") return null;
+  if (!store.namesCallback(s.sql, c.row, c.status === "succeeded" ? "callback" : "failureCallback")) return null;
   const spec = readableSpec(store.specOf(s.sql, c.row));
   if (spec === null) return null;
   const fired = callbackFor(spec, c.status);
@@ -187,7 +188,6 @@ export function settle(s: BucketState, outcomes: Outcomes, failedShards: Set<num
     // (a redriven execution died again meanwhile) has another id and runs on beside it
     const planned = outcomes.callbacks.get(c.row.id);
     if (planned) insert(s, { ...planned.row, dueAt: at, occurrenceAt: at }, planned.spec, null, "handOff");
-    if (!c.row.recurring && !c.row.callback) s.callbackJobs.delete(c.row.jobId);
   }
 }
 

@@ -9,10 +9,11 @@
  *
  * One file-wide virtual clock; fire-queue sends are captured and fed to the real consumer here.
  */
-import { runDurableObjectAlarm } from "cloudflare:test";
+import { evictDurableObject, runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
+import type { ClaimResult } from "../../src/bucket/protocol";
 import { type CallbackKind, callbackExecutionId } from "../../src/core/callback";
 import { occurrenceId } from "../../src/core/id";
 import type { MetricsSummary } from "../../src/core/metrics";
@@ -361,6 +362,57 @@ describe("failureCallback", () => {
     // the execution shows the callback of its last outcome, not the first callback's late success (2 attempts)
     expect(await executionJson(e.exe.id)).toMatchObject({ callbacks: [{ kind: "failure", status: "succeeded", attempts: 1 }] });
     expect(await bucketSql(e.stub, "SELECT id FROM executions WHERE job_id = ?", e.job.id)).toEqual([]);
+  });
+});
+
+describe("a callback added while an attempt runs", () => {
+  const OK_200 = { kind: "succeeded", httpStatus: 200, excerpt: "ok" } as const;
+
+  async function claimed(e: Execution): Promise<Extract<ClaimResult, { ok: true }>> {
+    const message = await dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent);
+    const [lease] = await e.stub.claim([{ executionId: message.executionId, dueAt: message.dueAt }]);
+    if (!lease?.ok) throw new Error(`claim refused: ${JSON.stringify(lease)}`);
+    return lease;
+  }
+
+  it("tells a callback a PATCH added while the attempt ran (decided from the job's spec at the outcome, not at the claim)", async () => {
+    const callbackPath = uniquePath("ok");
+    const e = await newExecution({ target: { url: `${receiverUrl()}${uniquePath("ok")}` }, retry: RETRY });
+    const lease = await claimed(e);
+    const patched = await api(`/v1/jobs/${e.job.id}`, { method: "PATCH", body: { callback: { url: `${receiverUrl()}${callbackPath}` } } });
+    expect(patched.status).toBe(200);
+    expect((await e.view())?.status).toBe("running");
+    expect(await e.stub.complete([{ executionId: e.exe.id, token: lease.token, outcome: OK_200 }])).toEqual([
+      { ok: true, executionId: e.exe.id, status: "succeeded" },
+    ]);
+    await clock.flush(e.stub);
+    const callbackId = await callbackIdOf(e.exe.id, "success");
+    await attempt(e, callbackId);
+    const [request, ...more] = await received(callbackPath);
+    expect(more).toEqual([]);
+    expect(request!.headers["webhook-id"]).toBe(callbackId);
+    expect(verified(request!)).toMatchObject({ type: "execution.succeeded", executionId: e.exe.id, attempts: 1 });
+    await clock.flush(e.stub);
+    expect(await executionJson(e.exe.id)).toMatchObject({ callbacks: [{ kind: "success", status: "succeeded", attempts: 1 }] });
+  });
+
+  it("tells it after a bucket restart between the claim and the outcome (a new epoch: the attempt runs again, the spec read at its outcome)", async () => {
+    const callbackPath = uniquePath("ok");
+    const e = await newExecution({ target: { url: `${receiverUrl()}${uniquePath("ok")}` }, retry: RETRY });
+    const lease = await claimed(e);
+    const patched = await api(`/v1/jobs/${e.job.id}`, { method: "PATCH", body: { callback: { url: `${receiverUrl()}${callbackPath}` } } });
+    expect(patched.status).toBe(200);
+    await evictDurableObject(e.stub); // the instance goes, its storage (the patched spec) stays
+    expect(await e.stub.complete([{ executionId: e.exe.id, token: lease.token, outcome: OK_200 }])).toEqual([
+      { ok: false, executionId: e.exe.id, code: "stale_lease" },
+    ]);
+    await attempt(e); // scheduled again after the restart: delivered, succeeded
+    await clock.flush(e.stub);
+    const callbackId = await callbackIdOf(e.exe.id, "success");
+    await attempt(e, callbackId);
+    expect((await received(callbackPath)).map((r) => r.headers["webhook-id"])).toEqual([callbackId]);
+    await clock.flush(e.stub);
+    expect(await executionJson(e.exe.id)).toMatchObject({ callbacks: [{ kind: "success", status: "succeeded", attempts: 1 }] });
   });
 });
 
