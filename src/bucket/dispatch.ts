@@ -41,7 +41,8 @@ export function takeDispatches(s: BucketState, now: number): Dispatches {
   });
   const room = Math.min(limit - again.length, windowRoom(s, now).room);
   const fresh = s.executions.dispatchDue(now, room).map((row) => {
-    s.tally.add("fired_total", row.tenant);
+    // fired_total counts jobs' executions: a callback's deliveries are callbacks_attempts_total
+    if (!row.callback) s.tally.add("fired_total", row.tenant);
     return refOf(row);
   });
   return { fresh, again, pull };
@@ -95,7 +96,7 @@ export function fireBatches(s: BucketState, { fresh, again, pull }: Dispatches):
 export function unsend(s: BucketState, failed: FireRef[]): void {
   for (const m of failed) {
     const row = s.executions.unsend(m.executionId, m.dueAt);
-    if (row) s.tally.add("fired_total", row.tenant, "", -1);
+    if (row && !row.callback) s.tally.add("fired_total", row.tenant, "", -1);
   }
 }
 

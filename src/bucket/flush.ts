@@ -3,7 +3,7 @@
  * D1 shard, and, once a shard has them, the rows that leave. The write to D1 is the shell's
  * (bucket.ts); a crash between the two re-runs those executions (at-least-once).
  */
-import { type CallbackState, callbackBody, callbackExecutionId, callbackFor, callbackSpec } from "../core/callback";
+import { callbackBody, callbackExecutionId, callbackFor, callbackSpec, type StoredCallback } from "../core/callback";
 import { oneOffExecutionId, shardOfId } from "../core/id";
 import { type JobSpec, parseSpec } from "../core/job";
 import type { CallbackOutcome, FinishedExecution, ScheduleProjection } from "../db/queries";
@@ -48,13 +48,19 @@ export function takeOutcomes(s: BucketState): Outcomes {
   const told: CallbackOutcome[] = closing.flatMap((c) => {
     const of = c.row.callback;
     if (!of) return [];
-    const state: CallbackState = { kind: of.kind, status: c.status === "succeeded" ? "succeeded" : "dead", attempts: c.attempts };
+    const state: StoredCallback = {
+      kind: of.kind,
+      status: c.status === "succeeded" ? "succeeded" : "dead",
+      attempts: c.attempts,
+      id: c.row.id,
+    };
     return [
       {
         tenant: c.row.tenant,
         jobId: c.row.jobId,
         executionId: of.of,
         oneOff: of.of === oneOffExecutionId(c.row.jobId),
+        callbackId: c.row.id,
         callbacks: JSON.stringify([state]),
       },
     ];
@@ -81,7 +87,9 @@ export function takeOutcomes(s: BucketState): Outcomes {
       finishedAt: c.finishedAt,
       attemptLog: log.length > 0 ? JSON.stringify(log.slice(-store.LOG_LIMIT)) : null,
       callbacks: planned
-        ? JSON.stringify([{ kind: planned.row.callback!.kind, status: "scheduled", attempts: 0 } satisfies CallbackState])
+        ? JSON.stringify([
+            { kind: planned.row.callback!.kind, status: "scheduled", attempts: 0, id: planned.row.id } satisfies StoredCallback,
+          ])
         : null,
     };
   });
@@ -123,12 +131,13 @@ function readableSpec(json: string | null): JobSpec | null {
 
 /**
  * The callback an outcome fires, if its job names one: its execution row (without a due time: it
- * starts when the parent's outcome is in D1) and spec. A success reads the spec only for jobs the
- * claim saw with callbacks (callbackJobs); a death (rare, and a poisoned one may never have been
- * claimed in this epoch) always reads it.
+ * starts when the parent's outcome is in D1) and spec. Decided from the job's spec as the bucket
+ * holds it now (a PATCH while the attempt ran, a restart since the claim: the current one); the
+ * whole spec is read only when it names the callback this outcome fires.
  */
 function planCallback(s: BucketState, c: Closing): Outcomes["callbacks"] extends Map<string, infer V> ? V | null : never {
-  if (c.status === "canceled" || (c.status === "succeeded" && !s.callbackJobs.has(c.row.jobId))) return null;
+  if (c.status !== "succeeded" && c.status !== "dead") return null;
+  if (!store.namesCallback(s.sql, c.row, c.status === "succeeded" ? "callback" : "failureCallback")) return null;
   const spec = readableSpec(store.specOf(s.sql, c.row));
   if (spec === null) return null;
   const fired = callbackFor(spec, c.status);
@@ -149,7 +158,7 @@ function planCallback(s: BucketState, c: Closing): Outcomes["callbacks"] extends
   const { tenant, jobId } = c.row;
   return {
     row: {
-      id: callbackExecutionId(c.row.id, fired.kind),
+      id: callbackExecutionId(c.row.id, fired.kind, c),
       jobId,
       tenant,
       version: 0,
@@ -176,12 +185,9 @@ export function settle(s: BucketState, outcomes: Outcomes, failedShards: Set<num
     if (!c.row.recurring) s.pullJobs.delete(c.row.jobId);
     // the parent's outcome is in D1: its callback starts now, in the same transaction as the
     // parent's row leaves (a crash keeps one of the two); one still telling of an earlier outcome
-    // (a redriven execution died again meanwhile) is left to finish
+    // (a redriven execution died again meanwhile) has another id and runs on beside it
     const planned = outcomes.callbacks.get(c.row.id);
-    if (planned && !s.executions.held.has(planned.row.id)) {
-      insert(s, { ...planned.row, dueAt: at, occurrenceAt: at }, planned.spec, null, "handOff");
-    }
-    if (!c.row.recurring && !c.row.callback) s.callbackJobs.delete(c.row.jobId);
+    if (planned) insert(s, { ...planned.row, dueAt: at, occurrenceAt: at }, planned.spec, null, "handOff");
   }
 }
 

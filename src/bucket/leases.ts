@@ -39,11 +39,7 @@ export function claimOne(s: BucketState, ref: ExecutionRef, now: number): ClaimR
   const spec = store.specOf(s.sql, row);
   if (spec === null) return { ok: false, executionId: id, code: "unknown" };
   const parsed = parseSpec(spec);
-  if (!row.callback) {
-    noteSpec(s, row.jobId, parsed);
-    if (parsed.callback || parsed.failureCallback) s.callbackJobs.add(row.jobId);
-    else s.callbackJobs.delete(row.jobId);
-  }
+  if (!row.callback) noteSpec(s, row.jobId, parsed);
   if (isPullTarget(parsed.target)) {
     // the scheduler's part ends here: from now on it waits for a worker, not for us; a repeated
     // claim (a redelivered message) is a duplicate whose offer its queue holds once
@@ -60,7 +56,8 @@ export function claimOne(s: BucketState, ref: ExecutionRef, now: number): ClaimR
       priority: priorityOf(parsed),
     };
   }
-  tally.lag(row.tenant, now - row.dueAt);
+  // the fire lag is the jobs' (a callback starts when its parent's outcome is written, not at a due time of its own)
+  if (!row.callback) tally.lag(row.tenant, now - row.dueAt);
   return grant(s, row, parsed, now);
 }
 

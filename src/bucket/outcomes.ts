@@ -37,6 +37,7 @@ export function completeOne(s: BucketState, report: CompletionReport, now: numbe
   if (outcome.kind === "succeeded") {
     const attempt = attemptRecord(s, row, lease, now, "succeeded", outcome.httpStatus, null, flowWaitMs, outcome.excerpt);
     s.tally.add(row.callback ? "callbacks_succeeded_total" : "succeeded_total", row.tenant);
+    if (row.callback) s.tally.add("callbacks_attempts_total", row.tenant);
     if (row.occurrenceAt !== lease.occurrenceAt) {
       reschedule(s, row, attempt);
       return { ok: true, executionId: row.id, status: "scheduled" };
@@ -85,7 +86,8 @@ export function poisonOne(s: BucketState, ref: ExecutionRef, now: number): Poiso
 function fail(s: BucketState, row: HeldRow, lease: Lease, now: number, f: Failure): "scheduled" | "dead" | "canceled" {
   const error = excerpt(f.error);
   const attempt = attemptRecord(s, row, lease, now, f.label, f.httpStatus, error, f.flowWaitMs ?? 0);
-  s.tally.add("failed_attempts_total", row.tenant);
+  // a callback's attempts are its own count: the job counters (failed, retries) are the jobs' executions'
+  s.tally.add(row.callback ? "callbacks_attempts_total" : "failed_attempts_total", row.tenant);
   if (row.occurrenceAt !== lease.occurrenceAt) {
     reschedule(s, row, attempt);
     return "scheduled";
@@ -112,7 +114,7 @@ function fail(s: BucketState, row: HeldRow, lease: Lease, now: number, f: Failur
   const moved: HeldRow = { ...row, dueAt: decision.dueAt, attempt: attempt.attempt };
   store.moveExecution(s.sql, row.dueAt, moved, { attempt });
   s.executions.retry(row, moved);
-  s.tally.add("retries_total", row.tenant);
+  if (!row.callback) s.tally.add("retries_total", row.tenant);
   return "scheduled";
 }
 

@@ -41,8 +41,6 @@ export interface BucketState {
    * a restart an execution not seen again goes in a group of FIRE_GROUP_SIZE, which is always safe
    */
   readonly pullJobs: Set<string>;
-  /** jobs whose spec names a callback, as the claim saw it (memory): a success reads its spec at the flush only then */
-  readonly callbackJobs: Set<string>;
 }
 
 /** the dispatch window starts small and doubles per round trip while the queue keeps up */
@@ -70,7 +68,6 @@ export function newState(sql: SqlStorage, config: Config, epoch: number): Bucket
     leaseSeq: 0,
     dispatchRetryAt: 0,
     pullJobs: new Set(),
-    callbackJobs: new Set(),
   };
 }
 

@@ -189,6 +189,23 @@ export function specOf(sql: SqlStorage, row: { dueAt: number; id: string; jobId:
   );
 }
 
+/**
+ * namesCallback: whether the spec an execution runs (its own, or its schedule's) names this
+ * callback now. SQLite reads the one field, not the whole spec (its body may be 64 KB); a spec
+ * that is not JSON names none (its outcome must still reach D1). Reads only.
+ */
+export function namesCallback(
+  sql: SqlStorage,
+  row: { dueAt: number; id: string; jobId: string; recurring: boolean },
+  field: "callback" | "failureCallback",
+): boolean {
+  const named = `CASE WHEN json_valid(spec) THEN json_type(spec, '$.${field}') = 'object' ELSE 0 END AS named`;
+  const found = row.recurring
+    ? sql.exec<{ named: number }>(`SELECT ${named} FROM schedules WHERE id = ?`, row.jobId)
+    : sql.exec<{ named: number }>(`SELECT ${named} FROM executions WHERE due_at = ? AND id = ?`, row.dueAt, row.id);
+  return found.toArray()[0]?.named === 1;
+}
+
 /** logOf: an execution's finished attempts. Reads only. */
 export function logOf(sql: SqlStorage, key: { dueAt: number; id: string }): AttemptRecord[] {
   const text = sql

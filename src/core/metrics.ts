@@ -32,6 +32,7 @@ export const COUNTERS = [
   "archive_write_failures_total",
   "callbacks_succeeded_total",
   "callbacks_dead_total",
+  "callbacks_attempts_total",
   "alerts_sent_total",
   "alerts_failed_total",
   "alerts_throttled_keys_total",
@@ -66,6 +67,8 @@ export const COUNTER_HELP: Record<CounterName, string> = {
   archive_write_failures_total: "scans whose archive write failed for a shard: its purge waited for the next scan (nothing left D1)",
   callbacks_succeeded_total: "callbacks (a job's callback or failureCallback) whose target answered 2xx",
   callbacks_dead_total: "callbacks that ended dead after their last attempt (they fire no callback of their own)",
+  callbacks_attempts_total:
+    "callback delivery attempts that ended (answered, failed, timed out); not in fired_total, failed_attempts_total, retries_total or the fire lag",
   alerts_sent_total: "alert digests of dead executions delivered to the tenant's alert target (2xx)",
   alerts_failed_total: "alert digests that failed (kept for the next one, 10 s later)",
   alerts_throttled_keys_total:

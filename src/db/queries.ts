@@ -511,7 +511,7 @@ export interface FinishedExecution {
   deadReason: string | null;
   finishedAt: number;
   attemptLog: string | null;
-  /** JSON: its callback, scheduled (core/callback.ts CallbackState[]); absent or null when it fires none */
+  /** JSON: its callback, scheduled (core/callback.ts StoredCallback[]); absent or null when it fires none */
   callbacks?: string | null;
 }
 
@@ -522,7 +522,9 @@ export interface CallbackOutcome {
   /** the execution it told of */
   executionId: string;
   oneOff: boolean;
-  /** JSON: CallbackState[] */
+  /** the callback's own execution id: its outcome lands only while the column tells of it */
+  callbackId: string;
+  /** JSON: StoredCallback[] */
   callbacks: string;
 }
 
@@ -546,7 +548,9 @@ export interface ScheduleProjection {
  *   never go backwards.
  * - dead: a dead-letter row.
  * - schedules: next_run_at, fired and completion, only at the version the bucket holds.
- * - callbacks: a callback's outcome on the execution it told of (1 row each; none without callbacks).
+ * - callbacks: a callback's outcome on the execution it told of (1 row each; none without callbacks);
+ *   guard: the column still names that callback (a redriven execution's later outcome, with its
+ *   own callback, is never overwritten by the earlier callback's late outcome).
  */
 export async function writeOutcomes(
   db: Db,
@@ -680,16 +684,18 @@ export async function writeOutcomes(
     );
   }
   for (const c of callbacks) {
+    const names = (column: typeof jobs.callbacks | typeof occurrences.callbacks) =>
+      sql`json_extract(${column}, '$[0].id') = ${c.callbackId}`;
     statements.push(
       c.oneOff
         ? db
             .update(jobs)
             .set({ callbacks: c.callbacks })
-            .where(and(eq(jobs.tenant, c.tenant), eq(jobs.id, c.jobId)))
+            .where(and(eq(jobs.tenant, c.tenant), eq(jobs.id, c.jobId), names(jobs.callbacks)))
         : db
             .update(occurrences)
             .set({ callbacks: c.callbacks })
-            .where(and(eq(occurrences.tenant, c.tenant), eq(occurrences.id, c.executionId))),
+            .where(and(eq(occurrences.tenant, c.tenant), eq(occurrences.id, c.executionId), names(occurrences.callbacks))),
     );
   }
   return rowsWritten(await batchRun(db, statements));

@@ -9,12 +9,14 @@
  *
  * One file-wide virtual clock; fire-queue sends are captured and fed to the real consumer here.
  */
-import { runDurableObjectAlarm } from "cloudflare:test";
+import { evictDurableObject, runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
-import { callbackExecutionId } from "../../src/core/callback";
+import type { ClaimResult } from "../../src/bucket/protocol";
+import { type CallbackKind, callbackExecutionId } from "../../src/core/callback";
 import { occurrenceId } from "../../src/core/id";
+import type { MetricsSummary } from "../../src/core/metrics";
 import {
   api,
   bucketSql,
@@ -52,6 +54,20 @@ async function executionJson(id: string): Promise<Record<string, unknown>> {
   return (await res.json()) as Record<string, unknown>;
 }
 
+/** The id of the callback an execution's latest outcome fired (core/callback.ts: its id, attempts and finish time then). */
+async function callbackIdOf(parentId: string, kind: CallbackKind): Promise<string> {
+  const view = await executionJson(parentId);
+  return callbackExecutionId(parentId, kind, { attempts: view.attempts as number, finishedAt: Date.parse(view.finishedAt as string) });
+}
+
+async function metrics(): Promise<MetricsSummary> {
+  const res = await api("/v1/metrics");
+  expect(res.status).toBe(200);
+  return (await res.json()) as MetricsSummary;
+}
+
+const redrive = (id: string) => api(`/v1/executions/${id}/redrive`, { method: "POST" });
+
 function delta(before: Record<string, number>, after: Record<string, number>, name: string): number {
   return (after[name] ?? 0) - (before[name] ?? 0);
 }
@@ -79,7 +95,7 @@ describe("callback (success)", () => {
       callbacks: [{ kind: "success", status: "scheduled", attempts: 0 }],
     });
 
-    const callbackId = callbackExecutionId(e.exe.id, "success");
+    const callbackId = await callbackIdOf(e.exe.id, "success");
     await attempt(e, callbackId); // 503: retried after 1 s
     await attempt(e, callbackId); // 200
     const requests = await received(callbackPath);
@@ -109,6 +125,34 @@ describe("callback (success)", () => {
     expect(delta(before, after, "callbacks_succeeded_total")).toBe(1);
   });
 
+  it("keeps a callback's deliveries out of the job counters: fired, failed attempts, retries and the fire lag are the jobs' (callbacks_attempts_total counts them)", async () => {
+    const e = await newExecution({
+      target: { url: `${receiverUrl()}${uniquePath("ok")}` },
+      callback: { url: `${receiverUrl()}${uniquePath("flaky/1")}` }, // 503 once, then 200
+      retry: RETRY,
+    });
+    const before = await metrics();
+    await attempt(e);
+    await clock.flush(e.stub);
+    const callbackId = await callbackIdOf(e.exe.id, "success");
+    await attempt(e, callbackId); // 503: retried after 1 s
+    await attempt(e, callbackId); // 200
+    await clock.flush(e.stub);
+    expect(await executionJson(e.exe.id)).toMatchObject({ callbacks: [{ kind: "success", status: "succeeded", attempts: 2 }] });
+    const after = await metrics();
+    const counted = (name: string) => delta(before.counters, after.counters, name);
+    // the job's one execution: fired once, succeeded once, nothing failed or retried
+    expect(counted("fired_total")).toBe(1);
+    expect(counted("succeeded_total")).toBe(1);
+    expect(counted("failed_attempts_total")).toBe(0);
+    expect(counted("retries_total")).toBe(0);
+    expect(after.fire_lag_ms.count - before.fire_lag_ms.count).toBe(1);
+    // its callback's two attempts, one succeeded
+    expect(counted("callbacks_attempts_total")).toBe(2);
+    expect(counted("callbacks_succeeded_total")).toBe(1);
+    expect(counted("callbacks_dead_total")).toBe(0);
+  });
+
   it("fires no callback for a job without one, and no failureCallback for a success", async () => {
     const failurePath = uniquePath("ok");
     const e = await newExecution({
@@ -129,7 +173,7 @@ describe("callback to a handler Worker, and on a recurring job's occurrence", ()
     expect(e.job.callback).toEqual({ worker: "test" });
     await attempt(e);
     await clock.flush(e.stub);
-    const callbackId = callbackExecutionId(e.exe.id, "success");
+    const callbackId = await callbackIdOf(e.exe.id, "success");
     await attempt(e, callbackId);
     const calls = (await env.TEST_HANDLER.calls()).filter((c) => c.executionId === callbackId);
     expect(calls).toHaveLength(1);
@@ -157,6 +201,7 @@ describe("callback to a handler Worker, and on a recurring job's occurrence", ()
     const row = (await jobRow(job.id))!;
     const stub = bucketStub(row.bucket);
     const ids: string[] = [];
+    const callbackIds: string[] = [];
     // two occurrences, a minute apart, each with its callback
     for (let i = 0; i < 2; i++) {
       const at = row.next_run_at! + i * 60_000;
@@ -168,7 +213,8 @@ describe("callback to a handler Worker, and on a recurring job's occurrence", ()
       expect(more).toEqual([]);
       expect((await fire([message!])).explicitAcks).toEqual(["m0"]);
       await clock.flush(stub); // the occurrence's outcome lands in D1; its callback starts
-      const callbackId = callbackExecutionId(id, "success");
+      const callbackId = await callbackIdOf(id, "success");
+      callbackIds.push(callbackId);
       expect((await fire([await dispatchNow({ stub, executionId: callbackId }, clock, sent)])).explicitAcks).toEqual(["m0"]);
       await clock.flush(stub);
       expect(await executionJson(id)).toMatchObject({
@@ -177,7 +223,7 @@ describe("callback to a handler Worker, and on a recurring job's occurrence", ()
       });
     }
     const requests = await received(callbackPath);
-    expect(requests.map((r) => r.headers["webhook-id"])).toEqual(ids.map((id) => callbackExecutionId(id, "success")));
+    expect(requests.map((r) => r.headers["webhook-id"])).toEqual(callbackIds);
     expect(requests.map((r) => verified(r))).toMatchObject(ids.map((executionId) => ({ executionId, jobId: job.id, status: "succeeded" })));
     expect((await api(`/v1/jobs/${job.id}`, { method: "DELETE" })).status).toBe(200);
   });
@@ -195,7 +241,7 @@ describe("failureCallback", () => {
     });
     await attempt(e); // 404: dead at once (permanent)
     await clock.flush(e.stub);
-    const callbackId = callbackExecutionId(e.exe.id, "failure");
+    const callbackId = await callbackIdOf(e.exe.id, "failure");
     await attempt(e, callbackId);
     const [request, ...more] = await received(failurePath);
     expect(more).toEqual([]);
@@ -229,7 +275,7 @@ describe("failureCallback", () => {
     const before = await counters();
     await attempt(e);
     await clock.flush(e.stub);
-    const callbackId = callbackExecutionId(e.exe.id, "success");
+    const callbackId = await callbackIdOf(e.exe.id, "success");
     await attempt(e, callbackId); // 500: retried
     await attempt(e, callbackId); // 500: its last attempt, dead
     await clock.flush(e.stub);
@@ -244,6 +290,129 @@ describe("failureCallback", () => {
     const after = await counters();
     expect(delta(before, after, "callbacks_dead_total")).toBe(1);
     expect(delta(before, after, "dead_total")).toBe(0); // the job's execution succeeded
+  });
+
+  it("tells each death of a redriven execution under its own webhook-id: two deliveries, both succeeded", async () => {
+    const failurePath = uniquePath("ok");
+    const e = await newExecution({
+      target: { url: `${receiverUrl()}${uniquePath("fail/404")}` },
+      failureCallback: { url: `${receiverUrl()}${failurePath}` },
+      retry: RETRY,
+    });
+    await attempt(e); // 404: dead
+    await clock.flush(e.stub);
+    const first = await callbackIdOf(e.exe.id, "failure");
+    await attempt(e, first);
+    await clock.flush(e.stub);
+    expect(await executionJson(e.exe.id)).toMatchObject({
+      status: "dead",
+      callbacks: [{ kind: "failure", status: "succeeded", attempts: 1 }],
+    });
+
+    expect((await redrive(e.exe.id)).status).toBe(202);
+    await attempt(e); // 404 again: dead, its second attempt
+    await clock.flush(e.stub);
+    expect(await executionJson(e.exe.id)).toMatchObject({
+      status: "dead",
+      attempts: 2,
+      callbacks: [{ kind: "failure", status: "scheduled" }],
+    });
+    const second = await callbackIdOf(e.exe.id, "failure");
+    expect(second).not.toBe(first);
+    await attempt(e, second);
+    await clock.flush(e.stub);
+
+    const requests = await received(failurePath);
+    expect(requests.map((r) => r.headers["webhook-id"])).toEqual([first, second]);
+    expect(requests.map((r) => verified(r).attempts)).toEqual([1, 2]);
+    expect(await executionJson(e.exe.id)).toMatchObject({ callbacks: [{ kind: "failure", status: "succeeded", attempts: 1 }] });
+    expect(await bucketSql(e.stub, "SELECT id FROM executions WHERE job_id = ?", e.job.id)).toEqual([]);
+  });
+
+  it("starts a redriven execution's callback while the first one still retries; the first's late outcome does not overwrite the second's", async () => {
+    const failurePath = uniquePath("flaky/1"); // 503 once (the first callback's first attempt), then 200
+    const e = await newExecution({
+      target: { url: `${receiverUrl()}${uniquePath("fail/404")}` },
+      failureCallback: { url: `${receiverUrl()}${failurePath}` },
+      retry: { ...RETRY, initialDelayMs: 60_000, maxDelayMs: 60_000 }, // the first callback's retry waits past the redrive
+    });
+    await attempt(e); // 404: dead
+    await clock.flush(e.stub);
+    const first = await callbackIdOf(e.exe.id, "failure");
+    await attempt(e, first); // 503: retried in 60 s
+
+    expect((await redrive(e.exe.id)).status).toBe(202);
+    await attempt(e); // dead again
+    await clock.flush(e.stub);
+    const second = await callbackIdOf(e.exe.id, "failure");
+    expect(second).not.toBe(first);
+    // both held: the second was not skipped for the first
+    const held = await bucketSql<{ id: string }>(e.stub, "SELECT id FROM executions WHERE callback_of = ? ORDER BY id", e.exe.id);
+    expect(held.map((r) => r.id).sort()).toEqual([first, second].sort());
+
+    await attempt(e, second); // 200
+    await clock.flush(e.stub);
+    expect(await executionJson(e.exe.id)).toMatchObject({ callbacks: [{ kind: "failure", status: "succeeded", attempts: 1 }] });
+    await attempt(e, first); // its retry, 60 s later: 200
+    await clock.flush(e.stub);
+
+    const requests = await received(failurePath);
+    expect(requests.map((r) => r.headers["webhook-id"])).toEqual([first, second, first]);
+    expect(requests.map((r) => verified(r).attempts)).toEqual([1, 2, 1]); // each tells of its own death
+    // the execution shows the callback of its last outcome, not the first callback's late success (2 attempts)
+    expect(await executionJson(e.exe.id)).toMatchObject({ callbacks: [{ kind: "failure", status: "succeeded", attempts: 1 }] });
+    expect(await bucketSql(e.stub, "SELECT id FROM executions WHERE job_id = ?", e.job.id)).toEqual([]);
+  });
+});
+
+describe("a callback added while an attempt runs", () => {
+  const OK_200 = { kind: "succeeded", httpStatus: 200, excerpt: "ok" } as const;
+
+  async function claimed(e: Execution): Promise<Extract<ClaimResult, { ok: true }>> {
+    const message = await dispatchNow({ stub: e.stub, executionId: e.exe.id }, clock, sent);
+    const [lease] = await e.stub.claim([{ executionId: message.executionId, dueAt: message.dueAt }]);
+    if (!lease?.ok) throw new Error(`claim refused: ${JSON.stringify(lease)}`);
+    return lease;
+  }
+
+  it("tells a callback a PATCH added while the attempt ran (decided from the job's spec at the outcome, not at the claim)", async () => {
+    const callbackPath = uniquePath("ok");
+    const e = await newExecution({ target: { url: `${receiverUrl()}${uniquePath("ok")}` }, retry: RETRY });
+    const lease = await claimed(e);
+    const patched = await api(`/v1/jobs/${e.job.id}`, { method: "PATCH", body: { callback: { url: `${receiverUrl()}${callbackPath}` } } });
+    expect(patched.status).toBe(200);
+    expect((await e.view())?.status).toBe("running");
+    expect(await e.stub.complete([{ executionId: e.exe.id, token: lease.token, outcome: OK_200 }])).toEqual([
+      { ok: true, executionId: e.exe.id, status: "succeeded" },
+    ]);
+    await clock.flush(e.stub);
+    const callbackId = await callbackIdOf(e.exe.id, "success");
+    await attempt(e, callbackId);
+    const [request, ...more] = await received(callbackPath);
+    expect(more).toEqual([]);
+    expect(request!.headers["webhook-id"]).toBe(callbackId);
+    expect(verified(request!)).toMatchObject({ type: "execution.succeeded", executionId: e.exe.id, attempts: 1 });
+    await clock.flush(e.stub);
+    expect(await executionJson(e.exe.id)).toMatchObject({ callbacks: [{ kind: "success", status: "succeeded", attempts: 1 }] });
+  });
+
+  it("tells it after a bucket restart between the claim and the outcome (a new epoch: the attempt runs again, the spec read at its outcome)", async () => {
+    const callbackPath = uniquePath("ok");
+    const e = await newExecution({ target: { url: `${receiverUrl()}${uniquePath("ok")}` }, retry: RETRY });
+    const lease = await claimed(e);
+    const patched = await api(`/v1/jobs/${e.job.id}`, { method: "PATCH", body: { callback: { url: `${receiverUrl()}${callbackPath}` } } });
+    expect(patched.status).toBe(200);
+    await evictDurableObject(e.stub); // the instance goes, its storage (the patched spec) stays
+    expect(await e.stub.complete([{ executionId: e.exe.id, token: lease.token, outcome: OK_200 }])).toEqual([
+      { ok: false, executionId: e.exe.id, code: "stale_lease" },
+    ]);
+    await attempt(e); // scheduled again after the restart: delivered, succeeded
+    await clock.flush(e.stub);
+    const callbackId = await callbackIdOf(e.exe.id, "success");
+    await attempt(e, callbackId);
+    expect((await received(callbackPath)).map((r) => r.headers["webhook-id"])).toEqual([callbackId]);
+    await clock.flush(e.stub);
+    expect(await executionJson(e.exe.id)).toMatchObject({ callbacks: [{ kind: "success", status: "succeeded", attempts: 1 }] });
   });
 });
 

@@ -33,7 +33,6 @@ function state(window = 64, groupSize = 6): BucketState {
     leaseSeq: 0,
     dispatchRetryAt: 0,
     pullJobs: new Set(),
-    callbackJobs: new Set(),
   };
 }
 

@@ -1,6 +1,7 @@
 /** Callbacks' pure rules (src/core/callback.ts): which callback an outcome fires, its id, body and spec. */
 import { describe, expect, it } from "vitest";
 import { DEFAULT_RETRY_POLICY } from "../../src/core/backoff";
+import { bucketOfExecution } from "../../src/core/bucketing";
 import { callbackBody, callbackExecutionId, callbackFor, callbackSpec, parseCallbacks } from "../../src/core/callback";
 import { newJobId, oneOffExecutionId, shardOfId } from "../../src/core/id";
 import type { JobSpec } from "../../src/core/job";
@@ -33,16 +34,33 @@ describe("callbackFor", () => {
 });
 
 describe("callbackExecutionId", () => {
-  it("is stable, differs by kind and from its parent, and keeps the parent's shard", () => {
-    const id = PARENT;
-    const success = callbackExecutionId(id, "success");
-    const failure = callbackExecutionId(id, "failure");
-    expect(success).toBe(callbackExecutionId(id, "success"));
-    expect(new Set([id, success, failure]).size).toBe(3);
-    expect(success).toMatch(/^exe_[0-9a-z]{26}$/); // a fire message's execution id
-    expect(success).toHaveLength(id.length);
-    expect(shardOfId(success)).toBe(3);
-    expect(shardOfId(failure)).toBe(3);
+  const FIRST = { attempts: 3, finishedAt: 1_800_000_060_000 };
+
+  it("is stable for one outcome, differs by kind and from its parent, and keeps the parent's shard and bucket", () => {
+    const success = callbackExecutionId(PARENT, "success", FIRST);
+    const failure = callbackExecutionId(PARENT, "failure", FIRST);
+    expect(success).toBe(callbackExecutionId(PARENT, "success", { ...FIRST })); // a flush that runs twice
+    expect(new Set([PARENT, success, failure]).size).toBe(3);
+    for (const id of [success, failure]) {
+      expect(id).toMatch(/^exe_[0-9a-z]{26}$/); // a fire message's execution id
+      expect(id).toHaveLength(PARENT.length);
+      expect(shardOfId(id)).toBe(3);
+      expect(bucketOfExecution(id, 64)).toBe(bucketOfExecution(PARENT, 64));
+    }
+    expect(success[4]).toBe("o"); // no job's or occurrence's id has it (not in the id alphabet)
+    expect(failure[4]).toBe("i");
+  });
+
+  it("gives each outcome of a redriven execution its own id (its own webhook-id): attempts, or the time of a death without one", () => {
+    const first = callbackExecutionId(PARENT, "failure", FIRST);
+    const redriven = callbackExecutionId(PARENT, "failure", { attempts: 4, finishedAt: 1_800_000_120_000 });
+    const poisoned = callbackExecutionId(PARENT, "failure", { attempts: 3, finishedAt: 1_800_000_120_000 });
+    expect(new Set([first, redriven, poisoned]).size).toBe(3);
+    // many outcomes of one execution: no two share an id
+    const ids = Array.from({ length: 10_000 }, (_, i) =>
+      callbackExecutionId(PARENT, "failure", { attempts: i, finishedAt: 1_800_000_000_000 + i }),
+    );
+    expect(new Set(ids).size).toBe(ids.length);
   });
 });
 
@@ -99,6 +117,10 @@ describe("callbackSpec", () => {
 describe("parseCallbacks", () => {
   it("reads the stored column; none, or anything else, is no callback", () => {
     expect(parseCallbacks('[{"kind":"success","status":"dead","attempts":3}]')).toEqual([{ kind: "success", status: "dead", attempts: 3 }]);
+    // the callback's id is stored for the guard on its outcome's write, and not shown
+    expect(parseCallbacks('[{"kind":"failure","status":"scheduled","attempts":0,"id":"exe_i123"}]')).toEqual([
+      { kind: "failure", status: "scheduled", attempts: 0 },
+    ]);
     expect(parseCallbacks(null)).toEqual([]);
     expect(parseCallbacks("{}")).toEqual([]);
     expect(parseCallbacks("not json")).toEqual([]);
