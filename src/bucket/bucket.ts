@@ -65,9 +65,6 @@ const DISPATCH_RETRY_MS = 1000;
 const COUNTER_WRITE_MS = 10_000;
 const METER_COUNTERS: CounterName[] = ["do_rows_written_total", "d1_rows_written_total", "alarms_set_total", "do_requests_total"];
 
-/** How long a flush waits for the alerts objects it reported deaths to (a report still on its way then goes on, unawaited). */
-const ALERT_REPORT_WAIT_MS = 2_000;
-
 export class Bucket extends DurableObject<Env> {
   /** what the operation modules share (state.ts) */
   private readonly s: BucketState;
@@ -368,14 +365,13 @@ export class Bucket extends DurableObject<Env> {
         }),
       );
       remark(this.s, schedules, failedShards);
+      await this.reportDeaths(outcomes, failedShards);
       await this.change(null, () => {
         const at = Date.now();
         settle(this.s, outcomes, failedShards, at);
         if (at >= this.counterWriteAt) this.writeCounters(at);
         applyDeferred(this.s, at);
       });
-      // after the outcomes settled, so a slow alerts object never holds them; bounded, so it holds the next flush at most that long
-      await Promise.race([this.reportDeaths(outcomes, failedShards), scheduler.wait(ALERT_REPORT_WAIT_MS)]);
       this.flushAt = Date.now() + (failedShards.size > 0 ? FLUSH_RETRY_MS : this.config.FLUSH_DELAY_MS);
     } catch (error) {
       console.error("writing outcomes to D1 failed; retrying", error);
@@ -387,7 +383,7 @@ export class Bucket extends DurableObject<Env> {
   }
 
   /**
-   * Dead executions whose outcome is in D1 (and settled here) go to their tenant's alerts (alerts/alerts.ts: one
+   * Dead executions whose outcome is in D1 go to their tenant's alerts (alerts/alerts.ts: one
    * RPC per tenant with deaths in this flush; a tenant without an alert target drops them). A
    * failed report loses only those alerts, never an outcome.
    */
