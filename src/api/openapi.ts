@@ -65,7 +65,7 @@ const KEYED_ERRORS = {
   ),
   503: {
     ...error(
-      "a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry",
+      "a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key",
     ),
     headers: { "Retry-After": { schema: { type: "integer" }, description: "seconds to wait" } },
   },

@@ -1492,7 +1492,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -1608,7 +1608,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -1713,7 +1713,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -1794,7 +1794,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -1884,7 +1884,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -2005,7 +2005,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -2095,7 +2095,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -2185,7 +2185,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -2289,7 +2289,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -2393,7 +2393,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -2497,7 +2497,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -2601,7 +2601,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -2673,7 +2673,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -2745,7 +2745,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -2830,7 +2830,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -2902,7 +2902,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -2984,7 +2984,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -3064,7 +3064,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -3145,7 +3145,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -3217,7 +3217,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -3286,7 +3286,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -3377,7 +3377,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -3435,7 +3435,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -3507,7 +3507,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -3601,7 +3601,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -3673,7 +3673,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -3745,7 +3745,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -3839,7 +3839,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -3911,7 +3911,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -3992,7 +3992,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -4073,7 +4073,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -4176,7 +4176,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -4236,7 +4236,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
@@ -4296,7 +4296,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), or fewer shards are bound than the deployment has had (`shards_lowered`); retry */
+            /** @description a D1 shard the request needs did not answer (`shard_unavailable`, the message names it), fewer shards are bound than the deployment has had (`shards_lowered`), or a debounced create could not be completed (`unavailable`); retry with the same idempotency key */
             503: {
                 headers: {
                     /** @description seconds to wait */
