@@ -2,9 +2,14 @@
 // command (README "Deploying"). After `npx wrangler login` (or with CLOUDFLARE_API_TOKEN and
 // CLOUDFLARE_ACCOUNT_ID in CI) it reads wrangler.toml and, each step checking before it acts:
 //
-//   1. D1: creates every database of [[d1_databases]] the account lacks (by database_name);
+//   0. preflight, reads only, before anything is created: the account has a workers.dev subdomain
+//      (unless wrangler.toml routes the Worker elsewhere) and the Workers Paid plan (when the login
+//      can read its billing), or it stops saying what to do; without R2 (code 10042) it deploys
+//      without the archive and says how to turn it on; it prints the location hint in effect;
+//   1. D1: creates every database of [[d1_databases]] the account lacks (by database_name), with
+//      the location hint when one is set;
 //   2. Queues: creates every queue the producers and consumers name, dead-letter queues included;
-//   3. R2: creates every bucket of [[r2_buckets]] the account lacks;
+//   3. R2: creates every bucket of [[r2_buckets]] the account lacks (with the location hint);
 //   4. applies the D1 migrations to every shard (`wrangler d1 migrations apply <binding> --remote`),
 //      before any new code runs: an upgrade's schema is in place when its code starts;
 //   5. secrets: on the first deploy generates WEBHOOK_SECRET (whsec_ + base64 of 32 random bytes)
@@ -14,8 +19,11 @@
 //
 // Run again it creates nothing and changes nothing that exists; interrupted, it resumes where it
 // stopped (every step is a check, then what is missing). No secret is written anywhere, and the
-// only one printed is the new API key, once. Everything goes through wrangler, so whatever
-// wrangler is logged in with (OAuth from `wrangler login`, an API token) is what it uses.
+// only one printed is the new API key, once. Every create and put goes through wrangler, so whatever
+// wrangler is logged in with (OAuth from `wrangler login`, an API token) is what it uses; the
+// preflight's reads, which no wrangler command makes, use the same credentials
+// (`wrangler auth token --json`), held in this process only, against the same API
+// (CLOUDFLARE_API_BASE_URL as wrangler reads it).
 //
 // D1 ids. wrangler.toml is the deployment as committed, the same for every account, so it keeps its
 // placeholder ids (00000000-…-00000000000N). The account is the one record of which database
@@ -28,13 +36,22 @@
 // deploy since 4.45) likewise finds resources by name and writes nothing back. An id that is not
 // a placeholder (a deployment set up by hand) is used as it is, and must be in the account.
 //
+// Location. D1 databases and R2 buckets are placed once, when created (near the machine that
+// creates them, without a hint), and never move; Durable Objects near their first caller. With
+// LOCATION_HINT in wrangler.toml [vars] (kept for every deploy) or SCHEDULER_LOCATION_HINT (this
+// run; it wins, as SCHEDULER_<NAME> does for the local stack: scripts/lib/env.mjs), databases and
+// buckets are created with that hint and the Worker reads it as LOCATION_HINT, so its objects can
+// be placed near them (README "Deploying").
+//
 // Options: --dry-run (offline: `wrangler deploy --dry-run --outdir .wrangler/dry-run`, what
-// `npm run deploy:check` does), --tenant <name> (the first API key's tenant; default "default").
+// `npm run deploy:check` does), --tenant <name> (the first API key's tenant; default "default"),
+// --skip-plan-check (an account with Workers through a contract whose plan the check does not know).
 import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { mkdirSync, readFileSync, realpathSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
+import { envString } from "./lib/env.mjs";
 import { ROOT, WRANGLER } from "./local-env.mjs";
 
 export const CONFIG = join(ROOT, "wrangler.toml");
@@ -46,6 +63,19 @@ const OUTPUT_DIR = join(ROOT, ".wrangler", "deploy-output");
 const CONCURRENCY = 3;
 /** the longest one wrangler command may take before it is stopped (a deploy of a large bundle is minutes) */
 const COMMAND_TIMEOUT_MS = 15 * 60_000;
+/** the longest one preflight read of the API may take; each is tried up to PREFLIGHT_ATTEMPTS times */
+const PREFLIGHT_TIMEOUT_MS = 30_000;
+const PREFLIGHT_ATTEMPTS = 3;
+
+/**
+ * The location hints D1, R2 and Durable Objects all accept: D1 takes only these six
+ * (docs: d1/configuration/data-location), R2 the same (`wrangler r2 bucket create --location`),
+ * Durable Objects these and sam, afr, me (durable-objects/reference/data-location).
+ */
+export const LOCATION_HINTS = ["wnam", "enam", "weur", "eeur", "apac", "oc"];
+
+/** A reason to stop before anything is created: main() says that nothing was. */
+export class PreflightError extends Error {}
 
 /**
  * The ids wrangler.toml ships: a database still to be found or created by its name.
@@ -72,7 +102,12 @@ export function newApiKey() {
  *   databases: { binding: string, name: string, id: string | undefined }[],
  *   queues: string[],
  *   buckets: { name: string, jurisdiction: string | undefined }[],
+ *   workersDev: boolean,
+ *   vars: Record<string, unknown>,
+ *   complianceRegion: string | undefined,
  * }} Plan
+ *   workersDev: whether the Worker is served on workers.dev, as wrangler decides it (workers_dev,
+ *   else true when no route is set), which needs the account's workers.dev subdomain
  */
 
 /**
@@ -96,6 +131,9 @@ export async function planOf(path) {
     databases: (config.d1_databases ?? []).map((d) => ({ binding: d.binding, name: d.database_name, id: d.database_id })),
     queues: [...queues],
     buckets: (config.r2_buckets ?? []).map((b) => ({ name: b.bucket_name, jurisdiction: b.jurisdiction })),
+    workersDev: config.workers_dev ?? (config.routes ?? (config.route ? [config.route] : [])).length === 0,
+    vars: config.vars ?? {},
+    complianceRegion: config.compliance_region,
   };
 }
 
@@ -117,6 +155,79 @@ export function withDatabaseIds(text, ids) {
     return block.replace(/^(\s*binding\s*=.*)$/m, `$1\n${line}`);
   });
   return out.join("");
+}
+
+/**
+ * wrangler.toml's text without its [[r2_buckets]] blocks (the ARCHIVE binding): what an account
+ * without R2 deploys. The scheduler runs without ARCHIVE: the purge then only deletes.
+ * @param {string} text
+ */
+export function withoutR2Buckets(text) {
+  return text
+    .split(/^(?=\[)/m)
+    .map((block) =>
+      /^\[\[r2_buckets\]\]/.test(block) ? "# [[r2_buckets]] left out by npm run deploy: R2 is not enabled on this account\n\n" : block,
+    )
+    .join("");
+}
+
+/**
+ * wrangler.toml's text with `name = "value"` in [vars] (replacing the var when it is there, adding
+ * [vars] when there is none); every other line as it is.
+ * @param {string} text
+ * @param {string} name
+ * @param {string} value
+ */
+export function withVar(text, name, value) {
+  const line = `${name} = ${JSON.stringify(value)}`;
+  const blocks = text.split(/^(?=\[)/m);
+  const at = blocks.findIndex((block) => /^\[vars\][ \t]*(#.*)?$/m.test(block.split("\n")[0] ?? ""));
+  if (at < 0) return `${text.replace(/\n*$/, "\n")}\n[vars]\n${line}\n`;
+  const block = blocks[at] ?? "";
+  const existing = new RegExp(`^[ \\t]*${name}[ \\t]*=.*$`, "m");
+  blocks[at] = existing.test(block)
+    ? block.replace(existing, line)
+    : block.replace(/^.*(\n|$)/, (header) => `${header.trimEnd()}\n${line}\n`);
+  return blocks.join("");
+}
+
+/**
+ * The location hint for this deploy and where it was set: SCHEDULER_LOCATION_HINT (this run)
+ * wins over wrangler.toml [vars] LOCATION_HINT; none when neither is set.
+ * @param {Record<string, unknown>} vars wrangler.toml [vars]
+ * @param {Record<string, string | undefined>} [env]
+ * @returns {{ hint: string, source: "SCHEDULER_LOCATION_HINT" | "wrangler.toml [vars]" } | null}
+ */
+export function locationHintOf(vars, env = process.env) {
+  let fromEnv;
+  try {
+    fromEnv = envString("SCHEDULER_LOCATION_HINT", undefined, { oneOf: LOCATION_HINTS, env });
+  } catch (error) {
+    throw new PreflightError(error instanceof Error ? error.message : String(error));
+  }
+  if (fromEnv !== undefined) return { hint: fromEnv, source: "SCHEDULER_LOCATION_HINT" };
+  const fromVars = vars.LOCATION_HINT;
+  if (fromVars === undefined || fromVars === "") return null;
+  if (typeof fromVars !== "string" || !LOCATION_HINTS.includes(fromVars))
+    throw new PreflightError(
+      `wrangler.toml [vars] LOCATION_HINT must be one of ${LOCATION_HINTS.join(", ")}, got ${JSON.stringify(fromVars)}`,
+    );
+  return { hint: fromVars, source: "wrangler.toml [vars]" };
+}
+
+/**
+ * Whether an account's subscriptions (GET /accounts/{id}/subscriptions) include a Workers plan
+ * other than Free. Cloudflare documents the list's shape (rate_plan.id, public_name) but not its
+ * plan ids, so any subscription naming Workers and not Free counts ("workers_paid", "Workers
+ * Paid", an Enterprise "workers-enterprise"); an account that lists none is on Workers Free.
+ * @param {unknown[]} subscriptions
+ * @returns {"paid" | "free"}
+ */
+export function workersPlanOf(subscriptions) {
+  const namesOf = (/** @type {any} */ s) =>
+    [s?.rate_plan?.id, s?.rate_plan?.public_name, s?.product?.name].filter((n) => typeof n === "string");
+  const workers = subscriptions.filter((s) => namesOf(s).some((n) => /workers/i.test(n)));
+  return workers.some((s) => !namesOf(s).some((n) => /free/i.test(n))) ? "paid" : "free";
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -195,6 +306,146 @@ const indent = (text) =>
     .join("\n");
 
 // ---------------------------------------------------------------------------------------------
+// the preflight: reads only, before anything is created
+
+/**
+ * The headers wrangler itself would send: its credentials as `wrangler auth token --json` gives
+ * them (an API token from the environment, the OAuth token of `wrangler login`, refreshed when
+ * expired, or a global API key and email). They stay in this process: never printed or written.
+ * @returns {Promise<Record<string, string>>}
+ */
+async function credentials() {
+  const run = await wrangler(["auth", "token", "--json"], { env: { WRANGLER_WRITE_LOGS: "false", WRANGLER_HIDE_BANNER: "true" } });
+  if (run.code !== 0) {
+    // a failed run prints no token, only why it failed
+    throw new PreflightError(
+      `\`wrangler auth token\` failed: not logged in. Run \`npx wrangler login\` (or set CLOUDFLARE_API_TOKEN and CLOUDFLARE_ACCOUNT_ID), then \`npm run deploy\`. wrangler said:\n${indent(run.out)}`,
+    );
+  }
+  /** @type {{ type?: string, token?: string, key?: string, email?: string }} */
+  let auth = {};
+  try {
+    auth = JSON.parse(run.out.slice(run.out.indexOf("{"), run.out.lastIndexOf("}") + 1));
+  } catch {
+    /* answered below, without echoing what wrangler printed (it may hold the token) */
+  }
+  if (auth.type === "api_key" && auth.key && auth.email) return { "X-Auth-Key": auth.key, "X-Auth-Email": auth.email };
+  if (auth.token) return { Authorization: `Bearer ${auth.token}` };
+  throw new PreflightError("`wrangler auth token --json` printed no credentials wrangler could use; run `npx wrangler login` again");
+}
+
+/** the API wrangler talks to: CLOUDFLARE_API_BASE_URL, else Cloudflare's (FedRAMP High, staging as wrangler picks them) */
+function apiBase(plan) {
+  const fromEnv = process.env.CLOUDFLARE_API_BASE_URL || process.env.CF_API_BASE_URL;
+  if (fromEnv) return fromEnv.replace(/\/+$/, "");
+  const region = process.env.CLOUDFLARE_COMPLIANCE_REGION || plan.complianceRegion;
+  const fed = region === "fedramp_high" ? ".fed" : "";
+  const staging = process.env.WRANGLER_API_ENVIRONMENT === "staging" ? ".staging" : "";
+  return `https://api${fed}${staging}.cloudflare.com/client/v4`;
+}
+
+/**
+ * GET `path` of the Cloudflare API: its status and JSON body (null when not JSON). A network
+ * error or a 5xx is tried again, PREFLIGHT_ATTEMPTS in all, then stops the deploy.
+ * @returns {Promise<{ status: number, body: any }>}
+ */
+async function apiGet(plan, headers, path) {
+  let failure = "";
+  for (let attempt = 1; attempt <= PREFLIGHT_ATTEMPTS; attempt++) {
+    if (attempt > 1) await new Promise((resolve) => setTimeout(resolve, 1_000 * (attempt - 1)));
+    try {
+      const response = await fetch(`${apiBase(plan)}${path}`, { headers, signal: AbortSignal.timeout(PREFLIGHT_TIMEOUT_MS) });
+      const body = await response.json().catch(() => null);
+      if (response.status < 500) return { status: response.status, body };
+      failure = `HTTP ${response.status}`;
+    } catch (error) {
+      failure = error instanceof Error ? error.message : String(error);
+    }
+  }
+  throw new PreflightError(`the Cloudflare API did not answer GET ${path} (${failure}); run npm run deploy again`);
+}
+
+/** an API answer's error codes and messages, for a line that says why */
+const codesOf = (/** @type {any} */ body) => (Array.isArray(body?.errors) ? body.errors.map((e) => e?.code) : []);
+const answerOf = (/** @type {{ status: number, body: any }} */ answer) =>
+  `HTTP ${answer.status}${(answer.body?.errors ?? []).map((e) => `, ${e?.message} [code: ${e?.code}]`).join("")}`;
+
+/**
+ * What a first deploy would otherwise find out halfway, checked before anything is created: the
+ * workers.dev subdomain (wrangler deploy declines without one when it cannot ask, after the
+ * secrets made a draft Worker), the Workers Paid plan, whether R2 is enabled (code 10042: the
+ * archive is optional, so the deploy goes on without it), and the location hint. Prints one line
+ * each; stops with every problem found at once.
+ * @param {Plan} plan
+ * @param {string} accountId
+ * @param {{ skipPlanCheck: boolean }} options
+ * @returns {Promise<{ archive: boolean, location: ReturnType<typeof locationHintOf> }>}
+ */
+async function preflight(plan, accountId, { skipPlanCheck }) {
+  const location = locationHintOf(plan.vars);
+  const headers = await credentials();
+  const account = `/accounts/${accountId}`;
+  const dashboard = `https://dash.cloudflare.com/${accountId}`;
+  const [subdomain, subscriptions, r2] = await Promise.all([
+    plan.workersDev ? apiGet(plan, headers, `${account}/workers/subdomain`) : null,
+    skipPlanCheck ? null : apiGet(plan, headers, `${account}/subscriptions`),
+    plan.buckets.length > 0 ? apiGet(plan, headers, `${account}/r2/buckets?per_page=1`) : null,
+  ]);
+  /** @type {string[]} */
+  const problems = [];
+
+  if (!subdomain) console.log("  workers.dev: not used (wrangler.toml routes the Worker)");
+  else if (subdomain.status < 300 && subdomain.body?.result?.subdomain)
+    console.log(`  workers.dev subdomain: ${subdomain.body.result.subdomain}.workers.dev`);
+  else if (codesOf(subdomain.body).includes(10007)) {
+    // wrangler's own test for "no subdomain" (deploy-helpers triggers/subdomain.ts)
+    console.log("  workers.dev subdomain: none");
+    problems.push(
+      `This account has no workers.dev subdomain, and wrangler.toml routes the Worker nowhere else, so \`wrangler deploy\` would decline after the secrets and a draft Worker exist. Register one in the dashboard (${dashboard}/workers/onboarding; wrangler has no command for it), or set routes in wrangler.toml, then run npm run deploy again.`,
+    );
+  } else console.log(`  workers.dev subdomain: not checked (${answerOf(subdomain)}); wrangler deploy checks it again`);
+
+  // Free: 10 ms of CPU and 50 subrequests per invocation, 100,000 requests a day (workers/platform/limits)
+  const why = "the Free plan gives an invocation 10 ms of CPU and 50 subrequests, which the cron scan and the fire consumers exceed";
+  if (!subscriptions) console.log("  Workers Paid plan: not checked (--skip-plan-check)");
+  else if (subscriptions.status < 300 && Array.isArray(subscriptions.body?.result)) {
+    if (workersPlanOf(subscriptions.body.result) === "paid") console.log("  Workers Paid plan: yes");
+    else {
+      console.log("  Workers Paid plan: no (Workers Free)");
+      problems.push(
+        `This account is on the Workers Free plan (its subscriptions list no paid Workers plan). The scheduler needs the Workers Paid plan: ${why}. Upgrade at ${dashboard}/workers/plans, then run npm run deploy again (Workers through a contract this check does not recognise: npm run deploy -- --skip-plan-check).`,
+      );
+    }
+  } else
+    console.log(
+      `  Workers Paid plan: required (${why}); not checked: this login cannot read the account's billing (${answerOf(subscriptions)}; a token with Billing Read can). Check it at ${dashboard}/workers/plans`,
+    );
+
+  let archive = plan.buckets.length > 0;
+  if (!r2) console.log("  History archive: off (wrangler.toml binds no R2 bucket)");
+  else if (codesOf(r2.body).includes(10042)) {
+    // "Please enable R2 through the Cloudflare Dashboard" (r2/api/error-codes: NotEntitled, 403)
+    archive = false;
+    console.log(
+      `  History archive: off, R2 is not enabled on this account (code 10042): deploying without the ARCHIVE binding, finished history is only purged. To turn it on, enable R2 at ${dashboard}/r2/overview and run npm run deploy again.`,
+    );
+  } else if (r2.status < 300) console.log(`  R2: enabled (the archive bucket${plan.buckets.length === 1 ? "" : "s"} below)`);
+  else console.log(`  R2: not checked (${answerOf(r2)})`);
+
+  if (location)
+    console.log(
+      `  Location hint: ${location.hint} (${location.source}): new D1 databases and R2 buckets are created there; the Worker reads LOCATION_HINT`,
+    );
+  else
+    console.log(
+      '  Location hint: none: new D1 databases and R2 buckets are placed near this machine (LOCATION_HINT in wrangler.toml [vars], README "Deploying")',
+    );
+
+  if (problems.length > 0) throw new PreflightError(problems.join("\n"));
+  return { archive, location };
+}
+
+// ---------------------------------------------------------------------------------------------
 // the steps
 
 /** wrangler.toml's account_id (which wrangler itself prefers), CLOUDFLARE_ACCOUNT_ID, or the one account wrangler is logged in to */
@@ -203,24 +454,29 @@ async function account(plan) {
   if (process.env.CLOUDFLARE_ACCOUNT_ID) return process.env.CLOUDFLARE_ACCOUNT_ID;
   const run = await wrangler(["whoami", "--json"]);
   if (run.code !== 0) {
-    throw new Error(
+    throw new PreflightError(
       `\`wrangler whoami\` failed: not logged in, offline, or a token that cannot read its memberships. Run \`npx wrangler login\` (or set CLOUDFLARE_API_TOKEN and CLOUDFLARE_ACCOUNT_ID), then \`npm run deploy\`. wrangler said:\n${indent(run.out)}`,
     );
   }
   const accounts = jsonOf(run.out, "{").accounts ?? [];
   if (accounts.length === 1) return accounts[0].id;
   const listed = accounts.map((a) => `  ${a.id}  ${a.name}`).join("\n");
-  throw new Error(`wrangler can reach ${accounts.length} accounts; set CLOUDFLARE_ACCOUNT_ID to the one to deploy to:\n${listed}`);
+  throw new PreflightError(`wrangler can reach ${accounts.length} accounts; set CLOUDFLARE_ACCOUNT_ID to the one to deploy to:\n${listed}`);
 }
 
-/** every D1 database of the plan, created when missing; answers binding -> id */
-async function databases(plan) {
+/**
+ * every D1 database of the plan, created when missing (with the location hint: a database never
+ * moves); answers binding -> id
+ * @param {Plan} plan
+ * @param {string | undefined} hint
+ */
+async function databases(plan, hint) {
   const list = async () => jsonOf(await must(["d1", "list", "--json"]), "[");
   let existing = await list();
   const missing = plan.databases.filter((d) => isPlaceholderId(d.id) && !existing.some((e) => e.name === d.name));
   await pool(missing, async (d) => {
-    await must(["d1", "create", d.name, "--update-config=false"]);
-    console.log(`  created D1 database ${d.name}`);
+    await must(["d1", "create", d.name, ...(hint ? ["--location", hint] : []), "--update-config=false"]);
+    console.log(`  created D1 database ${d.name}${hint ? ` (location hint ${hint})` : ""}`);
   });
   if (missing.length > 0) existing = await list();
   /** @type {Record<string, string>} */
@@ -252,14 +508,18 @@ async function queues(plan) {
   });
 }
 
-async function buckets(plan) {
-  await pool(plan.buckets, async ({ name, jurisdiction }) => {
+/**
+ * @param {Plan["buckets"]} list
+ * @param {string | undefined} hint the location hint, honoured only when a bucket name is first created
+ */
+async function buckets(list, hint) {
+  await pool(list, async ({ name, jurisdiction }) => {
     const where = jurisdiction ? ["-J", jurisdiction] : [];
     const info = await wrangler(["r2", "bucket", "info", name, ...where, "--json"]);
     if (info.code === 0) return console.log(`  R2 bucket ${name} exists`);
     if (!/does not exist|10006/.test(info.out)) throw new Error(`\`wrangler r2 bucket info ${name}\` failed:\n${indent(info.out)}`);
-    await must(["r2", "bucket", "create", name, ...where, "--update-config=false"]);
-    console.log(`  created R2 bucket ${name}`);
+    await must(["r2", "bucket", "create", name, ...where, ...(hint ? ["--location", hint] : []), "--update-config=false"]);
+    console.log(`  created R2 bucket ${name}${hint ? ` (location hint ${hint})` : ""}`);
   });
 }
 
@@ -349,15 +609,17 @@ async function deploy() {
 }
 
 function parseArgs(argv) {
-  const options = { dryRun: false, tenant: "default", rest: [] };
+  const options = { dryRun: false, tenant: "default", skipPlanCheck: false, rest: [] };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     if (arg === "--dry-run") options.dryRun = true;
+    else if (arg === "--skip-plan-check") options.skipPlanCheck = true;
     else if (arg === "--tenant") options.tenant = argv[++i] ?? "";
     else if (arg.startsWith("--tenant=")) options.tenant = arg.slice("--tenant=".length);
     else options.rest.push(arg);
   }
-  if (!/^[^\s:,]+$/.test(options.tenant)) throw new Error(`--tenant must be a name without spaces, ":" or ",", got "${options.tenant}"`);
+  if (!/^[^\s:,]+$/.test(options.tenant))
+    throw new PreflightError(`--tenant must be a name without spaces, ":" or ",", got "${options.tenant}"`);
   return options;
 }
 
@@ -373,26 +635,35 @@ async function main() {
     process.exit(run.code ?? 1);
   }
   if (options.rest.length > 0)
-    throw new Error(`unknown arguments: ${options.rest.join(" ")} (npm run deploy [-- --dry-run] [-- --tenant <name>])`);
+    throw new PreflightError(
+      `unknown arguments: ${options.rest.join(" ")} (npm run deploy [-- --dry-run] [-- --tenant <name>] [-- --skip-plan-check])`,
+    );
 
   const plan = await planOf(CONFIG);
   console.log(`Deploying ${plan.name} (${relative(process.cwd(), CONFIG) || "wrangler.toml"})`);
-  process.env.CLOUDFLARE_ACCOUNT_ID = await account(plan); // every wrangler run below: no account lookup each
+  const accountId = await account(plan);
+  process.env.CLOUDFLARE_ACCOUNT_ID = accountId; // every wrangler run below: no account lookup each
+
+  console.log("Preflight (reads only: nothing is created before it passes)");
+  const { archive, location } = await preflight(plan, accountId, options);
 
   console.log("D1 databases");
-  const ids = await databases(plan);
+  const ids = await databases(plan, location?.hint);
+  let text = withDatabaseIds(readFileSync(CONFIG, "utf8"), ids);
+  if (!archive) text = withoutR2Buckets(text);
+  if (location?.source === "SCHEDULER_LOCATION_HINT") text = withVar(text, "LOCATION_HINT", location.hint);
   const temporary = `${DEPLOY_CONFIG}.${process.pid}.tmp`;
   writeFileSync(
     temporary,
-    `# Generated by scripts/deploy.mjs (npm run deploy) from wrangler.toml, with this account's D1 ids; edit wrangler.toml instead.\n${withDatabaseIds(readFileSync(CONFIG, "utf8"), ids)}`,
+    `# Generated by scripts/deploy.mjs (npm run deploy) from wrangler.toml, with this account's D1 ids; edit wrangler.toml instead.\n${text}`,
   );
   renameSync(temporary, DEPLOY_CONFIG);
 
   console.log("Queues");
   await queues(plan);
-  if (plan.buckets.length > 0) {
+  if (archive) {
     console.log("R2 buckets");
-    await buckets(plan);
+    await buckets(plan.buckets, location?.hint);
   }
   console.log("D1 migrations, every shard before the new code");
   await migrations(plan);
@@ -415,9 +686,11 @@ Try it (KEY is your API key):
 if (process.argv[1] && realpathSync(fileURLToPath(import.meta.url)) === realpathSync(process.argv[1])) {
   main().catch((error) => {
     console.error(`\nnpm run deploy stopped: ${error instanceof Error ? error.message : String(error)}`);
-    console.error(
-      "Nothing done so far is undone, and running it again resumes from here. If the cause lasts (an account without the Workers Paid plan Queues need, R2 not enabled, a token without D1, Queues or Workers edit), fix that first; without an archive, remove [[r2_buckets]] from wrangler.toml.",
-    );
+    if (error instanceof PreflightError) console.error("Nothing was created or changed.");
+    else
+      console.error(
+        "Nothing done so far is undone, and running it again resumes from here. If the cause lasts (a token without D1, Queues, R2 or Workers edit, a limit of the account), fix that first.",
+      );
     process.exit(1);
   });
 }

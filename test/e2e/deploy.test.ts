@@ -14,6 +14,12 @@
  *   3. a second deploy creates nothing and puts no secret: one upload, the same ids;
  *   4. `npm run deploy -- --dry-run` makes no API call.
  *
+ * Then, each on a fresh fake account, what a first real account may lack (issue 35 item 10),
+ * answered before anything is created: no workers.dev subdomain and the Workers Free plan stop the
+ * deploy with what to do, creating nothing; R2 not enabled (code 10042) deploys without the
+ * archive and says so; and the location hint (SCHEDULER_LOCATION_HINT) reaches every D1 and R2
+ * create and the Worker's LOCATION_HINT.
+ *
  * No secret is in any file the runs wrote (their HOME, .wrangler/, .wrangler-deploy.toml). Each
  * deploy's calls are printed (the closing note of issue 28).
  */
@@ -44,8 +50,8 @@ let fake: Fake;
 let home: string;
 const plan = await planOf(join(ROOT, "wrangler.toml"));
 
-/** `node scripts/deploy.mjs` as npm run deploy runs it, against the fake, in a clean environment */
-function deploy(args: string[] = [], api: Fake = fake): Promise<ProcessRun> {
+/** `node scripts/deploy.mjs` as npm run deploy runs it, against the fake, in a clean environment (plus `extra`) */
+function deploy(args: string[] = [], api: Fake = fake, extra: Record<string, string> = {}): Promise<ProcessRun> {
   const env: NodeJS.ProcessEnv = {};
   // nothing of the caller's Cloudflare or wrangler settings (a real token, an account) reaches the run
   for (const [key, value] of Object.entries(process.env)) if (!/^(CLOUDFLARE_|CF_|WRANGLER_)/.test(key)) env[key] = value;
@@ -59,6 +65,7 @@ function deploy(args: string[] = [], api: Fake = fake): Promise<ProcessRun> {
     WRANGLER_SEND_METRICS: "false",
     WRANGLER_HIDE_BANNER: "true", // the banner's update check would ask the npm registry
     CI: "true",
+    ...extra,
   });
   return runProcess(process.execPath, [join(ROOT, "scripts", "deploy.mjs"), ...args], { env, cwd: ROOT, timeoutMs: RUN_TIMEOUT_MS });
 }
@@ -159,6 +166,11 @@ describe("npm run deploy against a fake Cloudflare API", () => {
 
     // nothing the fake does not know was asked, and nothing created twice over both runs
     expect(firstCalls.filter((c) => c.unknown).map(show)).toEqual([]);
+    // the preflight found what it needs; without a location hint, no create carries one
+    expect(resumed.stdout).toContain(`workers.dev subdomain: ${fake.subdomain}.workers.dev`);
+    expect(resumed.stdout).toContain("Workers Paid plan: yes");
+    expect(resumed.stdout).toContain("Location hint: none");
+    expect(firstCalls.filter((c) => c.location !== undefined).map(show)).toEqual([]);
     expect(named(firstCalls, "POST", /\/d1\/database$/)).toEqual(plan.databases.map((d) => d.name).sort());
     expect(named(firstCalls, "POST", /\/queues$/)).toEqual([...plan.queues].sort());
     expect(named(firstCalls, "POST", /\/r2\/buckets$/)).toEqual(["scheduler-archive"]);
@@ -300,5 +312,89 @@ describe("npm run deploy against a fake Cloudflare API", () => {
     } finally {
       await other.stop();
     }
+  });
+});
+
+describe("a first deploy on a real account: what it may lack, answered before anything is created (issue 35 item 10)", () => {
+  /** `npm run deploy` once on a fresh fake account (`account` as startFakeCloudflare takes it); its calls printed */
+  async function onAccount(title: string, account: Parameters<typeof startFakeCloudflare>[0], extra: Record<string, string> = {}) {
+    const api = await startFakeCloudflare(account);
+    try {
+      const run = await deploy([], api, extra);
+      print(title, api.calls);
+      return { run, api };
+    } finally {
+      await api.stop();
+    }
+  }
+  /** the account is as it was: no call but reads, nothing in it */
+  const expectNothingCreated = (api: Fake) => {
+    expect(api.calls.filter((c) => c.method !== "GET").map(show)).toEqual([]);
+    expect(api.state.databases).toEqual([]);
+    expect(api.state.queues).toEqual([]);
+    expect(api.state.buckets).toEqual([]);
+    expect(api.state.scripts.size).toBe(0);
+  };
+  const uploadedBindings = (api: Fake) =>
+    (api.state.scripts
+      .get(WORKER)
+      ?.uploads.filter((u) => (u.metadata.bindings ?? []).length > 0)
+      .at(-1)?.metadata.bindings ?? []) as Binding[];
+
+  it("without a workers.dev subdomain it stops, saying where to register one, and creates nothing", async () => {
+    const { run, api } = await onAccount("no workers.dev subdomain", { subdomain: null });
+    expect(run.code, run.stdout + run.stderr).not.toBe(0);
+    expect(run.stdout).toContain("workers.dev subdomain: none");
+    expect(run.stderr).toContain("This account has no workers.dev subdomain");
+    expect(run.stderr).toContain(`https://dash.cloudflare.com/${api.accountId}/workers/onboarding`);
+    expect(run.stderr).toContain("Nothing was created or changed.");
+    expectNothingCreated(api);
+  });
+
+  it("on the Workers Free plan it stops, naming the Workers Paid plan and why, and creates nothing", async () => {
+    const { run, api } = await onAccount("Workers Free plan", { plan: "free" });
+    expect(run.code, run.stdout + run.stderr).not.toBe(0);
+    expect(run.stdout).toContain("Workers Paid plan: no (Workers Free)");
+    expect(run.stderr).toContain("The scheduler needs the Workers Paid plan");
+    expect(run.stderr).toContain("10 ms of CPU and 50 subrequests");
+    expect(run.stderr).toContain(`https://dash.cloudflare.com/${api.accountId}/workers/plans`);
+    expect(run.stderr).toContain("Nothing was created or changed.");
+    expectNothingCreated(api);
+  });
+
+  it("without R2 (code 10042) it deploys without the archive and says so once; a login that cannot read billing is told the plan it needs", async () => {
+    // `wrangler login`'s OAuth scopes include no billing: the usual first deploy cannot read the plan
+    const { run, api } = await onAccount("R2 not enabled, billing unreadable", { r2: false, plan: "unreadable" });
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    expect(run.stdout.split("\n").filter((line) => line.includes("10042"))).toEqual([
+      `  History archive: off, R2 is not enabled on this account (code 10042): deploying without the ARCHIVE binding, finished history is only purged. To turn it on, enable R2 at https://dash.cloudflare.com/${api.accountId}/r2/overview and run npm run deploy again.`,
+    ]);
+    expect(run.stdout).toMatch(
+      /Workers Paid plan: required \(.*10 ms of CPU.*\); not checked: this login cannot read the account's billing/,
+    );
+    // no R2 call but the preflight's read; the Worker is whole but for ARCHIVE
+    expect(api.calls.filter((c) => c.path.includes("/r2/")).map(show)).toEqual(["GET /r2/buckets?per_page=1 -> 403"]);
+    const bindings = uploadedBindings(api);
+    expect(bindings.map((b) => b.name)).not.toContain("ARCHIVE");
+    expect(bindings.filter((b) => b.type === "d1")).toHaveLength(plan.databases.length);
+    expect(bindings.filter((b) => b.type === "queue")).toHaveLength(4);
+    expect(readFileSync(DEPLOY_CONFIG, "utf8")).not.toMatch(/^\[\[r2_buckets\]\]/m);
+    for (const db of api.state.databases) expect(db.migrations, db.name).toEqual(MIGRATIONS);
+  });
+
+  it("a location hint reaches every D1 and R2 create and the Worker's LOCATION_HINT; a bad one stops before any call", async () => {
+    const bad = await onAccount("a bad location hint", {}, { SCHEDULER_LOCATION_HINT: "mars" });
+    expect(bad.run.code).not.toBe(0);
+    expect(bad.run.stderr).toContain('SCHEDULER_LOCATION_HINT must be one of wnam, enam, weur, eeur, apac, oc, got "mars"');
+    expect(bad.api.calls.map(show)).toEqual([]);
+
+    const { run, api } = await onAccount("location hint weur", {}, { SCHEDULER_LOCATION_HINT: "weur" });
+    expect(run.code, run.stdout + run.stderr).toBe(0);
+    expect(run.stdout).toContain("Location hint: weur (SCHEDULER_LOCATION_HINT)");
+    const creates = api.calls.filter((c) => c.method === "POST" && /\/(d1\/database|r2\/buckets)$/.test(c.path) && c.status < 400);
+    expect(creates.map((c) => `${c.name} ${c.location}`).sort()).toEqual(
+      [...plan.databases.map((d) => `${d.name} weur`), "scheduler-archive weur"].sort(),
+    );
+    expect(uploadedBindings(api).find((b) => b.name === "LOCATION_HINT")).toMatchObject({ type: "plain_text", text: "weur" });
   });
 });

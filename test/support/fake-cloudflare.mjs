@@ -5,13 +5,18 @@
 // CLOUDFLARE_API_BASE_URL is its `url`. Only what wrangler 4.156's commands read is answered; any
 // other path is a 404 the record shows (`unknown`), so a new call wrangler makes is seen, never
 // answered by accident. `failNextAfter` refuses one call (a 400 wrangler does not retry), as an
-// interrupted deploy would leave things.
+// interrupted deploy would leave things. What a first real account may lack is chosen per fake
+// (issue 35 item 10), each answered as the API answers it: no workers.dev subdomain
+// (`subdomain: null`: code 10007, what wrangler tests for), the Workers Free plan or a login that
+// cannot read billing (`plan`), R2 not enabled (`r2: false`: code 10042, 403, on every R2 path,
+// r2/api/error-codes).
 import { createHash, randomUUID } from "node:crypto";
 import { createServer } from "node:http";
 
 /**
- * @typedef {{ method: string, path: string, query: string, status: number, name?: string, unknown?: boolean, injected?: boolean }} Call
+ * @typedef {{ method: string, path: string, query: string, status: number, name?: string, location?: string, unknown?: boolean, injected?: boolean }} Call
  *   name: what a create or a put names (a database, queue, bucket, secret; a consumer's queue; an upload's "draft" or "worker")
+ *   location: the location hint a D1 or R2 create carried (primary_location_hint, locationHint)
  * @typedef {{ uuid: string, name: string, created_at: string, version: string, migrations: string[] }} Database
  * @typedef {{ queue_id: string, queue_name: string, created_on: string, modified_on: string, consumers: Record<string, unknown>[] }} Queue
  * @typedef {{ metadata: Record<string, any>, parts: string[] }} Upload
@@ -21,9 +26,19 @@ const PREFIX = "/client/v4";
 
 /**
  * Starts the fake on 127.0.0.1 (an ephemeral port unless `port`). Stop it with its own stop().
- * @param {{ port?: number, accountId?: string, subdomain?: string }} [options]
+ *   subdomain: the account's workers.dev subdomain; null: it has none
+ *   plan: "paid" (Workers Paid), "free" (Workers Free), "unreadable" (a login without Billing Read,
+ *     as `wrangler login`'s OAuth scopes are)
+ *   r2: whether R2 is enabled on the account
+ * @param {{ port?: number, accountId?: string, subdomain?: string | null, plan?: "paid" | "free" | "unreadable", r2?: boolean }} [options]
  */
-export async function startFakeCloudflare({ port = 0, accountId = "0123456789abcdef0123456789abcdef", subdomain = "fake-account" } = {}) {
+export async function startFakeCloudflare({
+  port = 0,
+  accountId = "0123456789abcdef0123456789abcdef",
+  subdomain = /** @type {string | null} */ ("fake-account"),
+  plan = /** @type {"paid" | "free" | "unreadable"} */ ("paid"),
+  r2 = true,
+} = {}) {
   /** @type {Call[]} */
   const calls = [];
   const state = {
@@ -130,6 +145,31 @@ export async function startFakeCloudflare({ port = 0, accountId = "0123456789abc
     if (!path.startsWith(`${account}/`)) return { ...notFound(7003, `no such account or route: ${path}`) };
     const rest = path.slice(account.length);
 
+    // the account's plan (GET /accounts/{id}/subscriptions, Billing Read). Cloudflare documents the
+    // list's shape, not its plan ids: Workers Paid as third parties report it; a Free account lists
+    // no paid Workers plan
+    if (rest === "/subscriptions" && method === "GET") {
+      if (plan === "unreadable") return { status: 403, errors: [{ code: 10000, message: "Authentication error" }] };
+      if (plan === "free") return { result: [] };
+      return {
+        result: [
+          {
+            id: "0f6c3d0e1c6f4b3a9a3c8d2e7b5a4f10",
+            rate_plan: { id: "workers_paid", public_name: "Workers Paid", currency: "USD", scope: "account", is_contract: false },
+            state: "Paid",
+            frequency: "monthly",
+            price: 5,
+            currency: "USD",
+            current_period_start: now(),
+            current_period_end: now(),
+          },
+        ],
+      };
+    }
+    // an account that never enabled R2: every R2 call is refused (NotEntitled)
+    if (!r2 && rest.startsWith("/r2/"))
+      return { status: 403, errors: [{ code: 10042, message: "Please enable R2 through the Cloudflare Dashboard." }] };
+
     // D1
     if (rest === "/d1/database" && method === "GET") {
       const name = url.searchParams.get("name");
@@ -139,8 +179,9 @@ export async function startFakeCloudflare({ port = 0, accountId = "0123456789abc
       );
     }
     if (rest === "/d1/database" && method === "POST") {
-      const { name } = json();
+      const { name, primary_location_hint } = json();
       call.name = name;
+      if (primary_location_hint !== undefined) call.location = primary_location_hint;
       if (state.databases.some((d) => d.name === name))
         return { status: 400, errors: [{ code: 7502, message: "A database with that name already exists" }] };
       const db = { uuid: randomUUID(), name, created_at: now(), version: "production", migrations: [] };
@@ -222,8 +263,9 @@ export async function startFakeCloudflare({ port = 0, accountId = "0123456789abc
     // R2
     if (rest === "/r2/buckets" && method === "GET") return { result: { buckets: state.buckets } };
     if (rest === "/r2/buckets" && method === "POST") {
-      const { name } = json();
+      const { name, locationHint } = json();
       call.name = name;
+      if (locationHint !== undefined) call.location = locationHint;
       if (state.buckets.some((b) => b.name === name))
         return { status: 409, errors: [{ code: 10004, message: "The bucket you tried to create already exists" }] };
       const bucket = { name, creation_date: now() };
@@ -253,9 +295,21 @@ export async function startFakeCloudflare({ port = 0, accountId = "0123456789abc
     }
     m = method === "PUT" ? /^\/workers\/scripts\/([^/]+)$/.exec(rest) : null;
     if (m) {
-      const s = ensureScript(m[1] ?? "");
       const form = await new Response(body, { headers: { "content-type": contentType } }).formData();
       const metadata = JSON.parse(String(await textOf(form.get("metadata"))));
+      // a binding to R2 on an account without it is refused (code as wrangler users report it)
+      const bucket = (metadata.bindings ?? []).find((/** @type {{ type: string }} */ b) => b.type === "r2_bucket");
+      if (!r2 && bucket)
+        return {
+          status: 400,
+          errors: [
+            {
+              code: 10136,
+              message: `R2 binding error for bucket '${bucket.bucket_name}': Please enable R2 through the Cloudflare Dashboard.`,
+            },
+          ],
+        };
+      const s = ensureScript(m[1] ?? "");
       s.uploads.push({ metadata, parts: [...form.keys()] });
       call.name = (metadata.bindings ?? []).length > 0 ? "worker" : "draft";
       const id = randomUUID();
@@ -322,7 +376,10 @@ export async function startFakeCloudflare({ port = 0, accountId = "0123456789abc
       if (!s) return scriptMissing();
       return { result: { id: m[1], name: m[1], subdomain: { enabled: s.workersDev, previews_enabled: s.workersDev } } };
     }
-    if (rest === "/workers/subdomain" && method === "GET") return { result: { subdomain } };
+    if (rest === "/workers/subdomain" && method === "GET") {
+      if (subdomain === null) return notFound(10007, "workers.api.error.not_found");
+      return { result: { subdomain } };
+    }
     m = method === "POST" ? /^\/workers\/scripts\/([^/]+)\/assets-upload-session$/.exec(rest) : null;
     if (m) {
       // every file already uploaded: no bucket to send, the completion token at once
