@@ -3,7 +3,7 @@ import path from "node:path";
 import { cloudflareTest, type D1Migration, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 import type { InlineConfig, Reporter } from "vitest/node";
-import { withShards } from "./scripts/local-env.mjs";
+import { asLocalRun, withShards } from "./scripts/local-env.mjs";
 
 // Four projects: pure core in Node, the client package in Node, the Worker inside workerd (real local D1, Durable Objects,
 // alarms, queues), and end-to-end tests against the real local stack over HTTP.
@@ -35,12 +35,13 @@ const holdIntegrationStderr: InlineConfig["onConsoleLog"] = (log, type, entity) 
 };
 
 /**
- * wrangler.toml with `shards` D1 shards (whatever it binds): written next to it, git-ignored, and
+ * wrangler.toml with `shards` D1 shards (whatever it binds), run as every local run is (under the
+ * local profile that enforces production's limits: scripts/local-env.mjs asLocalRun): written next to it, git-ignored, and
  * rewritten only when it changed.
  */
 function configWithShards(shards: number): string {
   const file = path.join(import.meta.dirname, `.wrangler-test-${shards}.toml`);
-  const text = withShards(readFileSync(path.join(import.meta.dirname, "wrangler.toml"), "utf8"), shards);
+  const text = asLocalRun(withShards(readFileSync(path.join(import.meta.dirname, "wrangler.toml"), "utf8"), shards));
   if (!existsSync(file) || readFileSync(file, "utf8") !== text) {
     writeFileSync(`${file}.${process.pid}.tmp`, text);
     renameSync(`${file}.${process.pid}.tmp`, file);

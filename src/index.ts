@@ -15,19 +15,18 @@ export { PullQueue } from "./pull/pull-queue";
 export default {
   fetch: app.fetch,
 
-  async queue(batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext): Promise<void> {
+  async queue(batch: MessageBatch<unknown>, env: Env): Promise<void> {
     if (batch.queue.endsWith("-dlq")) await handleDeadLetterBatch(batch, env);
-    else await handleFireBatch(batch, env, ctx);
+    else await handleFireBatch(batch, env);
   },
 
-  async scheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {
-    ctx.waitUntil(
-      scan(env, controller.scheduledTime).then(
-        (report) => {
-          if (report.failedBuckets.length > 0 || report.failedShards.length > 0 || report.refused) console.error("scan incomplete", report);
-        },
-        (error: unknown) => console.error("scan failed", error),
-      ),
-    );
+  /** The scan, awaited: its work ends with the invocation (a cron trigger's runs up to 15 minutes). */
+  async scheduled(controller: ScheduledController, env: Env): Promise<void> {
+    try {
+      const report = await scan(env, controller.scheduledTime);
+      if (report.failedBuckets.length > 0 || report.failedShards.length > 0 || report.refused) console.error("scan incomplete", report);
+    } catch (error) {
+      console.error("scan failed", error);
+    }
   },
 } satisfies ExportedHandler<Env, unknown>;

@@ -38,6 +38,10 @@ declare global {
       /** fire queues FIRE_QUEUE_0..N-1, chosen by bucket */
       [fireQueue: `FIRE_QUEUE_${number}`]: Queue<FireGroup>;
       API_KEYS?: string;
+      /** the local profile only (platform/profile.ts): "enforce" (default) or "meter" */
+      PLATFORM_LIMITS?: string;
+      /** the local profile only: how long waitUntil work lives after its handler returns (production's 30 s; tests scale it) */
+      PLATFORM_WAIT_UNTIL_MS?: string;
       /** JSON (or a [vars] table): handler Workers by name, core/handler-workers.ts */
       HANDLER_WORKERS?: string | Record<string, unknown>;
       WEBHOOK_SECRET?: string;

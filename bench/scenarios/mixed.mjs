@@ -27,7 +27,7 @@ export const MIXED_VARIANTS = ["slow", "hang"];
 const SLOW_EVERY = 10;
 const FAST_PATH = "/fast";
 const SLOW_PATH = "/slow";
-/** the hanging answer: past the longest job timeout (15 min, LIMITS.timeoutMs.max) and any run */
+/** the hanging answer: past the longest job timeout (14 min, LIMITS.timeoutMs.max) and any run */
 const HANG_MS = 3_600_000;
 /** fast jobs' p99 first-delivery lag that still counts as unaffected */
 const HELD_P99_MS = 200;

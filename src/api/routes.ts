@@ -19,7 +19,7 @@ import { attemptTraceHeaders, type TraceContext, traceOfHeaders } from "../core/
 import { toRfc3339 } from "../core/when";
 import type { JobRow } from "../db/schema";
 import { checkShardCount, highestBucketOfAll, ShardsFull, ShardsLowered, ShardUnavailable, shardOfOrNull, shardsOf } from "../db/shards";
-import { type FlowKeyView, flowKeyOf } from "../flow/flow-key";
+import { type FlowKeyControl, type FlowKeyView, flowKeyOf, originKeyControl } from "../flow/flow-key";
 import { type PullLease, pullQueueOf } from "../pull/pull-queue";
 import { requireApiKey } from "./auth";
 import type { ApiEnv } from "./context";
@@ -402,10 +402,10 @@ app.patch("/v1/flow-control/:key", limit(SINGLE_BODY_BYTES), async (c) => {
 });
 
 /** A key of the caller's tenant: a job's own, or an origin's as encodeURIComponent("origin:https://api.example.com") spells it. */
-function flowKeyStub(c: Context<ApiEnv>) {
+function flowKeyStub(c: Context<ApiEnv>): FlowKeyControl {
   const name = c.req.param("key") ?? "";
   if (name.startsWith(ORIGIN_KEY_PREFIX)) {
-    if (isOriginKey(name)) return flowKeyOf(c.env, c.get("tenant"), name);
+    if (isOriginKey(name)) return originKeyControl(c.env, c.get("tenant"), name, configOf(c.env).ORIGIN_PARALLELISM);
     throw new ApiError(
       400,
       "invalid_field",

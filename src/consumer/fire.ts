@@ -3,10 +3,11 @@
  * (one RPC per bucket per batch), ack, then deliver -> complete
  * (one RPC per bucket), heartbeating while targets run. Each message is acked or retried; the
  * consumer never throws for one message. Failures after a claim belong to the lease: an
- * unfinished attempt comes back when its lease expires, so a claimed message is acked at once and
- * its delivery runs on in ctx.waitUntil. With the queue_consumer_no_wait_for_wait_until flag
- * (wrangler.toml) the queue then moves on: a slow or hanging target holds its own invocation,
- * never the next batch.
+ * unfinished attempt comes back when its lease expires, so a claimed message is acked at once.
+ * Its deliveries then run, and report, before the handler returns: production keeps a handler's
+ * waitUntil work only ~30 s after it returns, and an attempt may take its timeoutMs (up to 14
+ * minutes, inside a consumer invocation's 15: docs/platform-limits.md). A slow target holds its
+ * own invocation; the queue runs others beside it (max_concurrency, wrangler.toml).
  */
 
 import type { Bucket } from "../bucket/bucket";
@@ -14,7 +15,7 @@ import type { CompletionReport, FireGroup, FireRef, LeaseGrant, LeaseRef, PullOf
 import { type Config, configOf } from "../config";
 import { bucketName, fireQueueOf } from "../core/bucketing";
 import { type FlowAnswer, type FlowAsk, type GoverningKey, governingKey } from "../core/flow";
-import { isHttpTarget, isWorkerTarget } from "../core/job";
+import { isHttpTarget, isWorkerTarget, LIMITS } from "../core/job";
 import { SYSTEM_TENANT } from "../core/metrics";
 import { pullQueueName } from "../core/pull";
 import type { DeliveryOutcome } from "../core/response";
@@ -29,7 +30,7 @@ import { deliver } from "./webhook";
 type Lease = LeaseGrant;
 type BucketStub = DurableObjectStub<Bucket>;
 
-export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext): Promise<void> {
+export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env): Promise<void> {
   const config = configOf(env);
   const fires = await acceptFireMessages(batch, env);
 
@@ -49,8 +50,9 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env, ct
   const failedBy = Map.groupBy(failed, (f) => f.message);
   await Promise.all(fires.map((fire) => settleMessage(fire, retry.has(fire.message), failedBy.get(fire.message), env, config)));
 
-  // 3. deliver after the handler returns
-  if (leases.length > 0) ctx.waitUntil(deliverAll(leases, env, config));
+  // 3. deliver, and report, inside this invocation: production keeps work a handler leaves in
+  // waitUntil only ~30 s after it returns, and an attempt may take timeoutMs (docs/platform-limits.md)
+  if (leases.length > 0) await deliverAll(leases, env, config);
 }
 
 /**
@@ -73,7 +75,7 @@ async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: En
     // each lease's key: its job's own, else its HTTP target's origin's (a handler Worker has none)
     const governed = claimed.map((c) => {
       const url = isHttpTarget(c.lease.target) ? c.lease.target.url : null;
-      return { ...c, flow: governingKey(c.lease.flowControl, url, config.ORIGIN_PARALLELISM) };
+      return { ...c, flow: governingKey(c.lease.flowControl, url, config.ORIGIN_PARALLELISM, c.lease.executionId) };
     });
     // permits are asked for a lane's worth of leases at a time, when the first of them is about to
     // start: asked all at once, the leases of a large batch waiting for a lane would hold their
@@ -204,7 +206,9 @@ interface ClaimedOffer {
 
 /** One attempt of a lease: an RPC to its handler Worker, or a signed request to its HTTP target. */
 function deliverLease(lease: Lease, env: Env, config: Config, keys: SigningKeys): Promise<DeliveryOutcome> {
-  const { executionId, jobId, tenant, attempt, dueAt, target, timeoutMs } = lease;
+  const { executionId, jobId, tenant, attempt, dueAt, target } = lease;
+  // a job created before the 14-minute cap may hold a longer timeout: it could not end inside the invocation
+  const timeoutMs = Math.min(lease.timeoutMs, LIMITS.timeoutMs.max);
   const trace = lease.trace ? attemptTraceHeaders(lease.trace, executionId, attempt) : null;
   if (isWorkerTarget(target)) return deliverToWorker({ executionId, jobId, tenant, attempt, dueAt, target, timeoutMs, trace }, env, config);
   if (!isHttpTarget(target)) throw new Error(`${executionId}: a pull target is leased by its workers, never delivered`);

@@ -14,8 +14,9 @@
  * plus WAITER_GRACE_MS. Every collection the gate keeps is bounded (FLOW_GATE_BOUNDS).
  *
  * A job without a key of its own is governed by the implicit key of its target's origin (item 3):
- * the same gate, with only a parallelism limit (governingKey).
+ * the same gate, with only a parallelism limit, held by ORIGIN_KEY_PARTS objects (governingKey).
  */
+import { bucketOfExecution } from "./bucketing";
 import type { FlowControl } from "./job";
 import { comparePriority, PRIORITY } from "./priority";
 
@@ -61,14 +62,63 @@ export interface GoverningKey {
 }
 
 /**
- * The key that governs a delivery: its job's own key, else the implicit key of its target's
- * origin with at most `originParallelism` in flight (0: none, the delivery asks no key).
+ * An origin's implicit key is held by up to this many objects (its parts), each with its share of
+ * the parallelism: every key-less delivery asks and releases its origin's key, about 0.3-0.5
+ * requests per execution, so at 10,000 executions/s to one origin a single object would take
+ * 3,000-5,000 requests/s against a Durable Object's soft limit of 1,000 (docs/platform-limits.md);
+ * 16 parts take under 320 each. An execution asks the part its bucket's hash names
+ * (bucketOfExecution): a bucket's groups ask one part. A target's slow-down reaches every part (the
+ * part that heard it tells the others: FlowKey.release).
  */
-export function governingKey(flowControl: FlowControl | null, targetUrl: string | null, originParallelism: number): GoverningKey | null {
+export const ORIGIN_KEY_PARTS = 16;
+
+/** How many parts hold an origin key allowing `parallelism` in flight: one slot each at least. */
+export function originKeyParts(parallelism: number): number {
+  return Math.max(1, Math.min(ORIGIN_KEY_PARTS, parallelism));
+}
+
+/** One part's share of `parallelism` over `parts` (the shares add up to it; at least 1 each). */
+export function originPartParallelism(parallelism: number, part: number, parts: number): number {
+  return Math.max(1, Math.floor(parallelism / parts) + (part < parallelism % parts ? 1 : 0));
+}
+
+/** The object name of one part of an origin key: `origin:https://api.example.com#3`. */
+export function originKeyPart(originKey: string, part: number): string {
+  return `${originKey}#${part}`;
+}
+
+/** The origin key and part a part's name spells, or null when `name` is not one. */
+export function originKeyOfPart(name: string): { originKey: string; part: number } | null {
+  const at = name.lastIndexOf("#");
+  if (at < 0) return null;
+  const base = name.slice(0, at);
+  const part = name.slice(at + 1);
+  return /^(0|[1-9][0-9]?)$/.test(part) && Number(part) < ORIGIN_KEY_PARTS && isOriginKey(base)
+    ? { originKey: base, part: Number(part) }
+    : null;
+}
+
+/**
+ * The key that governs a delivery: its job's own, else the part of its target origin's implicit key
+ * its execution names, with that part's share of `originParallelism` in flight (0: none, the
+ * delivery asks no key).
+ */
+export function governingKey(
+  flowControl: FlowControl | null,
+  targetUrl: string | null,
+  originParallelism: number,
+  executionId: string,
+): GoverningKey | null {
   if (flowControl) return { key: flowControl.key, limits: limitsOf(flowControl) };
   if (originParallelism <= 0 || targetUrl === null) return null;
   const key = originKeyOf(targetUrl);
-  return key === null ? null : { key, limits: { rate: null, periodMs: 1_000, parallelism: originParallelism } };
+  if (key === null) return null;
+  const parts = originKeyParts(originParallelism);
+  const part = bucketOfExecution(executionId, parts);
+  return {
+    key: originKeyPart(key, part),
+    limits: { rate: null, periodMs: 1_000, parallelism: originPartParallelism(originParallelism, part, parts) },
+  };
 }
 
 /** A permit in flight: when it lapses if never released, and how long it was granted for. */
@@ -239,11 +289,14 @@ export class FlowGate {
       // every parallelism waiter back for several rounds of the average)
       if (now >= startedAt) this.measuredMs = this.measuredMs === null ? now - startedAt : 0.8 * this.measuredMs + 0.2 * (now - startedAt);
     }
-    if (retryAfterMs !== undefined && retryAfterMs > 0) {
-      this.throttledUntil = Math.max(this.throttledUntil ?? 0, now + Math.min(retryAfterMs, this.maxWaitMs));
-      // every waiter is now told to ask again when the slow-down ends: no slot stays promised
-      this.dropSlots();
-    }
+    if (retryAfterMs !== undefined && retryAfterMs > 0) this.throttleUntil(now + retryAfterMs, now);
+  }
+
+  /** The key's target asked it to wait until `until` (at most maxWaitMs from now): nothing starts before. */
+  throttleUntil(until: number, now: number): void {
+    this.throttledUntil = Math.max(this.throttledUntil ?? 0, Math.min(until, now + this.maxWaitMs));
+    // every waiter is now told to ask again when the slow-down ends: no slot stays promised
+    this.dropSlots();
   }
 
   view(now: number): FlowView {

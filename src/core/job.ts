@@ -100,7 +100,11 @@ export const LIMITS = {
   nameLength: 200,
   metadataBytes: 4 * 1024,
   batchJobs: 1000,
-  timeoutMs: { min: 1_000, max: 15 * 60_000, default: 30_000 },
+  /**
+   * an attempt's timeout: at most 14 minutes, so an attempt, its flow-control wait and its report fit
+   * in the 15 minutes a queue consumer invocation may run (docs/platform-limits.md)
+   */
+  timeoutMs: { min: 1_000, max: 14 * 60_000, default: 30_000 },
   maxAttempts: { min: 1, max: 100 },
   /** how far ahead a job may be scheduled */
   horizonMs: 366 * 86_400_000,

@@ -11,7 +11,9 @@
  * the rate; a waiter told a slot is then served as a new asker), and
  * the permits of an origin's implicit key: that limit is a default guard against bursts, not a
  * promise the user made to a target, so after a restart it may briefly admit up to twice its
- * parallelism rather than write three rows for every key-less delivery.
+ * parallelism rather than write three rows for every key-less delivery. An origin's key is held by
+ * ORIGIN_KEY_PARTS objects (core/flow.ts), each its share: one object at 10,000 deliveries/s would
+ * pass the soft limit of requests per object; they are listed and alert under the origin key's name.
  *
  * Durable Objects cannot be listed, so the first call that gives the key state (ask, pause,
  * resume, a limits change; never a read) lists it in D1's flow_keys for the metrics, once.
@@ -27,7 +29,17 @@ import { alertsOf } from "../alerts/alerts";
 import { configOf } from "../config";
 import { type ThrottleEpisode, throttleAlertDue, throttleCheckAt, throttleEpisodeAfter } from "../core/alert";
 import { bucketOf } from "../core/bucketing";
-import { type FlowAnswer, type FlowAsk, FlowGate, type FlowLimits, type FlowView, isOriginKey } from "../core/flow";
+import {
+  type FlowAnswer,
+  type FlowAsk,
+  FlowGate,
+  type FlowLimits,
+  type FlowView,
+  originKeyOfPart,
+  originKeyPart,
+  originKeyParts,
+  originPartParallelism,
+} from "../core/flow";
 import { registerFlowKey } from "../db/queries";
 import { shardsOf } from "../db/shards";
 import { applyMigrations, type SqliteMigration } from "../sqlite-migrations";
@@ -53,10 +65,63 @@ export function flowKeyOf(env: Env, tenant: string, key: string): DurableObjectS
   return env.FLOW_KEY.getByName(flowKeyName(tenant, key));
 }
 
-/** The tenant and key of an object's name as flowKeyName spells it; null without a name. */
+/** What the API does with a key: one object's, or an origin key's parts together. */
+export interface FlowKeyControl {
+  view(): Promise<FlowKeyView>;
+  setPaused(paused: boolean): Promise<FlowKeyView>;
+  changeLimits(change: Partial<FlowLimits>): Promise<FlowKeyView>;
+}
+
+/**
+ * A tenant's origin key as the API shows and changes it: every part at once (core/flow.ts
+ * ORIGIN_KEY_PARTS, as many as `originParallelism` makes), a PATCHed parallelism split between them
+ * (one slot each at least); the view adds theirs up.
+ */
+export function originKeyControl(env: Env, tenant: string, originKey: string, originParallelism: number): FlowKeyControl {
+  const count = originKeyParts(originParallelism);
+  const parts = Array.from({ length: count }, (_, part) => flowKeyOf(env, tenant, originKeyPart(originKey, part)));
+  const all = async (each: (part: DurableObjectStub<FlowKey>, index: number) => Promise<FlowKeyView>) =>
+    mergedView(await Promise.all(parts.map(each)));
+  return {
+    view: () => all((p) => p.view()),
+    setPaused: (paused) => all((p) => p.setPaused(paused)),
+    changeLimits: (change) =>
+      all((p, part) =>
+        p.changeLimits({
+          ...change,
+          ...(change.parallelism == null ? {} : { parallelism: originPartParallelism(change.parallelism, part, count) }),
+        }),
+      ),
+  };
+}
+
+/** An origin key's parts' views as one: counts and parallelism added up, paused while any part is, the latest slow-down. */
+function mergedView(views: FlowKeyView[]): FlowKeyView {
+  const first = views[0]!;
+  const sum = (of: (v: FlowKeyView) => number) => views.reduce((n, v) => n + of(v), 0);
+  const until = views.map((v) => v.throttledUntil).filter((t): t is number => t !== null);
+  return {
+    limits: { ...first.limits, parallelism: first.limits.parallelism === null ? null : sum((v) => v.limits.parallelism ?? 0) },
+    limitsFrom: views.some((v) => v.limitsFrom === "api") ? "api" : first.limitsFrom,
+    paused: views.some((v) => v.paused),
+    throttledUntil: until.length === 0 ? null : Math.max(...until),
+    inFlight: sum((v) => v.inFlight),
+    waiting: sum((v) => v.waiting),
+    currentRate: sum((v) => v.currentRate),
+    grantedTotal: sum((v) => v.grantedTotal),
+    throttledTotal: sum((v) => v.throttledTotal),
+  };
+}
+
+/**
+ * The tenant and key of an object's name as flowKeyName spells it (a part of an origin key is its
+ * origin key: core/flow.ts ORIGIN_KEY_PARTS); null without a name.
+ */
 function tenantAndKeyOf(name: string | undefined): { tenant: string; key: string } | null {
   const at = name?.lastIndexOf("\n") ?? -1;
-  return name === undefined || at < 0 ? null : { tenant: name.slice(0, at), key: name.slice(at + 1) };
+  if (name === undefined || at < 0) return null;
+  const key = name.slice(at + 1);
+  return { tenant: name.slice(0, at), key: originKeyOfPart(key)?.originKey ?? key };
 }
 
 const FLOW_KEY_MIGRATIONS: ReadonlyArray<SqliteMigration> = [
@@ -78,12 +143,16 @@ export class FlowKey extends DurableObject<Env> {
   private jobLimits: FlowLimits | null = null;
   /** whether permits are kept in storage (a job's own key) or in memory only (an origin's key) */
   private readonly durablePermits: boolean;
+  /** which part of an origin key this is (null: a job's own key) */
+  private readonly part: { originKey: string; part: number } | null;
   /** its flow_keys row is written (kept in flow_settings, so it is written once) */
   private registered: boolean;
   /** the flow_keys write in flight, if any (tests await it through runInDurableObject) */
   registering: Promise<void> | null = null;
   /** the target's slow-downs chained into one episode (core/alert.ts); stored only with a threshold */
   private episode: ThrottleEpisode | null;
+  /** an origin key's part: whether it took over what the origin's one object held before parts (adoptUnsplit) */
+  private adopted: boolean;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -98,7 +167,9 @@ export class FlowKey extends DurableObject<Env> {
     this.apiLimits = (settings.get("limits") as FlowLimits | undefined) ?? null;
     this.registered = settings.get("registered") === true;
     this.episode = (settings.get("throttleEpisode") as ThrottleEpisode | null | undefined) ?? null;
-    this.durablePermits = !isOriginKey(tenantAndKeyOf(ctx.id.name)?.key ?? "");
+    this.adopted = settings.get("adopted") === true;
+    this.part = originKeyOfPart(ctx.id.name?.slice(ctx.id.name.lastIndexOf("\n") + 1) ?? "");
+    this.durablePermits = this.part === null;
     const now = Date.now();
     const maxWaitMs = configOf(env).FLOW_WAIT_MAX_MS;
     // a slow-down stored before the cap (or under a larger one) holds at most maxWaitMs from now
@@ -117,6 +188,7 @@ export class FlowKey extends DurableObject<Env> {
 
   /** Asks for permits; `limits` are the ones the asking executions' jobs carry. */
   async ask(limits: FlowLimits, asks: FlowAsk[]): Promise<FlowAnswer[]> {
+    await this.adoptUnsplit();
     this.register();
     this.jobLimits = limits;
     this.gate.limits = this.apiLimits ?? limits;
@@ -131,7 +203,11 @@ export class FlowKey extends DurableObject<Env> {
     return answers;
   }
 
-  /** Deliveries that ended: their slots are free; a Retry-After slows the whole key. */
+  /**
+   * Deliveries that ended: their slots are free; a Retry-After slows the whole key. A part of an
+   * origin key that a target's answer slows down when it was not slowed tells the other parts (once
+   * an episode: they answer no more deliveries meanwhile).
+   */
   async release(releases: FlowRelease[]): Promise<void> {
     const now = Date.now();
     const before = this.gate.throttledUntil;
@@ -142,8 +218,33 @@ export class FlowKey extends DurableObject<Env> {
     }
     if (this.gate.throttledUntil !== before) {
       this.put("throttledUntil", this.gate.throttledUntil);
-      if (this.gate.throttledUntil !== null) await this.followThrottle(this.gate.throttledUntil, now);
+      if (this.gate.throttledUntil !== null) {
+        if (before === null || before <= now) await this.slowOtherParts(this.gate.throttledUntil);
+        await this.followThrottle(this.gate.throttledUntil, now);
+      }
     }
+  }
+
+  /** Another part of this origin key heard a target slow down until `until`: so does this part (its episode is that part's). */
+  async slowDown(until: number): Promise<void> {
+    const before = this.gate.throttledUntil;
+    this.gate.throttleUntil(until, Date.now());
+    if (this.gate.throttledUntil !== before) this.put("throttledUntil", this.gate.throttledUntil);
+  }
+
+  private async slowOtherParts(until: number): Promise<void> {
+    const name = tenantAndKeyOf(this.ctx.id.name);
+    if (!this.part || !name) return;
+    const parts = originKeyParts(configOf(this.env).ORIGIN_PARALLELISM);
+    await Promise.all(
+      Array.from({ length: parts }, (_, part) =>
+        part === this.part!.part
+          ? undefined
+          : flowKeyOf(this.env, name.tenant, originKeyPart(this.part!.originKey, part))
+              .slowDown(until)
+              .catch((error: unknown) => console.error(`slowing part ${part} of ${this.part!.originKey} down failed`, error)),
+      ),
+    );
   }
 
   /** The moment a throttle episode passes its threshold (throttleCheckAt): reported if still throttled. */
@@ -152,11 +253,13 @@ export class FlowKey extends DurableObject<Env> {
   }
 
   async view(): Promise<FlowKeyView> {
+    await this.adoptUnsplit();
     return { ...this.gate.view(Date.now()), limitsFrom: this.apiLimits ? "api" : this.jobLimits ? "job" : null };
   }
 
   /** Pauses or resumes; a resume also ends a target's slow-down (who resumes wants deliveries now). */
   async setPaused(paused: boolean): Promise<FlowKeyView> {
+    await this.adoptUnsplit();
     this.register();
     this.gate.paused = paused;
     this.put("paused", paused);
@@ -169,6 +272,7 @@ export class FlowKey extends DurableObject<Env> {
    * other; they win over the jobs' until changed again. Ends a target's slow-down, as a resume does.
    */
   async changeLimits(change: Partial<FlowLimits>): Promise<FlowKeyView> {
+    await this.adoptUnsplit();
     this.register();
     const limits = { ...this.gate.limits, ...change };
     this.apiLimits = limits;
@@ -177,6 +281,48 @@ export class FlowKey extends DurableObject<Env> {
     this.put("limits", limits);
     await this.endSlowDown();
     return this.view();
+  }
+
+  /**
+   * A part of an origin key, the first time it is called, takes over what the origin's one object
+   * held before keys had parts (a release before ORIGIN_KEY_PARTS): a pause, limits set with PATCH
+   * (its share of the parallelism), a slow-down. Once per part (one request); an object that does
+   * not answer is asked again on the next call.
+   */
+  private async adoptUnsplit(): Promise<void> {
+    if (this.adopted) return;
+    const name = tenantAndKeyOf(this.ctx.id.name);
+    if (this.durablePermits || !name) {
+      this.adopted = true;
+      return;
+    }
+    const before = await flowKeyOf(this.env, name.tenant, name.key)
+      .view()
+      .catch((error: unknown) => {
+        console.error(`reading origin key ${name.key} as it was before its parts failed; asked again on the next call`, error);
+        return null;
+      });
+    if (before === null || this.adopted) return;
+    if (before.paused) {
+      this.gate.paused = true;
+      this.put("paused", true);
+    }
+    if (before.limitsFrom === "api" && this.part) {
+      const { parallelism } = before.limits;
+      const parts = originKeyParts(configOf(this.env).ORIGIN_PARALLELISM);
+      this.apiLimits = {
+        ...before.limits,
+        parallelism: parallelism === null ? null : originPartParallelism(parallelism, this.part.part, parts),
+      };
+      this.gate.limits = this.apiLimits;
+      this.put("limits", this.apiLimits);
+    }
+    if (before.throttledUntil !== null && before.throttledUntil > Date.now()) {
+      this.gate.throttledUntil = before.throttledUntil;
+      this.put("throttledUntil", before.throttledUntil);
+    }
+    this.adopted = true;
+    this.put("adopted", true);
   }
 
   /** Executions already told to wait for it keep their due time (at most FLOW_WAIT_MAX_MS away); new asks start at once. */

@@ -431,7 +431,7 @@ const looseJob = fc.record(
     endAt: wildTime,
     maxOccurrences: ok(fc.integer({ min: 1, max: 1000 })),
     catchUp: ok(fc.constantFrom("none", "one", "all")),
-    timeoutMs: ok(fc.integer({ min: 1_000, max: 900_000 })),
+    timeoutMs: ok(fc.integer({ min: 1_000, max: 840_000 })),
     retry,
     metadata,
     idempotencyKey: ok(fc.constantFrom("fuzz-k1", "fuzz-k2", "fuzz-k3")),
@@ -462,7 +462,7 @@ const validRetry = fc.record(
 const common = {
   name: fc.string({ minLength: 1, maxLength: 30 }),
   target: validTarget,
-  timeoutMs: fc.integer({ min: 1_000, max: 900_000 }),
+  timeoutMs: fc.integer({ min: 1_000, max: 840_000 }),
   retry: validRetry,
   metadata: fc.dictionary(fc.string({ maxLength: 8 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }),
 };
@@ -959,7 +959,7 @@ describe(`fuzz (FUZZ_SEED=${SEED}, FUZZ_RUNS=${RUNS})`, () => {
           endAt: wildTime,
           maxOccurrences: wild,
           catchUp: wild,
-          timeoutMs: ok(fc.integer({ min: 1_000, max: 900_000 })),
+          timeoutMs: ok(fc.integer({ min: 1_000, max: 840_000 })),
           retry,
           metadata: fc.oneof(metadata, fc.constant(null)),
           idempotencyKey: fc.constant("not-patchable"),
@@ -1056,7 +1056,7 @@ describe(`fuzz (FUZZ_SEED=${SEED}, FUZZ_RUNS=${RUNS})`, () => {
         {
           name: fc.string({ minLength: 1, maxLength: 10 }),
           delay: fc.constantFrom("1h", "2h", 3_600_000),
-          timeoutMs: fc.integer({ min: 1_000, max: 900_000 }),
+          timeoutMs: fc.integer({ min: 1_000, max: 840_000 }),
           metadata: fc.dictionary(fc.string({ maxLength: 5 }), fc.jsonValue({ maxDepth: 2 }), { maxKeys: 3 }),
         },
         { requiredKeys: [] },

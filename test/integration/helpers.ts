@@ -21,7 +21,7 @@ import type { FireGroup, FireMessage, LiveExecution } from "../../src/bucket/pro
 import { configOf } from "../../src/config";
 import { oneOffExecutionId, shardOfId } from "../../src/core/id";
 import { keySlot } from "../../src/idempotency/key-claims";
-import worker from "../../src/index";
+import worker from "../../src/platform/local-worker";
 import { assertDocumented } from "./conformance";
 
 /** The settings the integration project runs with: src/config.ts's defaults under vitest.config.ts's bindings. */

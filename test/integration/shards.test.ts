@@ -17,7 +17,7 @@ import fc from "fast-check";
 import { describe, expect, it, vi } from "vitest";
 import { shardOfId } from "../../src/core/id";
 import { checkShardCount, SHARD_CHECK_MS, ShardsLowered, shardOfOrNull, shardsOf } from "../../src/db/shards";
-import worker from "../../src/index";
+import worker from "../../src/platform/local-worker";
 import { assertDocumented } from "./conformance";
 import {
   allShards,

@@ -20,7 +20,7 @@ import { describe, expect, it } from "vitest";
 import type { FireMessage } from "../../src/bucket/protocol";
 import { MAX_ACTIVE_SECRETS, SigningKeys, secretsOf } from "../../src/consumer/signing";
 import { deliver } from "../../src/consumer/webhook";
-import worker from "../../src/index";
+import worker from "../../src/platform/local-worker";
 import {
   api,
   bucketRow,

@@ -20,7 +20,7 @@ import { createExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { oneOffExecutionId } from "../../src/core/id";
-import worker from "../../src/index";
+import worker from "../../src/platform/local-worker";
 import {
   allShards,
   api,

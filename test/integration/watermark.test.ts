@@ -13,7 +13,7 @@ import { describe, expect, it } from "vitest";
 import { newId, shardOfId } from "../../src/core/id";
 import { toRfc3339 } from "../../src/core/when";
 import { shardBinding, shardsOf } from "../../src/db/shards";
-import worker from "../../src/index";
+import worker from "../../src/platform/local-worker";
 import { scan } from "../../src/scanner/scan";
 import { api, CONFIG, fileClock, interceptD1Batch, KEYS, keySql, receiverUrl, uniquePath } from "./helpers";
 

@@ -17,6 +17,7 @@
  */
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
+import { bucketOfExecution } from "../../src/core/bucketing";
 import {
   FLOW_GATE_BOUNDS,
   type FlowAnswer,
@@ -26,7 +27,11 @@ import {
   type FlowLimits,
   governingKey,
   isOriginKey,
+  ORIGIN_KEY_PARTS,
   originKeyOf,
+  originKeyOfPart,
+  originKeyParts,
+  originPartParallelism,
   PAUSED_RETRY_MS,
   WAITER_GRACE_MS,
 } from "../../src/core/flow";
@@ -860,22 +865,68 @@ describe("origin keys (item 3): a job without a key is governed by its target's 
 
   const ownKey = { key: "billing-api", rate: 50, periodSeconds: 2, parallelism: null };
 
+  const exe = "exe_0000000000abcdefghjkmnpqrs";
+
   it("a job's own key wins: the origin key is not asked", () => {
-    expect(governingKey(ownKey, "https://api.example.com/a", 10)).toEqual({
+    expect(governingKey(ownKey, "https://api.example.com/a", 10, exe)).toEqual({
       key: "billing-api",
       limits: { rate: 50, periodMs: 2_000, parallelism: null },
     });
   });
 
-  it("without one, its origin's key with only the origin parallelism", () => {
-    expect(governingKey(null, "https://api.example.com/a", 10)).toEqual({
-      key: "origin:https://api.example.com",
-      limits: { rate: null, periodMs: 1_000, parallelism: 10 },
+  it("without one, the part of its origin's key its execution names, with that part's share of the origin parallelism", () => {
+    const part = bucketOfExecution(exe, ORIGIN_KEY_PARTS);
+    expect(governingKey(null, "https://api.example.com/a", 1_000, exe)).toEqual({
+      key: `origin:https://api.example.com#${part}`,
+      limits: { rate: null, periodMs: 1_000, parallelism: originPartParallelism(1_000, part, ORIGIN_KEY_PARTS) },
+    });
+    expect(originKeyOfPart(governingKey(null, "https://api.example.com/a", 1_000, exe)!.key)).toEqual({
+      originKey: "origin:https://api.example.com",
+      part,
     });
   });
 
+  it.each([1, 2, 15, 16, 17, 1_000, 1_001])(
+    "splits an origin parallelism of %i into parts whose shares add up to it, one slot each at least",
+    (parallelism) => {
+      const parts = originKeyParts(parallelism);
+      expect(parts).toBe(Math.min(ORIGIN_KEY_PARTS, parallelism));
+      const shares = Array.from({ length: parts }, (_, part) => originPartParallelism(parallelism, part, parts));
+      expect(shares.reduce((a, b) => a + b, 0)).toBe(parallelism);
+      expect(Math.max(...shares) - Math.min(...shares)).toBeLessThanOrEqual(1);
+    },
+  );
+
+  it("an execution's part is its bucket's: a bucket's group asks one part, and the parts share an origin's executions evenly", () => {
+    const ids = Array.from({ length: 16_000 }, (_, i) => `exe_${String(i).padStart(10, "0")}${(i * 7919).toString(36).padStart(16, "a")}`);
+    const parts = new Map<string, number>();
+    for (const id of ids) {
+      const key = governingKey(null, "https://api.example.com/a", 1_000, id)!.key;
+      parts.set(key, (parts.get(key) ?? 0) + 1);
+    }
+    expect(parts.size).toBe(ORIGIN_KEY_PARTS);
+    for (const count of parts.values()) expect(count).toBeGreaterThan((16_000 / ORIGIN_KEY_PARTS) * 0.8);
+    // two executions of one job (one bucket) name one part
+    expect(governingKey(null, "https://x.example/", 10, "exe_000000000aqrstvwxyzabcdefg")!.key).toBe(
+      governingKey(null, "https://x.example/", 10, "exe_000000000bqrstvwxyzabcdefg")!.key,
+    );
+  });
+
+  it("reads a part's name back to its origin key, and no other name", () => {
+    expect(originKeyOfPart("origin:https://api.example.com#0")).toEqual({ originKey: "origin:https://api.example.com", part: 0 });
+    expect(originKeyOfPart(`origin:https://api.example.com#${ORIGIN_KEY_PARTS - 1}`)?.originKey).toBe("origin:https://api.example.com");
+    for (const name of [
+      "origin:https://api.example.com",
+      `origin:https://api.example.com#${ORIGIN_KEY_PARTS}`,
+      "origin:https://api.example.com#01",
+      "billing#3",
+      "origin:https://API.example.com#3",
+    ])
+      expect(originKeyOfPart(name), name).toBeNull();
+  });
+
   it("origin parallelism 0 turns origin keys off: no key is asked", () => {
-    expect(governingKey(null, "https://api.example.com/a", 0)).toBeNull();
-    expect(governingKey(ownKey, "https://api.example.com/a", 0)?.key).toBe("billing-api");
+    expect(governingKey(null, "https://api.example.com/a", 0, exe)).toBeNull();
+    expect(governingKey(ownKey, "https://api.example.com/a", 0, exe)?.key).toBe("billing-api");
   });
 });

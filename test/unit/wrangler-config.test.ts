@@ -1,10 +1,11 @@
 /**
- * What wrangler.toml must keep for the consumer to isolate slow targets (issue 13, item 1), read
- * by wrangler's own config reader: the queue hands out the next batch without waiting for the
- * deliveries a batch left running in waitUntil, and no fire batch is larger than the connections
- * one invocation may open (a delivery beyond them would wait behind a slow one); the local
- * profile's larger batches. And that the
- * console's static assets (issue 16) can never answer in the API's place.
+ * What wrangler.toml must keep, read by wrangler's own config reader: a fire consumer awaits its
+ * deliveries (production keeps waitUntil work only ~30 s after a handler returns: issue 35 item 1),
+ * so the production config has no queue_consumer_no_wait_for_wait_until; fetches of the scheduler's
+ * own zone go through its front door (global_fetch_strictly_public, item 5); no fire batch is larger
+ * than the connections one invocation may open (a delivery beyond them would wait behind a slow
+ * one); the local profile's larger batches, its entry and flags. And that the console's static
+ * assets (issue 16) can never answer in the API's place.
  */
 import { readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -17,8 +18,18 @@ const wrangler = unstable_readConfig({ config: join(import.meta.dirname, "../../
 const defaults = ConfigSchema.parse({});
 
 describe("wrangler.toml", () => {
-  it("lets the queue move on while deliveries run (queue_consumer_no_wait_for_wait_until)", () => {
-    expect(wrangler.compatibility_flags).toContain("queue_consumer_no_wait_for_wait_until");
+  it("leaves no delivery in a consumer's waitUntil, and fetches its own zone through the front door (issue 35 items 1, 5)", () => {
+    expect(wrangler.compatibility_flags).not.toContain("queue_consumer_no_wait_for_wait_until");
+    expect(wrangler.compatibility_flags).toContain("global_fetch_strictly_public");
+    expect(wrangler.main).toMatch(/src\/index\.ts$/);
+  });
+
+  it("a local run runs the local profile's entry with its own flags, and only there (scripts/local-env.mjs asLocalRun)", async () => {
+    const { asLocalRun, LOCAL_MAIN, LOCAL_COMPATIBILITY_FLAGS } = await import("../../scripts/local-env.mjs");
+    const text = asLocalRun(readFileSync(join(import.meta.dirname, "../../wrangler.toml"), "utf8"));
+    expect(text).toMatch(new RegExp(`^main = "${LOCAL_MAIN}"$`, "m"));
+    const flags = JSON.parse(/^compatibility_flags = (\[.*\])$/m.exec(text)![1]!) as string[];
+    expect(flags.sort()).toEqual([...new Set([...wrangler.compatibility_flags, ...LOCAL_COMPATIBILITY_FLAGS])].sort());
   });
 
   it("gives every fire consumer no more executions per invocation than DELIVERY_CONCURRENCY: batches of one group of FIRE_GROUP_SIZE", () => {

@@ -97,7 +97,7 @@ const CREATE_FLAGS: Record<string, Flag> = {
   cron: { type: "string", value: "<expr>", help: "recurring: 5 fields, or 6 with seconds first" },
   timezone: { type: "string", value: "<iana>", help: "the cron's zone (default UTC)" },
   name: { type: "string", value: "<name>", help: "a name for the job" },
-  "timeout-ms": { type: "string", value: "<ms>", help: "per attempt, 1000 to 900000 (default 30000)" },
+  "timeout-ms": { type: "string", value: "<ms>", help: "per attempt, 1000 to 840000 (default 30000)" },
   "max-attempts": { type: "string", value: "<n>", help: "attempts before the execution is dead (retry.maxAttempts)" },
   priority: { type: "string", value: "<0-9>", help: "higher goes first among your due executions waiting their turn (default 5)" },
   "idempotency-key": { type: "string", value: "<key>", help: "a repeat with this key returns the first job" },

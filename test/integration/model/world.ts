@@ -35,7 +35,7 @@ import { bulkActionName } from "../../../src/actions/bulk-action";
 import type { FireGroup } from "../../../src/bucket/protocol";
 import { bucketOfJob } from "../../../src/core/bucketing";
 import { pullQueueName } from "../../../src/core/pull";
-import worker from "../../../src/index";
+import worker from "../../../src/platform/local-worker";
 import { assertDocumented } from "../conformance";
 import { CONFIG, D1_PROTOTYPE, receiverUrl } from "../helpers";
 

@@ -1,0 +1,439 @@
+/**
+ * The local profile: what production enforces and workerd does not, enforced (or only metered) on
+ * a local run. It wraps the Worker's handlers and the Durable Object classes (platform/local-worker.ts
+ * is the entry every local config and the integration tests run; wrangler.toml's `main` stays
+ * src/index.ts, so none of this is deployed). Each invocation (a fetch, a queue batch, a cron run, a
+ * Durable Object call) gets a record carried by AsyncLocalStorage through all its promises, and every
+ * binding call and fetch made in it is checked against platform/limits.ts:
+ *
+ * - `waitUntil` work of a non-actor handler is cut WAIT_UNTIL_AFTER_RETURN_MS after the handler
+ *   returns (its further I/O throws), a queue or cron invocation at INVOCATION_WALL_MS;
+ * - subrequests per invocation; at most 6 fetches waiting for their response headers at once (a 7th
+ *   waits for a free one, as production queues it: its timeout runs meanwhile);
+ * - SQL statements (D1 and Durable Object SQLite): bound parameters and statement bytes; D1 result bytes;
+ * - queue sends: message and batch bytes, messages per batch, delay;
+ * - RPC arguments' bytes; requests per Durable Object per second (production answers "overloaded").
+ *
+ * In "enforce" mode (tests, `npm start`) a breach throws PlatformLimitError and is recorded, so a test
+ * fails even where the code catches the error; "meter" (the bench) only counts, so figures stay the
+ * runtime's. Either way `platformReport()` gives the peaks, which the bench prints.
+ */
+
+import { AsyncLocalStorage } from "node:async_hooks";
+import * as LIMITS from "./limits";
+
+export type ProfileMode = "enforce" | "meter";
+
+/** A limit production would have enforced at this point. */
+export class PlatformLimitError extends Error {
+  constructor(
+    readonly limit: string,
+    detail: string,
+  ) {
+    super(`platform limit exceeded (${limit}): ${detail} [the local profile, src/platform/profile.ts; docs/platform-limits.md]`);
+    this.name = "PlatformLimitError";
+  }
+}
+
+/** One invocation as the platform counts it. */
+interface Invocation {
+  kind: string;
+  /** the Durable Object whose call this is (a call it makes to itself stays in it) */
+  owner?: object;
+  subrequests: number;
+  /** fetches waiting for their response headers */
+  open: number;
+  /** fetches waiting for a connection */
+  waiting: (() => void)[];
+  /** why its further I/O is refused, once it is */
+  cut: string | null;
+}
+
+const invocations = new AsyncLocalStorage<Invocation>();
+
+let mode: ProfileMode = "enforce";
+
+/** The profile's mode from the Worker's vars: PLATFORM_LIMITS "enforce" (the default) or "meter". */
+export function configureProfile(env: { PLATFORM_LIMITS?: string }): void {
+  mode = env.PLATFORM_LIMITS === "meter" ? "meter" : "enforce";
+}
+
+/** How long an invocation's waitUntil work lives after its handler returns: production's, or PLATFORM_WAIT_UNTIL_MS (a test scales it). */
+function waitUntilAfterReturnMs(env: { PLATFORM_WAIT_UNTIL_MS?: string }): number {
+  const ms = Number(env.PLATFORM_WAIT_UNTIL_MS);
+  return Number.isFinite(ms) && ms > 0 ? ms : LIMITS.WAIT_UNTIL_AFTER_RETURN_MS;
+}
+
+// ---------------------------------------------------------------------------------------------
+// what was seen: breaches, peaks
+
+interface Violation {
+  limit: string;
+  message: string;
+  invocation: string;
+}
+
+const violations: Violation[] = [];
+const peaks = { subrequestsPerInvocation: 0, openConnections: 0, d1ResultBytes: 0, rpcBytes: 0, queueMessageBytes: 0 };
+/** requests per Durable Object: the current second's count and the highest second seen, by "<binding>:<name>" */
+const objectRates = new Map<string, { second: number; count: number; peak: number; total: number }>();
+
+/** Breaches recorded since the last call (a test that provokes one takes it; the test setup fails on any other). */
+export function takeViolations(): Violation[] {
+  return violations.splice(0);
+}
+
+/** What the profile saw: breaches, the peaks, and the busiest Durable Objects (requests in their busiest second). */
+export function platformReport(top = 10) {
+  const objects = [...objectRates]
+    .map(([object, r]) => ({ object, peakPerSecond: r.peak, total: r.total }))
+    .sort((a, b) => b.peakPerSecond - a.peakPerSecond)
+    .slice(0, top);
+  return { mode, violations: violations.length, peaks: { ...peaks }, objects };
+}
+
+/** Forgets the peaks and per-object counts (the bench resets between scenarios). */
+export function resetReport(): void {
+  objectRates.clear();
+  for (const key of Object.keys(peaks) as (keyof typeof peaks)[]) peaks[key] = 0;
+}
+
+function breach(limit: string, detail: string): void {
+  const error = new PlatformLimitError(limit, detail);
+  if (mode === "meter") return;
+  violations.push({ limit, message: error.message, invocation: invocations.getStore()?.kind ?? "(none)" });
+  console.error(error.message);
+  throw error;
+}
+
+// ---------------------------------------------------------------------------------------------
+// invocations
+
+function newInvocation(kind: string): Invocation {
+  return { kind, subrequests: 0, open: 0, waiting: [], cut: null };
+}
+
+/** Runs `work` as one invocation of `kind`; an object's call to itself stays in the invocation that made it. */
+export function runAsInvocation<T>(kind: string, work: () => T, owner?: object): T {
+  if (owner !== undefined && invocations.getStore()?.owner === owner) return work();
+  return invocations.run({ ...newInvocation(kind), owner }, work);
+}
+
+/** A subrequest of the current invocation (outside any, as tests make them: not counted). */
+function subrequest(what: string): void {
+  const invocation = invocations.getStore();
+  if (!invocation) return;
+  if (invocation.cut) breach("invocation ended", `${what} after ${invocation.cut} (${invocation.kind})`);
+  invocation.subrequests += 1;
+  peaks.subrequestsPerInvocation = Math.max(peaks.subrequestsPerInvocation, invocation.subrequests);
+  if (invocation.subrequests > LIMITS.SUBREQUESTS_PER_INVOCATION)
+    breach("subrequests per invocation", `${invocation.subrequests} > ${LIMITS.SUBREQUESTS_PER_INVOCATION} in ${invocation.kind}`);
+}
+
+/**
+ * A non-actor handler (fetch, queue, scheduled): `waitUntil` work is cut WAIT_UNTIL_AFTER_RETURN_MS
+ * after `handler` settles, and a queue or cron invocation's I/O at INVOCATION_WALL_MS.
+ */
+export async function runHandler<T>(
+  kind: string,
+  env: { PLATFORM_WAIT_UNTIL_MS?: string },
+  ctx: ExecutionContext,
+  handler: (ctx: ExecutionContext) => T | Promise<T>,
+  { wallMs }: { wallMs?: number } = {},
+): Promise<T> {
+  const invocation = newInvocation(kind);
+  const wall = wallMs === undefined ? undefined : setTimeout(() => (invocation.cut ??= `${wallMs} ms of wall time`), wallMs);
+  const left: Promise<unknown>[] = [];
+  const wrapped: ExecutionContext = {
+    waitUntil: (promise) => {
+      left.push(promise);
+      ctx.waitUntil(promise);
+    },
+    passThroughOnException: () => ctx.passThroughOnException(),
+    props: ctx.props,
+  } as ExecutionContext;
+  try {
+    return await invocations.run(invocation, () => handler(wrapped));
+  } finally {
+    const cutMs = waitUntilAfterReturnMs(env);
+    const cut = setTimeout(() => (invocation.cut ??= `the handler returned ${cutMs} ms ago (waitUntil)`), cutMs);
+    // the timers end with the work they bound
+    ctx.waitUntil(
+      Promise.allSettled(left).then(() => {
+        clearTimeout(cut);
+        clearTimeout(wall);
+      }),
+    );
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// fetch: subrequests, six connections waiting for headers
+
+/** `fetch` counted and limited per invocation (installed once, as the global). */
+export function limitedFetch(original: typeof fetch): typeof fetch {
+  return async (input, init) => {
+    const invocation = invocations.getStore();
+    if (!invocation) return original(input, init);
+    subrequest("fetch");
+    if (invocation.open >= LIMITS.OPEN_CONNECTIONS_PER_INVOCATION) {
+      // production queues it until a connection is free; its timeout (the caller's signal) runs meanwhile
+      await new Promise<void>((resolve) => invocation.waiting.push(resolve));
+    }
+    invocation.open += 1;
+    peaks.openConnections = Math.max(peaks.openConnections, invocation.open);
+    try {
+      return await original(input, init);
+    } finally {
+      invocation.open -= 1;
+      invocation.waiting.shift()?.();
+    }
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// bindings
+
+const bindingProxies = new WeakMap<object, object>();
+
+/** The Worker's (or an object's) env with every binding counted and checked. */
+export function limitedEnv<E extends object>(env: E): E {
+  const cached = bindingProxies.get(env);
+  if (cached) return cached as E;
+  const limited = new Proxy(env, {
+    get(target, property, receiver) {
+      const value = Reflect.get(target, property, receiver);
+      return typeof property === "string" ? limitedBinding(property, value) : value;
+    },
+  });
+  bindingProxies.set(env, limited);
+  return limited;
+}
+
+function limitedBinding(name: string, value: unknown): unknown {
+  if (typeof value !== "object" || value === null) return value;
+  const cached = bindingProxies.get(value);
+  if (cached) return cached;
+  let limited: object;
+  switch (Object.prototype.toString.call(value)) {
+    case "[object DurableObjectNamespace]":
+      limited = limitedNamespace(name, value as DurableObjectNamespace);
+      break;
+    case "[object WorkerQueue]":
+      limited = limitedQueue(name, value as Queue);
+      break;
+    case "[object R2Bucket]":
+    case "[object Fetcher]":
+      limited = countedCalls(name, value);
+      break;
+    default:
+      if ((value as { constructor?: { name?: string } }).constructor?.name !== "D1Database") return value;
+      limited = limitedD1(value as D1Database);
+  }
+  bindingProxies.set(value, limited);
+  return limited;
+}
+
+/** Every method call a subrequest (R2, service bindings). */
+function countedCalls(name: string, binding: object): object {
+  return new Proxy(binding, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (typeof property !== "string" || typeof value !== "function" || property === "then") return value;
+      return (...args: unknown[]) => {
+        subrequest(`${name}.${property}`);
+        return Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
+      };
+    },
+  });
+}
+
+function limitedNamespace(binding: string, namespace: DurableObjectNamespace): DurableObjectNamespace {
+  const names = new WeakMap<DurableObjectId, string>();
+  return new Proxy(namespace, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (typeof value !== "function") return value;
+      switch (property) {
+        case "idFromName":
+          return (name: string) => {
+            const id = target.idFromName(name);
+            names.set(id, name);
+            return id;
+          };
+        case "get":
+          return (id: DurableObjectId, options?: DurableObjectNamespaceGetDurableObjectOptions) =>
+            limitedStub(`${binding}:${names.get(id) ?? id.toString()}`, target.get(id, options));
+        case "getByName":
+          return (name: string, options?: DurableObjectNamespaceGetDurableObjectOptions) =>
+            limitedStub(`${binding}:${name}`, target.getByName(name, options));
+        default:
+          return value.bind(target);
+      }
+    },
+  });
+}
+
+function limitedStub<S extends object>(object: string, stub: S): S {
+  return new Proxy(stub, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (typeof property !== "string" || typeof value !== "function" || property === "then") return value;
+      return (...args: unknown[]) => {
+        subrequest(`${object}.${property}`);
+        objectRequest(object);
+        const bytes = jsonBytes(args);
+        peaks.rpcBytes = Math.max(peaks.rpcBytes, bytes);
+        if (bytes > LIMITS.RPC_MAX_BYTES) breach("RPC size", `${object}.${property} with ${bytes} bytes of arguments`);
+        return Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
+      };
+    },
+  });
+}
+
+/** A request to one Durable Object: per second, against the soft limit. */
+function objectRequest(object: string): void {
+  const second = Math.floor(performance.now() / 1_000);
+  let rate = objectRates.get(object);
+  if (!rate) {
+    rate = { second, count: 0, peak: 0, total: 0 };
+    objectRates.set(object, rate);
+  }
+  if (rate.second !== second) {
+    rate.second = second;
+    rate.count = 0;
+  }
+  rate.count += 1;
+  rate.total += 1;
+  rate.peak = Math.max(rate.peak, rate.count);
+  if (rate.count > LIMITS.OBJECT_REQUESTS_PER_SECOND)
+    breach("requests per Durable Object", `${rate.count} requests within one second to ${object} (overloaded)`);
+}
+
+function limitedQueue(name: string, queue: Queue): Queue {
+  const check = (bodies: { body: unknown; delaySeconds?: number | undefined }[]) => {
+    subrequest(`${name}.send`);
+    if (bodies.length > LIMITS.QUEUE_BATCH_MESSAGES) breach("queue batch", `${bodies.length} messages in one sendBatch to ${name}`);
+    let total = 0;
+    for (const { body, delaySeconds } of bodies) {
+      const bytes = jsonBytes(body);
+      total += bytes;
+      peaks.queueMessageBytes = Math.max(peaks.queueMessageBytes, bytes);
+      if (bytes > LIMITS.QUEUE_MESSAGE_BYTES) breach("queue message size", `a ${bytes}-byte message to ${name}`);
+      if ((delaySeconds ?? 0) > LIMITS.QUEUE_MAX_DELAY_SECONDS) breach("queue delay", `delaySeconds ${delaySeconds} to ${name}`);
+    }
+    if (total > LIMITS.QUEUE_BATCH_BYTES) breach("queue batch", `${total} bytes in one sendBatch to ${name}`);
+  };
+  return new Proxy(queue, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (property === "send")
+        return (body: unknown, options?: QueueSendOptions) => {
+          check([{ body, delaySeconds: options?.delaySeconds }]);
+          return target.send(body, options);
+        };
+      if (property === "sendBatch")
+        return (messages: Iterable<MessageSendRequest>, options?: QueueSendBatchOptions) => {
+          const all = [...messages];
+          check(all.map((m) => ({ body: m.body, delaySeconds: m.delaySeconds ?? options?.delaySeconds })));
+          return target.sendBatch(all, options);
+        };
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// SQL
+
+const encoder = new TextEncoder();
+
+function checkStatement(where: string, query: string, parameters: number): void {
+  const bytes = encoder.encode(query).byteLength;
+  if (bytes > LIMITS.SQL_MAX_STATEMENT_BYTES) breach("SQL statement size", `${bytes} bytes of SQL in ${where}`);
+  if (parameters > LIMITS.SQL_MAX_BOUND_PARAMETERS)
+    breach("SQL bound parameters", `${parameters} bound parameters in ${where} (at most ${LIMITS.SQL_MAX_BOUND_PARAMETERS})`);
+}
+
+function checkD1Result<T>(result: T): T {
+  const bytes = jsonBytes(result);
+  peaks.d1ResultBytes = Math.max(peaks.d1ResultBytes, bytes);
+  if (bytes > LIMITS.D1_MAX_RESULT_BYTES) breach("D1 result size", `a ${bytes}-byte result`);
+  return result;
+}
+
+/** D1: each query a subrequest, its statement and result checked; batches take the real statements. */
+function limitedD1(d1: D1Database): D1Database {
+  const real = new WeakMap<object, D1PreparedStatement>();
+  const statement = (query: string, prepared: D1PreparedStatement): D1PreparedStatement => {
+    const limited: D1PreparedStatement = new Proxy(prepared, {
+      get(target, property) {
+        const value = Reflect.get(target, property, target);
+        if (property === "bind")
+          return (...values: unknown[]) => {
+            checkStatement("a D1 statement", query, values.length);
+            return statement(query, target.bind(...values));
+          };
+        if (property === "first" || property === "all" || property === "run" || property === "raw")
+          return async (...args: unknown[]) => {
+            subrequest("D1 query");
+            return checkD1Result(await Reflect.apply(value as (...a: unknown[]) => Promise<unknown>, target, args));
+          };
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    real.set(limited, prepared);
+    return limited;
+  };
+  return new Proxy(d1, {
+    get(target, property) {
+      const value = Reflect.get(target, property, target);
+      if (property === "prepare")
+        return (query: string) => {
+          checkStatement("a D1 statement", query, 0);
+          return statement(query, target.prepare(query));
+        };
+      if (property === "batch")
+        return async (statements: D1PreparedStatement[]) => {
+          subrequest("D1 batch");
+          const results = await target.batch(statements.map((s) => real.get(s) ?? s));
+          for (const r of results) checkD1Result(r);
+          return results;
+        };
+      if (property === "exec")
+        return (query: string) => {
+          subrequest("D1 exec");
+          checkStatement("D1 exec", query, 0);
+          return target.exec(query);
+        };
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+}
+
+/**
+ * Checks the SQL statements of a Durable Object's state. In place: the runtime accepts only its own
+ * state object, so its SQL's exec is replaced on that object.
+ */
+export function limitState(state: DurableObjectState): DurableObjectState {
+  const sql = state.storage.sql;
+  const exec = sql.exec.bind(sql);
+  Object.defineProperty(sql, "exec", {
+    configurable: true,
+    writable: true,
+    value: (query: string, ...bindings: unknown[]) => {
+      checkStatement("a Durable Object SQL statement", query, bindings.length);
+      return exec(query, ...bindings);
+    },
+  });
+  return state;
+}
+
+/** A value's JSON size in bytes (what crosses a queue or an RPC, near enough); 0 when it is not JSON. */
+function jsonBytes(value: unknown): number {
+  try {
+    return encoder.encode(JSON.stringify(value) ?? "").byteLength;
+  } catch {
+    return 0;
+  }
+}
