@@ -173,29 +173,35 @@ export class ShardsLowered extends Error {
 
 /** how long an isolate trusts its last look at the recorded count (a newer deployment may raise it) */
 export const SHARD_CHECK_MS = 60_000;
-const checked = new WeakMap<Shards, { check: Promise<void>; at: number }>();
+/** each configuration's last look: when, and whether it found fewer shards bound than recorded */
+const checked = new WeakMap<Shards, { at: number; lowered: ShardsLowered | null }>();
 
 /**
  * Refuses fewer shards than the deployment has had (ShardsLowered), and records a higher count.
  * Once a minute per isolate and configuration (1 row read): an isolate of an older version, still
  * serving while a deployment that added a shard rolls out, refuses within SHARD_CHECK_MS instead
  * of listing without the new shard. When shard 0 cannot be asked, the request goes on (what needs
- * only other shards must not stop with it) and the next one asks again.
+ * only other shards must not stop with it) and the next one asks again. Only the answer is shared
+ * between requests, never the pending query: a request awaiting another's I/O hangs when that
+ * request is canceled mid-query (the platform never settles it), so requests that arrive before the
+ * first answer each ask.
  */
-export function checkShardCount(shards: Shards, now = Date.now()): Promise<void> {
+export async function checkShardCount(shards: Shards, now = Date.now()): Promise<void> {
   const last = checked.get(shards);
-  if (last && now - last.at < SHARD_CHECK_MS) return last.check;
-  const check = recordShardCount(shards.all[0]!.db, shards.count).then(
-    (most) => {
-      if (most > shards.count) throw new ShardsLowered(shards.count, most);
-    },
-    (error: unknown) => {
-      console.error("checking the shard count on D1 shard 0 failed; asked again on the next request", error);
-      checked.delete(shards);
-    },
-  );
-  checked.set(shards, { check, at: now });
-  return check;
+  if (last && now - last.at < SHARD_CHECK_MS) {
+    if (last.lowered) throw last.lowered;
+    return;
+  }
+  let most: number;
+  try {
+    most = await recordShardCount(shards.all[0]!.db, shards.count);
+  } catch (error) {
+    console.error("checking the shard count on D1 shard 0 failed; asked again on the next request", error);
+    return;
+  }
+  const lowered = most > shards.count ? new ShardsLowered(shards.count, most) : null;
+  checked.set(shards, { at: now, lowered });
+  if (lowered) throw lowered;
 }
 
 /**
