@@ -1,21 +1,21 @@
 /**
  * The dispatched executions in send order (the first is the oldest), for the state machine
- * (flight.ts Executions, which alone writes them), and what makes a dispatch count as lost: a
- * later one was claimed (it was overtaken), or too long passed (core/backoff.ts redispatchAt).
+ * (flight.ts Executions, which alone writes them), and what makes a dispatch count as lost: one sent
+ * at least DISPATCH_TIMEOUT_MS after it was claimed (it was overtaken by that much), or too long
+ * passed (core/backoff.ts redispatchAt). Production's queues do not keep order: messages sent
+ * close together are often claimed out of order, which never counts.
  */
 import { redispatchAt } from "../core/backoff";
 
 export interface Dispatch {
-  seq: number;
   at: number;
   count: number;
 }
 
 export class DispatchOrder {
   private readonly dispatches = new Map<string, Dispatch>();
-  private dispatchSeq = 0;
-  /** the highest dispatch seq claimed: an older unclaimed dispatch was overtaken */
-  private claimedSeq = 0;
+  /** when the latest-sent dispatch claimed so far was sent: one unclaimed and sent a timeout before it was overtaken */
+  private claimedSentAt = Number.NEGATIVE_INFINITY;
 
   constructor(private readonly dispatchTimeoutMs: number) {}
 
@@ -27,15 +27,15 @@ export class DispatchOrder {
   send(id: string, now: number): void {
     const count = (this.dispatches.get(id)?.count ?? 0) + 1;
     this.dispatches.delete(id);
-    this.dispatches.set(id, { seq: ++this.dispatchSeq, at: now, count });
+    this.dispatches.set(id, { at: now, count });
   }
 
-  /** A claim took its dispatch: every older unclaimed one has now been overtaken. */
+  /** A claim took its dispatch: every unclaimed one sent a timeout or more before it has been overtaken. */
   claim(id: string): Dispatch | undefined {
     const dispatch = this.dispatches.get(id);
     if (!dispatch) return undefined;
     this.dispatches.delete(id);
-    if (dispatch.seq > this.claimedSeq) this.claimedSeq = dispatch.seq;
+    if (dispatch.at > this.claimedSentAt) this.claimedSentAt = dispatch.at;
     return dispatch;
   }
 
@@ -46,6 +46,6 @@ export class DispatchOrder {
 
   /** When a dispatch counts as lost. */
   redispatchAt(d: Dispatch): number {
-    return redispatchAt(d.at, this.claimedSeq > d.seq, this.dispatchTimeoutMs);
+    return redispatchAt(d.at, this.claimedSentAt - d.at >= this.dispatchTimeoutMs, this.dispatchTimeoutMs);
   }
 }

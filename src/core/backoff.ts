@@ -52,10 +52,11 @@ export function decideAfterFailure(input: {
 export const MAX_DISPATCH_WAIT_MS = 600_000;
 
 /**
- * When an unclaimed dispatch counts as lost and is sent again (failure row "message lost"): once
- * a later dispatch of the same bucket was claimed (it was overtaken), `timeoutMs` after it was
- * sent; otherwise only after MAX_DISPATCH_WAIT_MS. A queue that is merely slow overtakes
- * nothing, so it gets no copies however long its backlog.
+ * When an unclaimed dispatch counts as lost and is sent again (failure row "message lost"): once a
+ * dispatch of the same bucket sent at least `timeoutMs` after it was claimed (it was overtaken by
+ * that much), `timeoutMs` after it was sent; otherwise only after MAX_DISPATCH_WAIT_MS. Production's
+ * queues do not promise order (docs/platform-limits.md): a queue that is slow, or reorders messages
+ * sent within `timeoutMs` of each other, gets no copies.
  */
 export function redispatchAt(sentAt: number, overtaken: boolean, timeoutMs: number): number {
   return sentAt + (overtaken ? timeoutMs : MAX_DISPATCH_WAIT_MS);
