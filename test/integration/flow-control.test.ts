@@ -14,6 +14,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
+import { ORIGIN_KEY_PARTS } from "../../src/core/flow";
 import type { FlowKey } from "../../src/flow/flow-key";
 import {
   allShards,
@@ -273,7 +274,7 @@ describe("flow control", () => {
     const limits = { rate: null, periodMs: 1_000, parallelism: 2 };
     const ask = { executionId: "exe-origin-permit", firstDueAt: clock.at, holdMs: 1_000 };
     const own = env.FLOW_KEY.getByName("acme\nown-key");
-    const origin = env.FLOW_KEY.getByName("acme\norigin:https://api.example.com");
+    const origin = env.FLOW_KEY.getByName("acme\norigin:https://api.example.com#0");
     const stored = (key: typeof own) =>
       runInDurableObject(key, (_o, state) => state.storage.sql.exec("SELECT execution_id FROM flow_permits").toArray());
     expect((await own.ask(limits, [ask]))[0]?.granted).toBe(true);
@@ -378,6 +379,48 @@ describe("flow control", () => {
       const [unkeyed] = await keyless(1, origin, () => uniquePath());
       await (await startFire([unkeyed!.message], { env: { ...env, ORIGIN_PARALLELISM: "0" } })).done;
       expect((await unkeyed!.e.view())?.status).toBe("succeeded");
+    });
+
+    /**
+     * Issue 35 item 6: an origin's key is held by ORIGIN_KEY_PARTS objects, so that no object takes
+     * every key-less delivery of an origin (a Durable Object's soft limit is 1,000 requests/s).
+     */
+    describe("held by parts (issue 35 item 6)", () => {
+      const partOf = (key: string, part: number) => env.FLOW_KEY.getByName(`acme\n${key}#${part}`);
+
+      it("a 429's slow-down heard by one part reaches every part; the API shows and changes the parts as one key", async () => {
+        const host = `http://origin-${crypto.randomUUID().slice(0, 8)}.example`;
+        const key = `origin:${host}`;
+        const views = () => Promise.all(Array.from({ length: ORIGIN_KEY_PARTS }, (_, part) => partOf(key, part).view()));
+        await partOf(key, 3).ask({ rate: null, periodMs: 1_000, parallelism: 63 }, [
+          { executionId: "exe-part-3", firstDueAt: clock.at, holdMs: 60_000 },
+        ]);
+        await partOf(key, 3).release([{ executionId: "exe-part-3", retryAfterMs: 30_000 }]);
+        for (const view of await views()) expect(view.throttledUntil).toBe(clock.at + 30_000);
+
+        const shown = await flowKey(encodeURIComponent(key));
+        expect(shown.throttledUntil).toBe(new Date(clock.at + 30_000).toISOString());
+        expect(shown.grantedTotal).toBe(1);
+        const paused = await api(`/v1/flow-control/${encodeURIComponent(key)}/pause`, { method: "POST" });
+        expect(((await paused.json()) as { paused: boolean }).paused).toBe(true);
+        for (const view of await views()) expect(view.paused).toBe(true);
+        const patched = await api(`/v1/flow-control/${encodeURIComponent(key)}`, { method: "PATCH", body: { parallelism: 100 } });
+        expect(((await patched.json()) as { limits: { parallelism: number } }).limits.parallelism).toBe(100);
+        expect((await views()).map((v) => v.limits.parallelism).reduce((a, b) => a! + b!, 0)).toBe(100);
+      });
+
+      it("a part takes over what the origin's single object held before parts: a pause, PATCHed limits", async () => {
+        const key = `origin:http://before-${crypto.randomUUID().slice(0, 8)}.example`;
+        const single = env.FLOW_KEY.getByName(`acme\n${key}`);
+        await single.changeLimits({ parallelism: 32 });
+        await single.setPaused(true);
+        const part = partOf(key, 5);
+        const [answer] = await part.ask({ rate: null, periodMs: 1_000, parallelism: 63 }, [
+          { executionId: "exe-adopted", firstDueAt: clock.at, holdMs: 60_000 },
+        ]);
+        expect(answer?.granted).toBe(false);
+        expect(await part.view()).toMatchObject({ paused: true, limitsFrom: "api", limits: { parallelism: 2 } });
+      });
     });
   });
 });
