@@ -67,18 +67,20 @@ export class Api {
 }
 
 /** The figures of /v1/metrics the bench reports (counters and the scheduler's own claim lag). */
-export async function schedulerFigures(api) {
+export async function schedulerFigures(api, settings = {}) {
   try {
     const res = await api.metrics();
     if (res.status !== 200) return { error: `HTTP ${res.status}` };
     const m = res.body;
     const counters = Object.fromEntries(Object.entries(m.counters).filter(([, v]) => v !== 0));
+    const per = perExecution(m.counters);
     return {
       counters,
       deadByReason: m.dead_total_by_reason,
       d1RowsByShard: m.d1_rows_written_total_by_shard,
       claimLagMs: m.fire_lag_ms,
-      perExecution: perExecution(m.counters),
+      perExecution: per,
+      objects: await objectFigures(api, per?.finished ?? 0, Number(settings.BUCKETS ?? 0)),
     };
   } catch (error) {
     return { error: String(error) };
@@ -109,4 +111,47 @@ export function perExecution(c) {
     redispatches: per(c.redispatch_total),
     duplicatesSuppressed: per(c.duplicates_suppressed_total),
   };
+}
+
+/** The design rate (DESIGN.md): what the hottest object must carry at it, derived from the per-execution figures. */
+export const DESIGN_RATE_PER_SECOND = 10_000;
+/** production's default BUCKETS (src/config.ts), which shares the design rate between the bucket objects */
+const PRODUCTION_BUCKETS = 32;
+/** a Durable Object's soft limit of requests per second (docs/platform-limits.md) */
+const OBJECT_SOFT_LIMIT_PER_SECOND = 1_000;
+
+/**
+ * Requests per Durable Object (issue 35 item 6), as the stack's local profile counted them at the
+ * callers (GET /__platform: src/platform/local-worker.ts): each object's requests per finished
+ * execution, its busiest second here, and the requests per second it would take at the design rate
+ * of 10,000 executions/s. A bucket carries 1/BUCKETS of the executions (here the local BUCKETS, in
+ * production 32), so its figure is scaled by local/production buckets; any other object (a flow
+ * key's part, a tenant's objects) is taken to carry here the share it would carry there, the whole
+ * rate of one tenant and one origin in the worst case.
+ */
+async function objectFigures(api, finished, localBuckets) {
+  try {
+    const res = await api.request("GET", "/__platform", undefined, 10_000);
+    if (res.status !== 200 || finished === 0) return res.status === 200 ? null : { error: `HTTP ${res.status}` };
+    const objects = res.body.objects.map((o) => {
+      const perExecution = o.total / finished;
+      const share = o.object.startsWith("BUCKET:") && localBuckets > 0 ? localBuckets / PRODUCTION_BUCKETS : 1;
+      return {
+        object: o.object,
+        requests: o.total,
+        peakPerSecondHere: o.peakPerSecond,
+        perExecution: Math.round(perExecution * 1000) / 1000,
+        atDesignRatePerSecond: Math.round(perExecution * DESIGN_RATE_PER_SECOND * share),
+      };
+    });
+    objects.sort((a, b) => b.atDesignRatePerSecond - a.atDesignRatePerSecond);
+    const hottest = objects[0] ?? null;
+    return {
+      hottestAtDesignRate: hottest,
+      underHalfSoftLimit: hottest === null || hottest.atDesignRatePerSecond < OBJECT_SOFT_LIMIT_PER_SECOND / 2,
+      top: objects.slice(0, 5),
+    };
+  } catch (error) {
+    return { error: String(error) };
+  }
 }

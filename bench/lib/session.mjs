@@ -62,7 +62,7 @@ export async function withSession(name, options, body) {
       creds,
       restart,
       alive,
-      schedulerFigures: () => schedulerFigures(api),
+      schedulerFigures: () => schedulerFigures(api, options.settings),
     });
   } finally {
     sampler.stop();

@@ -53,7 +53,8 @@ export function credentials(overrides = {}, otherTenants = []) {
     keys,
     secret,
     // loopback targets: the bench's target is on 127.0.0.1, whatever the local profile says
-    vars: { API_KEYS: apiKeys, WEBHOOK_SECRET: secret, ALLOW_LOOPBACK_TARGETS: "true", ...overrides },
+    // the local profile only counts in a bench (its size checks cost CPU): src/platform/profile.ts
+    vars: { API_KEYS: apiKeys, WEBHOOK_SECRET: secret, ALLOW_LOOPBACK_TARGETS: "true", PLATFORM_LIMITS: "meter", ...overrides },
   };
 }
 

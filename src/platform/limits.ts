@@ -15,6 +15,9 @@ export const INVOCATION_WALL_MS = 15 * 60_000;
 /** Subrequests (fetch and calls to bindings) one invocation may make on the Workers Paid plan (default). */
 export const SUBREQUESTS_PER_INVOCATION = 10_000;
 
+/** D1 queries one invocation may run (Workers Paid; a batch's statements each count). */
+export const D1_QUERIES_PER_INVOCATION = 1_000;
+
 /** Connections one invocation holds open at once; more wait until one of these has its response headers. */
 export const OPEN_CONNECTIONS_PER_INVOCATION = 6;
 

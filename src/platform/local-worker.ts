@@ -49,9 +49,15 @@ export default {
   async queue(batch: MessageBatch<unknown>, env: Env, ctx: ExecutionContext): Promise<void> {
     configureProfile(env);
     const settled = onceSettled(batch);
-    const handled = runHandler(`queue ${batch.queue}`, env, ctx, (inner) => (worker.queue as ExportedHandlerQueueHandler<Env>)(batch, limitedEnv(env), inner), {
-      wallMs: INVOCATION_WALL_MS,
-    });
+    const handled = runHandler(
+      `queue ${batch.queue}`,
+      env,
+      ctx,
+      (inner) => (worker.queue as ExportedHandlerQueueHandler<Env>)(batch, limitedEnv(env), inner),
+      {
+        wallMs: INVOCATION_WALL_MS,
+      },
+    );
     const first = await Promise.race([handled.then(() => "handled" as const), settled.then(() => "settled" as const)]);
     const running = runningOn.get(batch.queue) ?? 0;
     if (first === "handled" || running >= QUEUE_MAX_CONCURRENCY - 1) return handled;
@@ -62,9 +68,15 @@ export default {
 
   async scheduled(controller: ScheduledController, env: Env, ctx: ExecutionContext): Promise<void> {
     configureProfile(env);
-    return runHandler("scheduled", env, ctx, (inner) => (worker.scheduled as ExportedHandlerScheduledHandler<Env>)(controller, limitedEnv(env), inner), {
-      wallMs: INVOCATION_WALL_MS,
-    });
+    return runHandler(
+      "scheduled",
+      env,
+      ctx,
+      (inner) => (worker.scheduled as ExportedHandlerScheduledHandler<Env>)(controller, limitedEnv(env), inner),
+      {
+        wallMs: INVOCATION_WALL_MS,
+      },
+    );
   },
 } satisfies ExportedHandler<Env, unknown>;
 

@@ -8,15 +8,17 @@
  *
  * - `waitUntil` work of a non-actor handler is cut WAIT_UNTIL_AFTER_RETURN_MS after the handler
  *   returns (its further I/O throws), a queue or cron invocation at INVOCATION_WALL_MS;
- * - subrequests per invocation; at most 6 fetches waiting for their response headers at once (a 7th
- *   waits for a free one, as production queues it: its timeout runs meanwhile);
+ * - subrequests and D1 queries per invocation; at most 6 connections (fetch, queue sends, R2)
+ *   waiting for their answer at once (a 7th waits for a free one, as production queues it: its
+ *   timeout runs meanwhile);
  * - SQL statements (D1 and Durable Object SQLite): bound parameters and statement bytes; D1 result bytes;
  * - queue sends: message and batch bytes, messages per batch, delay;
  * - RPC arguments' bytes; requests per Durable Object per second (production answers "overloaded").
  *
  * In "enforce" mode (tests, `npm start`) a breach throws PlatformLimitError and is recorded, so a test
- * fails even where the code catches the error; "meter" (the bench) only counts, so figures stay the
- * runtime's. Either way `platformReport()` gives the peaks, which the bench prints.
+ * fails even where the code catches the error; "meter" (the bench) only counts requests (per
+ * invocation, per object), measuring no sizes, so its CPU figures stay near the runtime's. Either
+ * way `platformReport()` gives the peaks, which the bench prints.
  */
 
 import { AsyncLocalStorage } from "node:async_hooks";
@@ -38,6 +40,8 @@ export class PlatformLimitError extends Error {
 /** One invocation as the platform counts it. */
 interface Invocation {
   kind: string;
+  /** D1 statements run (a batch's each count) */
+  d1Queries: number;
   /** the Durable Object whose call this is (a call it makes to itself stays in it) */
   owner?: object;
   subrequests: number;
@@ -74,7 +78,14 @@ interface Violation {
 }
 
 const violations: Violation[] = [];
-const peaks = { subrequestsPerInvocation: 0, openConnections: 0, d1ResultBytes: 0, rpcBytes: 0, queueMessageBytes: 0 };
+const peaks = {
+  subrequestsPerInvocation: 0,
+  d1QueriesPerInvocation: 0,
+  openConnections: 0,
+  d1ResultBytes: 0,
+  rpcBytes: 0,
+  queueMessageBytes: 0,
+};
 /** requests per Durable Object: the current second's count and the highest second seen, by "<binding>:<name>" */
 const objectRates = new Map<string, { second: number; count: number; peak: number; total: number }>();
 
@@ -110,7 +121,7 @@ function breach(limit: string, detail: string): void {
 // invocations
 
 function newInvocation(kind: string): Invocation {
-  return { kind, subrequests: 0, open: 0, waiting: [], cut: null };
+  return { kind, subrequests: 0, d1Queries: 0, open: 0, waiting: [], cut: null };
 }
 
 /** Runs `work` as one invocation of `kind`; an object's call to itself stays in the invocation that made it. */
@@ -170,24 +181,32 @@ export async function runHandler<T>(
 // ---------------------------------------------------------------------------------------------
 // fetch: subrequests, six connections waiting for headers
 
+/**
+ * Runs `request` on one of the invocation's connections: fetch, queue sends and R2 calls count, a
+ * service binding or a Durable Object call does not (docs/platform-limits.md). With six waiting for
+ * their answer, production queues the next until one has it; its timeout (the caller's signal) runs
+ * meanwhile.
+ */
+async function onConnection<T>(request: () => Promise<T>): Promise<T> {
+  const invocation = invocations.getStore();
+  if (!invocation) return request();
+  if (invocation.open >= LIMITS.OPEN_CONNECTIONS_PER_INVOCATION) await new Promise<void>((resolve) => invocation.waiting.push(resolve));
+  invocation.open += 1;
+  peaks.openConnections = Math.max(peaks.openConnections, invocation.open);
+  try {
+    return await request();
+  } finally {
+    invocation.open -= 1;
+    invocation.waiting.shift()?.();
+  }
+}
+
 /** `fetch` counted and limited per invocation (installed once, as the global). */
 export function limitedFetch(original: typeof fetch): typeof fetch {
-  return async (input, init) => {
-    const invocation = invocations.getStore();
-    if (!invocation) return original(input, init);
+  return (input, init) => {
+    if (!invocations.getStore()) return original(input, init);
     subrequest("fetch");
-    if (invocation.open >= LIMITS.OPEN_CONNECTIONS_PER_INVOCATION) {
-      // production queues it until a connection is free; its timeout (the caller's signal) runs meanwhile
-      await new Promise<void>((resolve) => invocation.waiting.push(resolve));
-    }
-    invocation.open += 1;
-    peaks.openConnections = Math.max(peaks.openConnections, invocation.open);
-    try {
-      return await original(input, init);
-    } finally {
-      invocation.open -= 1;
-      invocation.waiting.shift()?.();
-    }
+    return onConnection(() => original(input, init));
   };
 }
 
@@ -223,8 +242,10 @@ function limitedBinding(name: string, value: unknown): unknown {
       limited = limitedQueue(name, value as Queue);
       break;
     case "[object R2Bucket]":
+      limited = countedCalls(name, value, true);
+      break;
     case "[object Fetcher]":
-      limited = countedCalls(name, value);
+      limited = countedCalls(name, value, false);
       break;
     default:
       if ((value as { constructor?: { name?: string } }).constructor?.name !== "D1Database") return value;
@@ -234,15 +255,16 @@ function limitedBinding(name: string, value: unknown): unknown {
   return limited;
 }
 
-/** Every method call a subrequest (R2, service bindings). */
-function countedCalls(name: string, binding: object): object {
+/** Every method call a subrequest (R2, service bindings), an R2 call on a connection. */
+function countedCalls(name: string, binding: object, connection: boolean): object {
   return new Proxy(binding, {
     get(target, property) {
       const value = Reflect.get(target, property, target);
       if (typeof property !== "string" || typeof value !== "function" || property === "then") return value;
       return (...args: unknown[]) => {
         subrequest(`${name}.${property}`);
-        return Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
+        const call = () => Reflect.apply(value as (...a: unknown[]) => Promise<unknown>, target, args);
+        return connection ? onConnection(call) : call();
       };
     },
   });
@@ -282,9 +304,11 @@ function limitedStub<S extends object>(object: string, stub: S): S {
       return (...args: unknown[]) => {
         subrequest(`${object}.${property}`);
         objectRequest(object);
-        const bytes = jsonBytes(args);
-        peaks.rpcBytes = Math.max(peaks.rpcBytes, bytes);
-        if (bytes > LIMITS.RPC_MAX_BYTES) breach("RPC size", `${object}.${property} with ${bytes} bytes of arguments`);
+        if (mode === "enforce") {
+          const bytes = jsonBytes(args);
+          peaks.rpcBytes = Math.max(peaks.rpcBytes, bytes);
+          if (bytes > LIMITS.RPC_MAX_BYTES) breach("RPC size", `${object}.${property} with ${bytes} bytes of arguments`);
+        }
         return Reflect.apply(value as (...a: unknown[]) => unknown, target, args);
       };
     },
@@ -313,6 +337,7 @@ function objectRequest(object: string): void {
 function limitedQueue(name: string, queue: Queue): Queue {
   const check = (bodies: { body: unknown; delaySeconds?: number | undefined }[]) => {
     subrequest(`${name}.send`);
+    if (mode === "meter") return;
     if (bodies.length > LIMITS.QUEUE_BATCH_MESSAGES) breach("queue batch", `${bodies.length} messages in one sendBatch to ${name}`);
     let total = 0;
     for (const { body, delaySeconds } of bodies) {
@@ -330,13 +355,13 @@ function limitedQueue(name: string, queue: Queue): Queue {
       if (property === "send")
         return (body: unknown, options?: QueueSendOptions) => {
           check([{ body, delaySeconds: options?.delaySeconds }]);
-          return target.send(body, options);
+          return onConnection(() => target.send(body, options));
         };
       if (property === "sendBatch")
         return (messages: Iterable<MessageSendRequest>, options?: QueueSendBatchOptions) => {
           const all = [...messages];
           check(all.map((m) => ({ body: m.body, delaySeconds: m.delaySeconds ?? options?.delaySeconds })));
-          return target.sendBatch(all, options);
+          return onConnection(() => target.sendBatch(all, options));
         };
       return typeof value === "function" ? value.bind(target) : value;
     },
@@ -355,7 +380,19 @@ function checkStatement(where: string, query: string, parameters: number): void 
     breach("SQL bound parameters", `${parameters} bound parameters in ${where} (at most ${LIMITS.SQL_MAX_BOUND_PARAMETERS})`);
 }
 
+/** `statements` D1 statements of the current invocation: a subrequest, and its share of the queries an invocation may run. */
+function d1Queries(statements: number): void {
+  subrequest("D1");
+  const invocation = invocations.getStore();
+  if (!invocation) return;
+  invocation.d1Queries += statements;
+  peaks.d1QueriesPerInvocation = Math.max(peaks.d1QueriesPerInvocation, invocation.d1Queries);
+  if (invocation.d1Queries > LIMITS.D1_QUERIES_PER_INVOCATION)
+    breach("D1 queries per invocation", `${invocation.d1Queries} > ${LIMITS.D1_QUERIES_PER_INVOCATION} in ${invocation.kind}`);
+}
+
 function checkD1Result<T>(result: T): T {
+  if (mode === "meter") return result; // sizes cost CPU the bench must not count
   const bytes = jsonBytes(result);
   peaks.d1ResultBytes = Math.max(peaks.d1ResultBytes, bytes);
   if (bytes > LIMITS.D1_MAX_RESULT_BYTES) breach("D1 result size", `a ${bytes}-byte result`);
@@ -376,7 +413,7 @@ function limitedD1(d1: D1Database): D1Database {
           };
         if (property === "first" || property === "all" || property === "run" || property === "raw")
           return async (...args: unknown[]) => {
-            subrequest("D1 query");
+            d1Queries(1);
             return checkD1Result(await Reflect.apply(value as (...a: unknown[]) => Promise<unknown>, target, args));
           };
         return typeof value === "function" ? value.bind(target) : value;
@@ -395,14 +432,14 @@ function limitedD1(d1: D1Database): D1Database {
         };
       if (property === "batch")
         return async (statements: D1PreparedStatement[]) => {
-          subrequest("D1 batch");
+          d1Queries(statements.length);
           const results = await target.batch(statements.map((s) => real.get(s) ?? s));
           for (const r of results) checkD1Result(r);
           return results;
         };
       if (property === "exec")
         return (query: string) => {
-          subrequest("D1 exec");
+          d1Queries(1);
           checkStatement("D1 exec", query, 0);
           return target.exec(query);
         };

@@ -11,7 +11,7 @@ import { appendFileSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { basename, join, relative } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterAll, beforeAll, beforeEach, expect } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, expect } from "vitest";
 import { startStack } from "../../scripts/local-stack.mjs";
 import {
   type Answer,
@@ -318,7 +318,8 @@ export const LOG_DIR = fileURLToPath(new URL("../../.wrangler/test-logs/e2e", im
 /**
  * The stacks' output for one test file (wrangler's migrations and dev server): written to
  * LOG_DIR/<file>.log (created afresh) and kept in memory (the last `limitChars`) for a failing
- * test to print, so a passing run shows none of it. A failing test also prints the log's path.
+ * test to print, so a passing run shows none of it. A failing test also prints the log's path. A
+ * production limit the stack exceeded (the local profile logs it) fails the test it happened in.
  * Call it at a test file's top level.
  */
 export function logSink(limitChars = 200_000): { log: (line: string) => void; text: () => string; path: string } {
@@ -326,10 +327,18 @@ export function logSink(limitChars = 200_000): { log: (line: string) => void; te
   mkdirSync(LOG_DIR, { recursive: true });
   writeFileSync(path, "");
   beforeEach(({ onTestFailed }) => onTestFailed(() => console.error(`stack log: ${relative(process.cwd(), path)}`)));
+  // the local profile (src/platform/profile.ts) logs each production limit the stack's code exceeded,
+  // also where the code caught it: any fails the test it happened in
+  const breaches: string[] = [];
+  afterEach(() => {
+    const seen = breaches.splice(0);
+    if (seen.length > 0) throw new Error(`production would refuse this:\n${seen.join("\n")}\nstack log: ${relative(process.cwd(), path)}`);
+  });
   let text = "";
   return {
     log: (line) => {
       appendFileSync(path, line);
+      for (const breach of line.match(/platform limit exceeded \([^\n]*/g) ?? []) breaches.push(breach);
       text += line;
       if (text.length > 2 * limitChars) text = text.slice(-limitChars);
     },
