@@ -72,9 +72,17 @@ export interface GoverningKey {
  */
 export const ORIGIN_KEY_PARTS = 16;
 
-/** How many parts hold an origin key allowing `parallelism` in flight: one slot each at least. */
+/**
+ * A part holds at least this many slots: an origin's executions spread over the parts by hash, so a
+ * part of few slots would often be full while another sits idle (with a parallelism of 2 in two
+ * parts, two deliveries could not always run at once). A key of lower parallelism has one part:
+ * its throughput, and so its requests, are small (at most parallelism ÷ a target's answer time).
+ */
+export const ORIGIN_PART_MIN_PARALLELISM = 32;
+
+/** How many parts hold an origin key allowing `parallelism` in flight. */
 export function originKeyParts(parallelism: number): number {
-  return Math.max(1, Math.min(ORIGIN_KEY_PARTS, parallelism));
+  return Math.max(1, Math.min(ORIGIN_KEY_PARTS, Math.floor(parallelism / ORIGIN_PART_MIN_PARALLELISM)));
 }
 
 /** One part's share of `parallelism` over `parts` (the shares add up to it; at least 1 each). */

@@ -94,7 +94,10 @@ describe("bulk actions racing single changes (issue 24)", () => {
 });
 
 describe("bulk actions", () => {
-  it("cancel by a label filter acts on exactly the jobs listed, across pages, and answers 202 with its progress", async () => {
+  // hundreds of jobs through the real paths: longer than the default 5 s on a loaded 2-core machine
+  it("cancel by a label filter acts on exactly the jobs listed, across pages, and answers 202 with its progress", {
+    timeout: 30_000,
+  }, async () => {
     const n = PAGE + 5;
     const labelled = await Promise.all(
       Array.from({ length: n }, () => createJob({ target: target(), delay: "1h", labels: { sweep: "cancel-1" } })),

@@ -810,7 +810,10 @@ describe("8. D1 JSON chunks are sized in bytes", () => {
     expect(dead?.n).toBe(1000);
   });
 
-  it("1,000 jobs whose target answers 500 with a non-ASCII body until dead: every bucket's flush lands in D1", async () => {
+  // 2,000 attempts through the real consumer: longer than the default 5 s on a loaded 2-core machine
+  it("1,000 jobs whose target answers 500 with a non-ASCII body until dead: every bucket's flush lands in D1", {
+    timeout: 30_000,
+  }, async () => {
     const path = uniquePath("fail/500");
     const body = (i: number) => (i % 2 ? "😀".repeat(500) : eAcute);
     const res = await api("/v1/jobs/batch", {

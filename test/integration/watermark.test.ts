@@ -14,6 +14,7 @@ import { newId, shardOfId } from "../../src/core/id";
 import { toRfc3339 } from "../../src/core/when";
 import { shardBinding, shardsOf } from "../../src/db/shards";
 import worker from "../../src/platform/local-worker";
+import { limitedEnv } from "../../src/platform/profile";
 import { scan } from "../../src/scanner/scan";
 import { api, CONFIG, fileClock, interceptD1Batch, KEYS, keySql, receiverUrl, uniquePath } from "./helpers";
 
@@ -134,7 +135,8 @@ describe("shards above SHARD_MAX_BYTES", () => {
 
     // every shard but the last is full: every create goes to the last
     const someFull = { ...env, SHARD_MAX_BYTES: String(10e9) } as Env;
-    const shards = shardsOf(someFull);
+    // the shards the Worker sees: it runs with its env under the local profile (src/platform/local-worker.ts)
+    const shards = shardsOf(limitedEnv(someFull));
     for (let i = 0; i < count - 1; i++) shards.noteSize(i, 2e10);
     for (let i = 0; i < 2 * count; i++) {
       const created = (await (await call(someFull, "/v1/jobs", job())).json()) as { id: string };

@@ -886,11 +886,21 @@ describe("origin keys (item 3): a job without a key is governed by its target's 
     });
   });
 
-  it.each([1, 2, 15, 16, 17, 1_000, 1_001])(
-    "splits an origin parallelism of %i into parts whose shares add up to it, one slot each at least",
-    (parallelism) => {
+  it.each([
+    [1, 1],
+    [2, 1],
+    [63, 1],
+    [64, 2],
+    [100, 3],
+    [512, 16],
+    [1_000, 16],
+    [1_001, 16],
+  ])(
+    "splits an origin parallelism of %i into %i parts (at least ORIGIN_PART_MIN_PARALLELISM slots each) whose shares add up to it",
+    (parallelism, expected) => {
       const parts = originKeyParts(parallelism);
-      expect(parts).toBe(Math.min(ORIGIN_KEY_PARTS, parallelism));
+      expect(parts).toBe(expected);
+      expect(parts).toBeLessThanOrEqual(ORIGIN_KEY_PARTS);
       const shares = Array.from({ length: parts }, (_, part) => originPartParallelism(parallelism, part, parts));
       expect(shares.reduce((a, b) => a + b, 0)).toBe(parallelism);
       expect(Math.max(...shares) - Math.min(...shares)).toBeLessThanOrEqual(1);
