@@ -326,9 +326,9 @@ async function ok(path: string, init: Omit<RequestInit, "body"> & { body?: unkno
 
 /**
  * Per flow, the RPCs whose answers depend on what the file ran before it, not on the flow: the
- * metrics read every bucket's counters and every flow key the tenant has used.
+ * metrics read every bucket's counters and every flow key the tenant has used, the counts a bucket's executions.
  */
-export const HISTORY_DEPENDENT: Record<string, readonly string[]> = { scanAndMetrics: ["Bucket.metrics", "FlowKey.view"] };
+export const HISTORY_DEPENDENT: Record<string, readonly string[]> = { scanAndMetrics: ["Bucket.metrics", "FlowKey.view", "Bucket.counts"] };
 
 export const FLOWS: Record<string, (f: Flow) => Promise<void>> = {
   /** A webhook job: create (applyJobs), fire message, claim, its origin's flow key (ask, release), complete, a live read (inspect). */
