@@ -100,7 +100,7 @@ function asJson<T>(value: T): T {
  * (which fields there are, enum words, counts, settings) stays as recorded. Top-level number
  * arguments are a bucket or a `now`: taken.
  */
-export function rebindArgs(recorded: unknown[], liveArgs: unknown[]): unknown[] {
+function rebindArgs(recorded: unknown[], liveArgs: unknown[]): unknown[] {
   return recorded.map((value, i) =>
     typeof value === "number" && typeof liveArgs[i] === "number" ? liveArgs[i] : rebind(value, liveArgs[i], i),
   );
@@ -108,7 +108,7 @@ export function rebindArgs(recorded: unknown[], liveArgs: unknown[]): unknown[] 
 
 const IDENTITY_NUMBERS = new Set(["bucket", "seq", "shard"]);
 
-export function rebind(recorded: unknown, liveValue: unknown, key: string | number | null = null): unknown {
+function rebind(recorded: unknown, liveValue: unknown, key: string | number | null = null): unknown {
   if (typeof recorded === "string" && typeof liveValue === "string") {
     const inner = [jsonTextOf(recorded), jsonTextOf(liveValue)];
     if (inner[0] !== undefined && inner[1] !== undefined) return JSON.stringify(rebind(inner[0], inner[1], key));
@@ -141,7 +141,7 @@ function isRecord(value: unknown): value is Record<string, unknown> {
 const DISCRIMINATORS = new Set(["ok", "code", "status", "granted", "kind", "canceled", "reused", "failure", "paused", "limitsFrom"]);
 
 /** What an answer says happened (ok, code, status, ... at every depth, and how many of each list), without ids or times. */
-export function outcomeOf(value: unknown): unknown {
+function outcomeOf(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(outcomeOf);
   if (typeof value === "boolean") return value;
   if (!isRecord(value)) return null;
@@ -244,7 +244,7 @@ async function tapped(
 }
 
 /** The errors of a fire message against every kind a release's consumer reads ([] when one reads it). */
-export function messageErrors(previous: WireJsonSchema, body: unknown): string[] {
+function messageErrors(previous: WireJsonSchema, body: unknown): string[] {
   const byKind = Object.entries(previous.messages).map(([kind, schema]) => validate(schema, body, `message as ${kind}`));
   return byKind.some((e) => e.length === 0) ? [] : byKind.flat();
 }
