@@ -1,33 +1,10 @@
 /** The fire message as it crosses the queue: validated on the way in, never trusted. */
-import { z } from "zod";
 import type { FireRef } from "../bucket/protocol";
 import { bucketName } from "../core/bucketing";
 import { SYSTEM_TENANT } from "../core/metrics";
+import { FireGroupSchema, FireMessageSchema } from "../protocol/fire";
 
-const executionId = z.string().regex(/^exe_[0-9a-z]{26}$/);
-const tenant = z.string().min(1);
-const dueAt = z.number().int();
-const bucket = z.number().int().min(0);
-
-/**
- * The most executions one message may carry: a queue message is at most 128 KB, and a ref is about
- * 90 bytes (the bucket's groups are far smaller: FIRE_GROUP_SIZE).
- */
-const MAX_GROUP = 1_000;
-
-const FireGroupSchema = z.object({
-  v: z.literal(2),
-  bucket,
-  executions: z.array(z.object({ executionId, tenant, dueAt })).min(1).max(MAX_GROUP),
-  tries: z.number().int().min(0).optional(),
-});
-const FireMessageSchema = z.object({ v: z.literal(1), executionId, bucket, tenant, dueAt });
-
-/**
- * A bucket beyond BUCKETS is still a bucket: jobs keep the bucket they were created in, and a
- * lowered setting must not strand them. Only a bound far beyond any configuration is refused.
- */
-export const MAX_BUCKET = 100_000;
+export { MAX_BUCKET } from "../protocol/fire";
 
 /** A fire message's bucket and executions: a group (v2), or a single execution of an earlier version (v1). */
 export interface Fire {
@@ -37,14 +14,15 @@ export interface Fire {
   tries?: number;
 }
 
+/** A fire message as the wire contract reads it (protocol/fire.ts: a bucket beyond MAX_BUCKET is refused), or null. */
 export function parseFire(body: unknown): Fire | null {
   const group = FireGroupSchema.safeParse(body);
   if (group.success) {
     const { bucket, executions, tries } = group.data;
-    return bucket < MAX_BUCKET ? { bucket, executions, ...(tries === undefined ? {} : { tries }) } : null;
+    return { bucket, executions, ...(tries === undefined ? {} : { tries }) };
   }
   const single = FireMessageSchema.safeParse(body);
-  if (!single.success || single.data.bucket >= MAX_BUCKET) return null;
+  if (!single.success) return null;
   const { executionId, tenant, dueAt } = single.data;
   return { bucket: single.data.bucket, executions: [{ executionId, tenant, dueAt }] };
 }
