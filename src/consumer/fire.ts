@@ -21,6 +21,7 @@ import { pullQueueName } from "../core/pull";
 import type { DeliveryOutcome } from "../core/response";
 import { attemptSpanId, attemptTraceHeaders, parseTraceparent, type TraceContext } from "../core/trace";
 import { type FlowKey, type FlowRelease, flowKeyName, flowKeyOf } from "../flow/flow-key";
+import { CONSUMER_TRIES } from "../protocol/fire";
 import { pullQueueOf } from "../pull/pull-queue";
 import { deliverToWorker } from "./handler";
 import { acceptFireMessages, groupByBucket, type ReceivedFire } from "./message";
@@ -162,13 +163,6 @@ async function settleMessage(fire: ReceivedFire, retryWhole: boolean, failed: Fa
   if (acked) fire.message.ack();
   else fire.message.retry({ delaySeconds: claimRetryDelaySeconds(fire.message.attempts) });
 }
-
-/**
- * Deliveries of one message that fail for the consumer's own reasons before the executions of a
- * message are given up as poison: the first and the fire queues' max_retries (3) more, as the
- * queue counts a message's own retries.
- */
-export const CONSUMER_TRIES = 4;
 
 /**
  * The executions of a message the consumer failed on go on alone, so the others of their group,

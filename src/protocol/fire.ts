@@ -26,6 +26,16 @@ export const BucketSchema = z
  */
 export const MAX_GROUP = 1_000;
 
+/**
+ * Deliveries of one message that fail for the consumer's own reasons before the executions of a
+ * message are given up as poison: the first and the fire queues' max_retries (14) more, as the
+ * queue counts a message's own retries. With claimRetryDelaySeconds' 2, 4, 8, ... 60 s that is about
+ * 10 minutes: a bucket that cannot be reached (or cannot yet answer a newer consumer) through a
+ * deploy's deferred update (300 s, wrangler.toml) never turns due executions into poison
+ * (test/integration/deploy-claims.test.ts).
+ */
+export const CONSUMER_TRIES = 15;
+
 /** One execution of a fire message: the due time names the dispatch (a retry has another). */
 export const FireRefSchema = z.object({ executionId: ExecutionIdSchema, tenant: z.string().min(1), dueAt: z.number().int() });
 export type FireRef = z.infer<typeof FireRefSchema>;

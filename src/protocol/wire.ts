@@ -109,6 +109,8 @@ export const RPCS = {
     view: rpc([], FlowKeyViewSchema),
     setPaused: rpc([z.boolean()], FlowKeyViewSchema),
     changeLimits: rpc([FlowLimitsSchema.partial()], FlowKeyViewSchema),
+    /** new in the release after 35be0c9 (an origin key's parts): a part of the previous release lacks it, and the caller logs that */
+    slowDown: rpc([z.number()], Void),
   }),
   IdempotencyKeys: rpcsOf<IdempotencyKeys>()({
     claim: rpc([z.array(KeyClaimSchema), z.number()], z.array(KeyOwnerSchema)),

@@ -18,7 +18,7 @@
 import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { Bucket } from "../../src/bucket/bucket";
 import type { ClaimResult, ExecutionRef, FireGroup } from "../../src/bucket/protocol";
-import { CONSUMER_TRIES } from "../../src/consumer/fire";
+import { CONSUMER_TRIES } from "../../src/protocol/fire";
 import wranglerToml from "../../wrangler.toml?raw";
 import { counters, fileClock, fireQueues, jobRow, newExecution, received, receiverUrl, runAlarm, startFire, uniquePath } from "./helpers";
 

@@ -10,7 +10,7 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import { Bucket } from "../../src/bucket/bucket";
 import type { ClaimResult, CompletionReport, FireGroup, LeaseGrant } from "../../src/bucket/protocol";
-import { CONSUMER_TRIES } from "../../src/consumer/fire";
+import { CONSUMER_TRIES } from "../../src/protocol/fire";
 import {
   api,
   bucketSql,

@@ -11,9 +11,23 @@ import type { JsonSchema } from "../contract/json-schema";
 import { validate } from "../contract/json-schema";
 import { PREVIOUS } from "../contract/previous";
 
+/**
+ * Changes this release makes to the wire on purpose, each with why it holds across a deploy's two
+ * versions (reviewed: an entry here is a decision, not a way to quiet the check).
+ */
+const ACCEPTED_SINCE_PREVIOUS = new Map([
+  [
+    "DebounceKeys.submit args[1].debounced.timeoutMs: maximum was 900000, is 840000",
+    "timeoutMs is capped at 14 minutes (issue 35 item 1: an attempt and its report inside a consumer invocation's 15). A debounced create an older API accepted with more is refused by the new object's replacement as the new API refuses it (a 400 naming timeoutMs), and a job stored with more is clamped at delivery (consumer/fire.ts).",
+  ],
+]);
+
 describe(`the wire now against the previous release (${PREVIOUS.release})`, () => {
   it("is a compatible evolution: no message kind or RPC removed, no field removed or retyped, fields added only as optional", () => {
-    expect(incompatibilities(PREVIOUS.schema as unknown as WireSnapshot, wireJsonSchema() as unknown as WireSnapshot)).toEqual([]);
+    const found = incompatibilities(PREVIOUS.schema as unknown as WireSnapshot, wireJsonSchema() as unknown as WireSnapshot);
+    expect(found.filter((change) => !ACCEPTED_SINCE_PREVIOUS.has(change))).toEqual([]);
+    // an accepted change that is no longer there is taken out of the list
+    for (const change of ACCEPTED_SINCE_PREVIOUS.keys()) expect(found).toContain(change);
   });
 
   it("every sample the previous release recorded validates against its own schemas (the validator reads what the recorder wrote)", () => {

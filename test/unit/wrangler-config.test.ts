@@ -13,6 +13,7 @@ import { describe, expect, it } from "vitest";
 import { unstable_readConfig } from "wrangler";
 import { ROUTES } from "../../src/api/openapi";
 import { ConfigSchema } from "../../src/config";
+import { CONSUMER_TRIES } from "../../src/protocol/fire";
 
 const wrangler = unstable_readConfig({ config: join(import.meta.dirname, "../../wrangler.toml") }, { hideWarnings: true });
 const defaults = ConfigSchema.parse({});
@@ -30,6 +31,12 @@ describe("wrangler.toml", () => {
     expect(text).toMatch(new RegExp(`^main = "${LOCAL_MAIN}"$`, "m"));
     const flags = JSON.parse(/^compatibility_flags = (\[.*\])$/m.exec(text)![1]!) as string[];
     expect(flags.sort()).toEqual([...new Set([...wrangler.compatibility_flags, ...LOCAL_COMPATIBILITY_FLAGS])].sort());
+  });
+
+  it("retries a fire message the consumer failed on CONSUMER_TRIES - 1 times, and updates busy objects deferred, within 300 s (issue 35 item 4)", () => {
+    const fire = (wrangler.queues.consumers ?? []).filter((c: { queue: string }) => !c.queue.endsWith("-dlq"));
+    for (const consumer of fire) expect(consumer.max_retries, consumer.queue).toBe(CONSUMER_TRIES - 1);
+    expect(wrangler.durable_objects.code_update_strategy).toEqual({ mode: "deferred", max_delay: 300 });
   });
 
   it("gives every fire consumer no more executions per invocation than DELIVERY_CONCURRENCY: batches of one group of FIRE_GROUP_SIZE", () => {

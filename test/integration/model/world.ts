@@ -36,11 +36,12 @@ import type { FireGroup } from "../../../src/bucket/protocol";
 import { bucketOfJob } from "../../../src/core/bucketing";
 import { pullQueueName } from "../../../src/core/pull";
 import worker from "../../../src/platform/local-worker";
+import { CONSUMER_TRIES } from "../../../src/protocol/fire";
 import { assertDocumented } from "../conformance";
 import { CONFIG, D1_PROTOTYPE, receiverUrl } from "../helpers";
 
-/** wrangler.toml: a fire message is retried by the consumer at most this often, then dead-lettered. */
-export const MAX_RETRIES = 3;
+/** wrangler.toml: a fire message is retried by the consumer at most this often, then dead-lettered (unit/wrangler-config.test.ts holds the two equal). */
+export const MAX_RETRIES = CONSUMER_TRIES - 1;
 /** the pull queue of every run's pull targets */
 export const PULL_QUEUE = "model-q";
 /** a throwing alarm is retried about this often by the platform, then dropped */
