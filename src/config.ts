@@ -98,6 +98,11 @@ export const ConfigSchema = z.object({
    * are never purged, can keep a shard there (90% of D1's 10 GB)
    */
   SHARD_MAX_BYTES: int(9_000_000_000, 0),
+  /**
+   * where this deployment's Durable Objects are created (placement.ts) and its D1 shards
+   * (scripts/deploy.mjs): wnam, enam, weur, eeur, apac or oc; none: near whoever calls first
+   */
+  LOCATION_HINT: z.enum(["wnam", "enam", "weur", "eeur", "apac", "oc"]).optional(),
   /** create idempotency keys are remembered this long (a repeat within it answers the original) */
   IDEMPOTENCY_WINDOW_MS: int(86_400_000, 0),
   /** http:// and loopback/private targets; local development only */

@@ -38,6 +38,8 @@ declare global {
       /** fire queues FIRE_QUEUE_0..N-1, chosen by bucket */
       [fireQueue: `FIRE_QUEUE_${number}`]: Queue<FireGroup>;
       API_KEYS?: string;
+      /** where Durable Objects and D1 shards are created (config.ts) */
+      LOCATION_HINT?: string;
       /** the local profile only (platform/profile.ts): "enforce" (default) or "meter" */
       PLATFORM_LIMITS?: string;
       /** the local profile only: how long waitUntil work lives after its handler returns (production's 30 s; tests scale it) */

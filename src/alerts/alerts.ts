@@ -16,7 +16,7 @@ import { configOf } from "../config";
 import { SigningKeys } from "../consumer/signing";
 import { sign } from "../consumer/webhook";
 import { addPending, addThrottle, type Death, DIGEST_INTERVAL_MS, digestOf, nextDigestAt, type Throttle } from "../core/alert";
-import { bucketName } from "../core/bucketing";
+import { bucketObject, objectOf } from "../placement";
 
 /** An alert target: a URL and the headers sent with it, and when a throttled flow key is reported (null: never). */
 export interface AlertTarget {
@@ -46,7 +46,7 @@ interface Outgoing {
 }
 
 export function alertsOf(env: Env, tenant: string): DurableObjectStub<Alerts> {
-  return env.ALERTS.getByName(tenant);
+  return objectOf(env, env.ALERTS, tenant);
 }
 
 export class Alerts extends DurableObject<Env> {
@@ -128,7 +128,7 @@ export class Alerts extends DurableObject<Env> {
       await this.ctx.storage.put("outgoing", { ...outgoing, failures, retryAt });
       await this.ctx.storage.setAlarm(retryAt);
     }
-    const meter = this.env.BUCKET.getByName(bucketName(0));
+    const meter = bucketObject(this.env, 0);
     await meter.bump(ok ? "alerts_sent_total" : "alerts_failed_total", tenant, 1).catch(() => undefined);
     if (ok && outgoing.throttledKeys > 0)
       await meter.bump("alerts_throttled_keys_total", tenant, outgoing.throttledKeys).catch(() => undefined);

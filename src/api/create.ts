@@ -8,7 +8,7 @@
 import type { D1Meter, JobDefinition } from "../bucket/protocol";
 import type { Config } from "../config";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from "../core/backoff";
-import { bucketName, bucketOfJob } from "../core/bucketing";
+import { bucketOfJob } from "../core/bucketing";
 import { canonicalTimeZone, cronProblem, occurrenceAfter, type Schedule } from "../core/cron";
 import { type Debounce, opening } from "../core/debounce";
 import { grantedBinding } from "../core/handler-workers";
@@ -22,6 +22,7 @@ import { definitionOf, getJobsByIds, hasLegacyKeys, insertJobs, legacyKeyOwners,
 import type { JobRow } from "../db/schema";
 import { isFullError, type Shards, ShardsFull, shardsOf } from "../db/shards";
 import { claimKeys, type KeyClaim, type KeyOwner, releaseKeys } from "../idempotency/key-claims";
+import { bucketObject } from "../placement";
 import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
 import { presentJob } from "./present";
 import { CreateJobInput } from "./schemas";
@@ -600,7 +601,7 @@ async function handOff(env: Env, config: Config, rows: JobRow[], now: number, me
       const carried = carry;
       carry = undefined;
       try {
-        await env.BUCKET.getByName(bucketName(bucket)).applyJobs(bucket, definitions, carried);
+        await bucketObject(env, bucket).applyJobs(bucket, definitions, carried);
       } catch (error) {
         console.error(`hand-off to bucket ${bucket} failed; the sync pass will converge it`, error);
       }
@@ -608,7 +609,7 @@ async function handOff(env: Env, config: Config, rows: JobRow[], now: number, me
   );
   // only jobs due beyond the lookahead: no hand-off carried them, so one RPC counts them
   if (carry !== undefined && rows.length > 0) {
-    await env.BUCKET.getByName(bucketName(rows[0]!.bucket))
+    await bucketObject(env, rows[0]!.bucket)
       .countD1RowsOf(carry)
       .catch((error) => console.error("counting a create's D1 rows failed", error));
   }

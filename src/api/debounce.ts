@@ -32,6 +32,7 @@ import { getJob } from "../db/queries";
 import type { JobRow } from "../db/schema";
 import { isFullError, ShardsFull, ShardsLowered, ShardUnavailable, shardsOf } from "../db/shards";
 import { claimKeys, releaseKeys } from "../idempotency/key-claims";
+import { objectOf } from "../placement";
 import { type CreateResult, createJobs, type PreparedJob } from "./create";
 import { ApiError } from "./errors";
 import { patchJob } from "./job-changes";
@@ -45,7 +46,7 @@ export const DEBOUNCE_SLOTS = 64;
 /** A debounced create, run by its key's object (DebounceKeys.submit); its result as createJobs gives one. */
 export async function submitDebounced(env: Env, tenant: string, prepared: PreparedJob, now: number): Promise<CreateResult> {
   const key = prepared.spec.debounce!.key;
-  const stub = env.DEBOUNCE_KEYS.getByName(`${tenant}\n${bucketOf(key, DEBOUNCE_SLOTS)}`);
+  const stub = objectOf(env, env.DEBOUNCE_KEYS, `${tenant}\n${bucketOf(key, DEBOUNCE_SLOTS)}`);
   let answer: DebounceAnswer;
   try {
     // the RPC stub wraps the union in its own types, which lose the narrowing on `ok`

@@ -8,7 +8,6 @@
 
 import { RESULT_MESSAGES } from "../bucket/protocol";
 import type { Config } from "../config";
-import { bucketName } from "../core/bucketing";
 import { canonicalTimeZone, occurrenceAfter } from "../core/cron";
 import { type CallbackTarget, type FlowControl, isHttpTarget, isPullTarget, isWorkerTarget, parseSpec, type Target } from "../core/job";
 import { type JobTransition, jobTransition } from "../core/lifecycle";
@@ -26,6 +25,7 @@ import {
   redriveOneOff,
 } from "../db/queries";
 import type { DeadLetterRow, JobRow } from "../db/schema";
+import { bucketObject } from "../placement";
 import { buildSpec, type JobInput } from "./create";
 import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
 import { PatchJobInput } from "./schemas";
@@ -226,7 +226,7 @@ export async function redriveExecution(deps: Deps, id: string, exists: () => Pro
   if (job.status !== "active") throw new ApiError(409, "job_inactive", RESULT_MESSAGES.job_inactive!, "id");
   await markRedrive(db, tenant, id, deps.now);
   try {
-    const [result] = await deps.env.BUCKET.getByName(bucketName(job.bucket)).redrive(job.bucket, [
+    const [result] = await bucketObject(deps.env, job.bucket).redrive(job.bucket, [
       {
         executionId: id,
         jobId: job.id,
@@ -267,7 +267,7 @@ async function commit(deps: Deps, job: JobRow, event: JobTransition, change: Job
 async function sync(deps: Deps, job: JobRow): Promise<ChangeResult> {
   if (job.synced === 1) return { job, applied: true };
   try {
-    const applied = await deps.env.BUCKET.getByName(bucketName(job.bucket)).applyJobs(job.bucket, [definitionOf(job)]);
+    const applied = await bucketObject(deps.env, job.bucket).applyJobs(job.bucket, [definitionOf(job)]);
     if (!applied.some((a) => a.jobId === job.id && a.version >= job.version)) return { job, applied: false };
     await markSynced(deps.db, [{ tenant: job.tenant, jobId: job.id, version: job.version }]);
     return { job: { ...job, synced: 1 }, applied: true };

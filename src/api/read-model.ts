@@ -11,7 +11,7 @@
  */
 import type { LiveExecution } from "../bucket/protocol";
 import { configOf } from "../config";
-import { bucketName, bucketOfExecution } from "../core/bucketing";
+import { bucketOfExecution } from "../core/bucketing";
 import { jobIdOfOneOff, oneOffExecutionId } from "../core/id";
 import { isHttpTarget, parseSpec } from "../core/job";
 import type { ShardGauges } from "../core/metrics";
@@ -33,6 +33,7 @@ import {
 } from "../db/queries";
 import type { DeadLetterRow, JobRow } from "../db/schema";
 import { shardOfOrNull, shardsOf } from "../db/shards";
+import { bucketObject } from "../placement";
 import { type ExecutionView, viewOfDeadLetter, viewOfLive, viewOfOccurrence, viewOfOneOff } from "./present";
 
 export type Page<T> = { page: T[]; next: string | null };
@@ -182,7 +183,7 @@ function executionMatches(e: ExecutionView, { status, httpStatus, from, to }: Ex
 /** The bucket's live view; D1's answers stand when the bucket cannot be reached. */
 async function liveExecutions(env: Env, bucket: number, query: { jobId?: string; executionIds?: string[] }): Promise<ExecutionView[]> {
   try {
-    const live: LiveExecution[] = await env.BUCKET.getByName(bucketName(bucket)).inspect(query);
+    const live: LiveExecution[] = await bucketObject(env, bucket).inspect(query);
     return live.map(viewOfLive).sort((a, b) => b.dueAt - a.dueAt);
   } catch (error) {
     console.error(`reading bucket ${bucket} failed`, error);

@@ -7,7 +7,6 @@ import { executionOfArchived, findArchived, listArchive, tenantPrefix } from "..
 import { type Config, configOf } from "../config";
 import { MAX_BUCKET } from "../consumer/message";
 import { DIGEST_INTERVAL_MS, DIGEST_MAX_LISTED } from "../core/alert";
-import { bucketName } from "../core/bucketing";
 import { isOriginKey, ORIGIN_KEY_PREFIX } from "../core/flow";
 import { newId } from "../core/id";
 import { isPullTarget, parseSpec } from "../core/job";
@@ -20,6 +19,7 @@ import { toRfc3339 } from "../core/when";
 import type { JobRow } from "../db/schema";
 import { checkShardCount, highestBucketOfAll, ShardsFull, ShardsLowered, ShardUnavailable, shardOfOrNull, shardsOf } from "../db/shards";
 import { type FlowKeyControl, type FlowKeyView, flowKeyOf, originKeyControl } from "../flow/flow-key";
+import { bucketObject, objectOf } from "../placement";
 import { type PullLease, pullQueueOf } from "../pull/pull-queue";
 import { requireApiKey } from "./auth";
 import type { ApiEnv } from "./context";
@@ -305,7 +305,7 @@ async function startAction(c: Context<ApiEnv>, kind: BulkKind, selector: Selecto
   // a key names the action: the same key again finds it (whatever it was asked to do then)
   const id =
     headerKey === undefined ? newId("act", Date.now(), crypto.getRandomValues(new Uint8Array(16))) : await actionIdOf(kind, headerKey);
-  const { state, reused } = await c.env.BULK_ACTION.getByName(bulkActionName(tenant, id)).start({
+  const { state, reused } = await objectOf(c.env, c.env.BULK_ACTION, bulkActionName(tenant, id)).start({
     id,
     tenant,
     kind,
@@ -327,7 +327,7 @@ async function startAction(c: Context<ApiEnv>, kind: BulkKind, selector: Selecto
 app.get("/v1/actions/:id", async (c) => {
   const id = c.req.param("id");
   if (!/^act_[0-9a-z]{26}$/.test(id)) throw notFound("action");
-  const state = await c.env.BULK_ACTION.getByName(bulkActionName(c.get("tenant"), id)).view();
+  const state = await objectOf(c.env, c.env.BULK_ACTION, bulkActionName(c.get("tenant"), id)).view();
   if (!state) throw notFound("action");
   return c.json(presentAction(state));
 });
@@ -605,7 +605,7 @@ function pullLeaseOf(c: Context<ApiEnv>) {
   // a bucket number beyond any the consumer accepts would make its object exist just to answer no
   if (!decoded || decoded.bucket >= MAX_BUCKET)
     throw new ApiError(400, "invalid_field", "token: not a lease token this API handed out", "token");
-  const stub = c.env.BUCKET.getByName(bucketName(decoded.bucket));
+  const stub = bucketObject(c.env, decoded.bucket);
   return { stub, ref: { executionId: decoded.executionId, token: decoded.token, tenant: c.get("tenant") } };
 }
 
@@ -640,9 +640,7 @@ async function bucketsOfMetrics(env: Env): Promise<number> {
 }
 
 async function gatherMetrics(c: Context<ApiEnv>, buckets: number) {
-  const parts: BucketMetrics[] = await Promise.all(
-    Array.from({ length: buckets }, (_, k) => c.env.BUCKET.getByName(bucketName(k)).metrics()),
-  );
+  const parts: BucketMetrics[] = await Promise.all(Array.from({ length: buckets }, (_, k) => bucketObject(c.env, k).metrics()));
   return summarize(parts, c.get("tenant"));
 }
 

@@ -13,7 +13,7 @@
 import type { Bucket } from "../bucket/bucket";
 import type { CompletionReport, FireGroup, FireRef, LeaseGrant, LeaseRef, PullOffer } from "../bucket/protocol";
 import { type Config, configOf } from "../config";
-import { bucketName, fireQueueOf } from "../core/bucketing";
+import { fireQueueOf } from "../core/bucketing";
 import { type FlowAnswer, type FlowAsk, type GoverningKey, governingKey } from "../core/flow";
 import { isHttpTarget, isWorkerTarget, LIMITS } from "../core/job";
 import { SYSTEM_TENANT } from "../core/metrics";
@@ -21,6 +21,7 @@ import { pullQueueName } from "../core/pull";
 import type { DeliveryOutcome } from "../core/response";
 import { attemptSpanId, attemptTraceHeaders, parseTraceparent, type TraceContext } from "../core/trace";
 import { type FlowKey, type FlowRelease, flowKeyName, flowKeyOf } from "../flow/flow-key";
+import { bucketObject } from "../placement";
 import { CONSUMER_TRIES } from "../protocol/fire";
 import { pullQueueOf } from "../pull/pull-queue";
 import { deliverToWorker } from "./handler";
@@ -37,7 +38,7 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env): P
 
   // 1. claim, one RPC per bucket for all its messages' executions
   const claimed = await Promise.all(
-    [...groupByBucket(fires)].map(([bucket, ofBucket]) => claimBucket(bucket, ofBucket, env.BUCKET.getByName(bucketName(bucket)))),
+    [...groupByBucket(fires)].map(([bucket, ofBucket]) => claimBucket(bucket, ofBucket, bucketObject(env, bucket))),
   );
   const leases = claimed.flatMap((c) => c.leases.map((lease) => ({ lease, stub: c.stub })));
 
@@ -173,7 +174,7 @@ async function settleMessage(fire: ReceivedFire, retryWhole: boolean, failed: Fa
  */
 async function passOn(env: Env, config: Config, fire: ReceivedFire, failed: FireRef[]): Promise<boolean> {
   const tries = (fire.tries ?? 0) + 1;
-  const stub = env.BUCKET.getByName(bucketName(fire.bucket));
+  const stub = bucketObject(env, fire.bucket);
   try {
     if (tries >= CONSUMER_TRIES) {
       await stub.markPoisoned(failed.map(({ executionId, dueAt }) => ({ executionId, dueAt })));

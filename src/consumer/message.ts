@@ -1,7 +1,7 @@
 /** The fire message as it crosses the queue: validated on the way in, never trusted. */
 import type { FireRef } from "../bucket/protocol";
-import { bucketName } from "../core/bucketing";
 import { SYSTEM_TENANT } from "../core/metrics";
+import { bucketObject } from "../placement";
 import { FireGroupSchema, FireMessageSchema } from "../protocol/fire";
 
 export { MAX_BUCKET } from "../protocol/fire";
@@ -54,7 +54,7 @@ export async function acceptFireMessages(batch: MessageBatch<unknown>, env: Env)
   }
   if (malformed > 0) {
     console.warn(`dropped ${malformed} malformed message(s) from queue ${batch.queue}`);
-    await env.BUCKET.getByName(bucketName(0))
+    await bucketObject(env, 0)
       .bump("malformed_messages_total", SYSTEM_TENANT, malformed)
       .catch(() => undefined);
   }

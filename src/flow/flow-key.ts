@@ -42,6 +42,7 @@ import {
 } from "../core/flow";
 import { registerFlowKey } from "../db/queries";
 import { shardsOf } from "../db/shards";
+import { objectOf } from "../placement";
 import { applyMigrations, type SqliteMigration } from "../sqlite-migrations";
 
 export interface FlowKeyView extends FlowView {
@@ -62,7 +63,7 @@ export function flowKeyName(tenant: string, key: string): string {
 
 /** The object of a tenant's key: one per tenant and key name. */
 export function flowKeyOf(env: Env, tenant: string, key: string): DurableObjectStub<FlowKey> {
-  return env.FLOW_KEY.getByName(flowKeyName(tenant, key));
+  return objectOf(env, env.FLOW_KEY, flowKeyName(tenant, key));
 }
 
 /** What the API does with a key: one object's, or an origin key's parts together. */

@@ -4,6 +4,7 @@
  * Durable Object class.
  */
 import { bucketOf } from "../core/bucketing";
+import { objectOf } from "../placement";
 
 /** A tenant's keys are spread over this many objects. Never change it: a key's home would move. */
 export const KEY_SLOTS = 64;
@@ -24,7 +25,7 @@ export interface KeyOwner {
 
 /** The object of a tenant's key. */
 export function idempotencyKeysOf(env: Env, tenant: string, key: string) {
-  return env.IDEMPOTENCY_KEYS.getByName(`${tenant}\n${keySlot(key)}`);
+  return objectOf(env, env.IDEMPOTENCY_KEYS, `${tenant}\n${keySlot(key)}`);
 }
 
 /** A key's slot: a stable hash of it. */

@@ -17,14 +17,14 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import type { LeaseGrant, OfferRef } from "../bucket/protocol";
-import { bucketName } from "../core/bucketing";
 import { comparePriority, PRIORITY } from "../core/priority";
 import { pullQueueName } from "../core/pull";
+import { bucketObject, objectOf } from "../placement";
 import { applyMigrations, type SqliteMigration } from "../sqlite-migrations";
 
 /** The object of a tenant's pull queue. */
 export function pullQueueOf(env: Env, tenant: string, queue: string): DurableObjectStub<PullQueue> {
-  return env.PULL_QUEUE.getByName(pullQueueName(tenant, queue));
+  return objectOf(env, env.PULL_QUEUE, pullQueueName(tenant, queue));
 }
 
 /** A worker's request: at most `max` executions, each leased `leaseMs`, waiting up to `waitMs` for one. */
@@ -169,7 +169,7 @@ export class PullQueue extends DurableObject<Env> {
           [...Map.groupBy(rows, (r) => r.bucket)].map(async ([bucket, group]) => {
             let standing: boolean[];
             try {
-              standing = await this.env.BUCKET.getByName(bucketName(bucket)).stillOffered(
+              standing = await bucketObject(this.env, bucket).stillOffered(
                 group.map((r) => ({ executionId: r.execution_id, dueAt: r.due_at, tenant, queue })),
               );
             } catch (error) {
@@ -323,7 +323,7 @@ export class PullQueue extends DurableObject<Env> {
   ): Promise<{ row: OfferRow; result: LeaseGrant | { ok: false } | null }[]> {
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
-      const asked = this.env.BUCKET.getByName(bucketName(bucket)).leaseOffered(
+      const asked = bucketObject(this.env, bucket).leaseOffered(
         rows.map((r) => ({
           executionId: r.execution_id,
           dueAt: r.due_at,

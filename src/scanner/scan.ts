@@ -8,9 +8,9 @@
 import { viewOfOccurrence, viewOfOneOff } from "../api/present";
 import { type ArchiveWrite, type LeavingExecution, writeArchive } from "../archive/archive";
 import { type Config, configOf } from "../config";
-import { bucketName } from "../core/bucketing";
 import { type Db, type HistoryPage, type PurgedPage, purgeArchivedHistory, purgeHistory } from "../db/queries";
 import { checkShardCount, highestBucketOfAll, shardsOf } from "../db/shards";
+import { bucketObject } from "../placement";
 
 const CONCURRENT_BUCKETS = 6;
 const PURGE_PAGE = 5000;
@@ -65,7 +65,7 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
     while (next < buckets) {
       const bucket = next++;
       try {
-        const result = await env.BUCKET.getByName(bucketName(bucket)).pullWindow(bucket);
+        const result = await bucketObject(env, bucket).pullWindow(bucket);
         pulled += result.pulled;
         for (const shard of result.failedShards) failedShards.add(shard);
       } catch (error) {
@@ -95,7 +95,7 @@ export async function scan(env: Env, now: number): Promise<ScanReport> {
   // the purge's rows are billed too: counted with bucket 0's metrics, one request
   const meters = done.map((d, shard) => ({ shard, d1RowsWritten: d.rowsWritten })).filter((m) => m.d1RowsWritten > 0);
   if (meters.length > 0 || archived.objects > 0 || archiveFailedShards.length > 0)
-    await env.BUCKET.getByName(bucketName(0))
+    await bucketObject(env, 0)
       .countD1RowsOf(meters, { ...archived, failures: archiveFailedShards.length })
       .catch(() => undefined);
   const purged = done.reduce((n, d) => n + d.purged, 0);

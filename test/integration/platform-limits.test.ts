@@ -5,6 +5,8 @@
  *   and reports in the invocation that claimed it (HTTP targets and handler Workers): the profile
  *   cuts waitUntil work PLATFORM_WAIT_UNTIL_MS after its handler returns (scaled here from 30 s to
  *   300 ms against targets of 1.2 s, the same ratio's meaning: slower than the cut);
+ * - item 8: with LOCATION_HINT set, every Durable Object is got with it (created there, whoever
+ *   calls first), and a hint D1 does not take is refused;
  * - the profile itself: it refuses what production refuses (SQL bound parameters and statement
  *   bytes, a seventh fetch waits for one of six connections, I/O after the cut), and records it even
  *   where the code catches the error.
@@ -12,10 +14,14 @@
  * Time: one file-wide virtual clock for the buckets; the targets' hang is real (the receiver's
  * /hang/<ms>, the test handler's sleepMs). The fire queue is captured: tests feed the consumer.
  */
+
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
+import { ConfigSchema } from "../../src/config";
+import worker from "../../src/platform/local-worker";
 import { limitedEnv, runAsInvocation, takeViolations } from "../../src/platform/profile";
-import { captureFiresForFile, dispatchOf, fileClock, newExecution, receiverUrl, startFire, uniquePath } from "./helpers";
+import { captureFiresForFile, dispatchOf, fileClock, KEYS, newExecution, receiverUrl, startFire, uniquePath } from "./helpers";
 
 const clock = fileClock(10 * 60_000);
 const sent = captureFiresForFile();
@@ -40,6 +46,39 @@ describe("item 1: a delivery outlives no invocation", () => {
     await run.done;
     expect(takeViolations()).toEqual([]);
     expect(await e.view()).toMatchObject({ status: "succeeded", attempts: 1 });
+  });
+});
+
+describe("item 8: placement", () => {
+  it("gets every object with LOCATION_HINT, so it is created there whoever calls it first", async () => {
+    const hinted = { ...env, LOCATION_HINT: "weur" } as Env;
+    const buckets = vi.spyOn(env.BUCKET, "getByName");
+    const keys = vi.spyOn(env.IDEMPOTENCY_KEYS, "getByName");
+    try {
+      const ctx = createExecutionContext();
+      const res = await worker.fetch(
+        new Request("http://scheduler/v1/jobs", {
+          method: "POST",
+          headers: { authorization: `Bearer ${KEYS.acme}`, "content-type": "application/json", "idempotency-key": crypto.randomUUID() },
+          body: JSON.stringify({ target: { url: `${receiverUrl()}${uniquePath()}` } }),
+        }),
+        hinted,
+        ctx,
+      );
+      await waitOnExecutionContext(ctx);
+      expect(res.status).toBe(201);
+      expect(buckets.mock.calls.length).toBeGreaterThan(0);
+      expect(keys.mock.calls.length).toBeGreaterThan(0);
+      for (const [, options] of [...buckets.mock.calls, ...keys.mock.calls]) expect(options).toEqual({ locationHint: "weur" });
+    } finally {
+      buckets.mockRestore();
+      keys.mockRestore();
+    }
+  });
+
+  it("takes only a hint D1 takes too (the shards are created there)", () => {
+    expect(ConfigSchema.safeParse({ LOCATION_HINT: "weur" }).success).toBe(true);
+    expect(ConfigSchema.safeParse({ LOCATION_HINT: "sam" }).success).toBe(false);
   });
 });
 
