@@ -152,11 +152,45 @@ export async function connectRuntimeInspector({ pgrp, workerName, workerInspecto
   throw new Error("the runtime's inspector did not answer");
 }
 
+/**
+ * The collections V8 traced (--trace-gc) in `output`, one per line: the process, the isolate's
+ * address, the milliseconds since it started, the kind (Scavenge, Mark-Compact, ...), the heap in
+ * use before and after (MB) and the reason ("testing" for gc() called by collectWorker).
+ * DevTools cannot read a heap while a request runs (the runtime answers between requests), so a
+ * peak inside a scan is read from these. The runtime must print them: startStack with v8Flags
+ * ["--trace-gc"] and its stdout line-buffered (LD_PRELOAD libstdbuf with _STDBUF_O=L), else they
+ * sit in a buffer a stop discards.
+ * @param {string} output
+ */
+export function parseGcTrace(output) {
+  const collections = [];
+  const line =
+    /\[(\d+):(0x[0-9a-f]+)\]\s+(\d+) ms: ([A-Za-z-]+)(?: \([^)]*\))? ([\d.]+) \(([\d.]+)\) -> ([\d.]+) \(([\d.]+)\) MB.*?\) (.*)$/;
+  for (const text of output.split("\n")) {
+    const m = line.exec(text);
+    if (!m) continue;
+    collections.push({
+      pid: Number(m[1]),
+      isolate: m[2],
+      ms: Number(m[3]),
+      kind: m[4],
+      beforeMB: Number(m[5]),
+      afterMB: Number(m[7]),
+      reason: m[9].trim(),
+    });
+  }
+  return collections;
+}
+
 function runtimeInspector(pid, targets, workerIsolate, workerUrl) {
   const contexts = new Map();
   return {
     pid,
     isolates: targets.map((t) => t.id),
+    /** A full collection in the scheduler's isolate (its Worker and Durable Objects), then its JS heap in use (bytes). */
+    collectWorker() {
+      return collectAndMeasureIsolate(workerUrl, contexts);
+    },
     /**
      * Collects garbage in every isolate, then reads their JS heaps: bytes in use in all of them
      * and in the scheduler's. Isolates that do not answer are skipped and listed with the reason.

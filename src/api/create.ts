@@ -448,8 +448,12 @@ export async function createJobs(env: Env, config: Config, tenant: string, prepa
   const owners = await keyOwners(env, config, tenant, prepared, now);
   const keyOf = (p: PreparedJob) => p.job.idempotencyKey;
   const ownerOf = (p: PreparedJob) => (keyOf(p) === null ? undefined : owners.get(keyOf(p)!));
-  // a replay's original job (its winner's), read from the winner's shard
-  const replays = prepared.filter((p) => ownerOf(p) !== undefined && ownerOf(p)!.jobId !== p.job.id);
+  // a replay's original job (its winner's), read from the winner's shard; only a replay of the same
+  // request reads it (another request's is a 409 either way): what is read is then about the size
+  // of this request, never a thousand other jobs' specs of up to 0.8 MB each
+  const replays = prepared.filter(
+    (p) => ownerOf(p) !== undefined && ownerOf(p)!.jobId !== p.job.id && ownerOf(p)!.requestHash === p.job.requestHash,
+  );
   const originalIds = [...new Set(replays.map((p) => ownerOf(p)!.jobId))];
   const originals = new Map<string, JobRow>();
   for (const [shard, ids] of shards.groupByShard(originalIds, (id) => id)) {

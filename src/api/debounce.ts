@@ -30,7 +30,7 @@ import { LIMITS, parseSpec } from "../core/job";
 import type { TraceContext } from "../core/trace";
 import { getJob } from "../db/queries";
 import type { JobRow } from "../db/schema";
-import { isFullError, ShardsFull, ShardsLowered, ShardUnavailable, shardsOf } from "../db/shards";
+import { describeFailure, isFullError, ShardsFull, ShardsLowered, ShardUnavailable, shardsOf } from "../db/shards";
 import { claimKeys, releaseKeys } from "../idempotency/key-claims";
 import { objectOf } from "../placement";
 import { type CreateResult, createJobs, type PreparedJob } from "./create";
@@ -259,10 +259,20 @@ function refusal(error: unknown): Extract<DebounceAnswer, { ok: false }> {
   if (error instanceof ApiError && (error.status === 400 || error.status === 409)) {
     return { ok: false, status: error.status, code: error.code, message: error.message, field: error.field };
   }
-  if (error instanceof ShardsFull || isFullError(error)) {
-    return { ok: false, status: 507, code: "shards_full", message: (error as Error).message, field: null };
+  // only the messages this code writes are answered: D1's own text carries SQL and parameters
+  if (error instanceof ShardsFull) return { ok: false, status: 507, code: "shards_full", message: error.message, field: null };
+  if (isFullError(error)) {
+    console.error("a debounced create found its D1 shard full", describeFailure(error));
+    return {
+      ok: false,
+      status: 507,
+      code: "shards_full",
+      message: "the D1 shard of this create is full; send the create again",
+      field: null,
+    };
   }
   if (error instanceof ShardUnavailable || error instanceof ShardsLowered) {
+    console.error(describeFailure(error));
     const code = error instanceof ShardsLowered ? "shards_lowered" : "shard_unavailable";
     return { ok: false, status: 503, code, message: error.message, field: null };
   }

@@ -17,7 +17,16 @@ import type { DeliveryOutcome } from "../core/response";
 import { attemptTraceHeaders, type TraceContext, traceOfHeaders } from "../core/trace";
 import { toRfc3339 } from "../core/when";
 import type { JobRow } from "../db/schema";
-import { checkShardCount, highestBucketOfAll, ShardsFull, ShardsLowered, ShardUnavailable, shardOfOrNull, shardsOf } from "../db/shards";
+import {
+  checkShardCount,
+  describeFailure,
+  highestBucketOfAll,
+  ShardsFull,
+  ShardsLowered,
+  ShardUnavailable,
+  shardOfOrNull,
+  shardsOf,
+} from "../db/shards";
 import { type FlowKeyControl, type FlowKeyView, flowKeyOf, originKeyControl } from "../flow/flow-key";
 import { bucketObject, objectOf } from "../placement";
 import { type PullLease, pullQueueOf } from "../pull/pull-queue";
@@ -73,7 +82,8 @@ app.onError((error, c) => {
   }
   // a shard that did not answer: only what needs it fails, with a 503 naming it
   if (error instanceof ShardUnavailable || error instanceof ShardsLowered) {
-    console.error(error);
+    // the cause (D1's text: SQL, parameters) is logged, never answered
+    console.error(describeFailure(error));
     const code = error instanceof ShardsLowered ? "shards_lowered" : "shard_unavailable";
     return respondError(c, new ApiError(503, code, error.message, null, { "retry-after": "1" }));
   }

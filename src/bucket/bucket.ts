@@ -152,22 +152,32 @@ export class Bucket extends DurableObject<Env> {
   private async pullShard(bucket: number, { db, index }: Shard): Promise<{ pulled: number; synced: number; redriven: number }> {
     let pulled = 0;
     let after: { at: number; tenant: string; id: string } | null = null;
+    // pages are cut by count or by bytes (db/queries.ts SYNC_PAGE_BYTES): a short page is not the end, `more` says
     for (let page = 0; page < PULL_PAGES; page++) {
-      const rows = await pendingJobs(db, bucket, Date.now() + this.config.LOOKAHEAD_MS, after, PULL_PAGE);
+      const { rows, more } = await pendingJobs(db, bucket, Date.now() + this.config.LOOKAHEAD_MS, after, PULL_PAGE);
       if (rows.length === 0) break;
       const applied = await this.change(bucket, () => applyAll(this.s, rows, Date.now(), true));
       pulled += applied.length;
       const last = rows[rows.length - 1]!;
       after = { at: last.nextRunAt ?? 0, tenant: last.tenant, id: last.jobId };
-      if (rows.length < PULL_PAGE) break;
+      if (!more) break;
     }
-    const unsynced = await unsyncedJobs(db, bucket, PULL_PAGE);
-    const applied = await this.change(bucket, () => applyAll(this.s, unsynced, Date.now(), true));
-    const synced = unsynced.filter((d) => applied.some((a) => a.jobId === d.jobId && a.version >= d.version));
-    const syncRows = await markSynced(
-      db,
-      synced.map((d) => ({ tenant: d.tenant, jobId: d.jobId, version: d.version })),
-    );
+    // acknowledged changes leave the partial index, so each page starts from its beginning; a page
+    // that acknowledged nothing (newer versions meanwhile) waits for the next pass
+    let synced = 0;
+    let syncRows = 0;
+    for (let page = 0; page < PULL_PAGES; page++) {
+      const { rows: unsynced, more } = await unsyncedJobs(db, bucket, PULL_PAGE);
+      const applied = await this.change(bucket, () => applyAll(this.s, unsynced, Date.now(), true));
+      const held = unsynced.filter((d) => applied.some((a) => a.jobId === d.jobId && a.version >= d.version));
+      const written = await markSynced(
+        db,
+        held.map((d) => ({ tenant: d.tenant, jobId: d.jobId, version: d.version })),
+      );
+      synced += held.length;
+      syncRows += written;
+      if (!more || written === 0) break;
+    }
     const orders = await pendingRedrives(db, bucket, PULL_PAGE);
     const results = await this.change(bucket, () => redriveAll(this.s, orders, Date.now()));
     const redriveRows = await clearRedrives(
@@ -175,7 +185,7 @@ export class Bucket extends DurableObject<Env> {
       orders.filter((_o, i) => results[i]!.ok).map((o) => ({ tenant: o.tenant, executionId: o.executionId })),
     );
     countD1Rows(this.s.tally, index, syncRows + redriveRows);
-    return { pulled, synced: synced.length, redriven: orders.length };
+    return { pulled, synced, redriven: orders.length };
   }
 
   /** A recurring job's dead occurrences run again (a one-off job's redrive is a new job version). */

@@ -120,6 +120,18 @@ function takeProposed<T extends SQLiteTable, K extends keyof T["_"]["columns"] &
   return Object.fromEntries(keys.map((k) => [k, proposed(columns[k]!)])) as Record<K, SQL>;
 }
 
+/** `(SELECT value FROM json_each(?))`: the scalars of a JSON array parameter, for an IN (one bound parameter, whatever their number). */
+function valuesOf(json: string): SQL {
+  return sql`(SELECT value FROM json_each(${json}))`;
+}
+
+/** db.batch over a list of selects built at run time: each one's rows (one statement runs alone). */
+async function batchAll<T>(db: Db, statements: (BatchItem<"sqlite"> & PromiseLike<T[]>)[]): Promise<T[][]> {
+  if (statements.length === 0) return [];
+  if (statements.length === 1) return [await statements[0]!];
+  return (await db.batch(statements as unknown as [BatchItem<"sqlite">, ...BatchItem<"sqlite">[]])) as unknown as T[][];
+}
+
 /** db.batch over a list built at run time, of statements without RETURNING: their D1 results. */
 async function batchRun(db: Db, statements: BatchItem<"sqlite">[]): Promise<D1Result[]> {
   if (statements.length === 0) return [];
@@ -132,8 +144,22 @@ const COMPLETED: JobState = JOB_TRANSITIONS.complete.to;
 /** A job's states after which its row is history (the purge's). */
 const FINISHED: readonly JobState[] = ["completed", "canceled"];
 
+/** A job's columns its bucket applies (definitionOf): not its outcome's, labels or callbacks. */
+const DEFINITION = {
+  id: jobs.id,
+  tenant: jobs.tenant,
+  version: jobs.version,
+  status: jobs.status,
+  spec: jobs.spec,
+  cron: jobs.cron,
+  nextRunAt: jobs.nextRunAt,
+  fired: jobs.fired,
+  attempts: jobs.attempts,
+  attemptLog: jobs.attemptLog,
+};
+
 /** The job as its bucket applies it. */
-export function definitionOf(row: JobRow): JobDefinition {
+export function definitionOf(row: Pick<JobRow, keyof typeof DEFINITION>): JobDefinition {
   return {
     jobId: row.id,
     tenant: row.tenant,
@@ -273,15 +299,24 @@ export async function legacyKeyOwners(
   windowMs: number,
 ): Promise<{ key: string; jobId: string; requestHash: string; claimedAt: number }[]> {
   if (keys.length === 0) return [];
-  return db
-    .select({
-      key: idempotencyKeys.key,
-      jobId: idempotencyKeys.jobId,
-      requestHash: idempotencyKeys.requestHash,
-      claimedAt: idempotencyKeys.createdAt,
-    })
-    .from(idempotencyKeys)
-    .where(and(eq(idempotencyKeys.tenant, tenant), inArray(idempotencyKeys.key, keys), gte(idempotencyKeys.createdAt, now - windowMs + 1)));
+  const statements = jsonChunks(keys).map((chunk) =>
+    db
+      .select({
+        key: idempotencyKeys.key,
+        jobId: idempotencyKeys.jobId,
+        requestHash: idempotencyKeys.requestHash,
+        claimedAt: idempotencyKeys.createdAt,
+      })
+      .from(idempotencyKeys)
+      .where(
+        and(
+          eq(idempotencyKeys.tenant, tenant),
+          inArray(idempotencyKeys.key, valuesOf(chunk)),
+          gte(idempotencyKeys.createdAt, now - windowMs + 1),
+        ),
+      ),
+  );
+  return (await batchAll(db, statements)).flat();
 }
 
 /** Whether D1's legacy idempotency_keys table still holds any key. */
@@ -441,38 +476,88 @@ function deleteRedriven(db: Db, chunk: string, idKey: "executionId" | "id") {
 // ---------------------------------------------------------------------------------------------
 // the bucket's sync pass (reads)
 
-/** pendingJobs: a page of a bucket's active jobs due before `horizonAt` (overdue included), in due order: an index range. */
+/**
+ * What a page of the sync pass reads at most of its jobs' specs and attempt logs (UTF-8 bytes),
+ * besides one job more: the page stops after the job that reaches it, so it always holds one. The
+ * largest spec the API takes is about 0.82 MB (a batch item: core/job.ts LIMITS at their most
+ * costly characters, test/support/largest-job.mjs), so a page reads at most about 4.8 MB: far
+ * under D1's 50 MB result limit, and a small share of the 128 MB an isolate has. The pass runs
+ * inside the Bucket object, whose isolate other objects and requests share, and the scan syncs six
+ * buckets at once (scanner/scan.ts). Measured (scripts/heap-peak.mjs sync): a pass over 120 of
+ * the largest jobs took the isolate's live heap from 6.4 to 12.5 MiB, six buckets' at once to
+ * 14 MiB; with pages of 500 jobs, to 166 MiB.
+ */
+export const SYNC_PAGE_BYTES = 4_000_000;
+
+/** A page of a read cut by count and by bytes; `more`: it was cut (the next page may hold more). */
+export interface Page<T> {
+  rows: T[];
+  more: boolean;
+}
+
+/**
+ * The definitions of the jobs `where` picks, in the order of the columns `order` names (an index's,
+ * so SQLite streams the range), at most `limit` and `budget` bytes (plus the job that reaches it):
+ * a window sum over the range inside the LIMIT, so D1 never sends more. Rows read: 3 per job (the
+ * range, the window's pass, the page; measured with meta.rows_read), at D1's $0.001 per million.
+ */
+async function definitionsWithin(
+  db: Db,
+  where: SQL,
+  order: (keyof typeof DEFINITION)[],
+  limit: number,
+  budget: number,
+): Promise<Page<JobDefinition>> {
+  const bytes = sql<number>`length(CAST(${jobs.spec} AS BLOB)) + ifnull(length(CAST(${jobs.attemptLog} AS BLOB)), 0) + ${ROW_BYTES}`;
+  const columns = order.map((k) => DEFINITION[k]);
+  const window = db
+    .select({
+      ...DEFINITION,
+      bytes: bytes.as("bytes"),
+      // the page's bytes through this job
+      through: sql<number>`sum(${bytes}) OVER (ORDER BY ${sql.join(columns, sql`, `)} ROWS UNBOUNDED PRECEDING)`.as("through"),
+    })
+    .from(jobs)
+    .where(where)
+    .orderBy(...columns)
+    .limit(limit)
+    .as("page");
+  // no ORDER BY outside: it would sort the page again in a temporary b-tree (4 rows read per job); JS sorts it
+  const rows = await db.select().from(window).where(sql`${window.through} - ${window.bytes} < ${budget}`);
+  rows.sort((a, b) => {
+    for (const k of order) if (a[k] !== b[k]) return a[k]! < b[k]! ? -1 : 1;
+    return 0;
+  });
+  return { rows: rows.map(definitionOf), more: rows.length >= limit || (rows.at(-1)?.through ?? 0) >= budget };
+}
+
+/**
+ * pendingJobs: a page of a bucket's active jobs due before `horizonAt` (overdue included), in due
+ * order: an index range, at most `limit` jobs and SYNC_PAGE_BYTES (definitionsWithin).
+ */
 export async function pendingJobs(
   db: Db,
   bucket: number,
   horizonAt: number,
   after: { at: number; tenant: string; id: string } | null,
   limit: number,
-): Promise<JobDefinition[]> {
-  const rows = await db
-    .select()
-    .from(jobs)
-    .where(
-      and(
-        eq(jobs.bucket, bucket),
-        lte(jobs.nextRunAt, horizonAt),
-        eq(jobs.status, "active"),
-        after ? sql`(${jobs.nextRunAt}, ${jobs.tenant}, ${jobs.id}) > (${after.at}, ${after.tenant}, ${after.id})` : undefined,
-      ),
-    )
-    .orderBy(jobs.nextRunAt, jobs.tenant, jobs.id)
-    .limit(limit);
-  return rows.map(definitionOf);
+  budget = SYNC_PAGE_BYTES,
+): Promise<Page<JobDefinition>> {
+  const where = and(
+    eq(jobs.bucket, bucket),
+    lte(jobs.nextRunAt, horizonAt),
+    eq(jobs.status, "active"),
+    after ? sql`(${jobs.nextRunAt}, ${jobs.tenant}, ${jobs.id}) > (${after.at}, ${after.tenant}, ${after.id})` : undefined,
+  )!;
+  return definitionsWithin(db, where, ["nextRunAt", "tenant", "id"], limit, budget);
 }
 
-/** unsyncedJobs: a bucket's changes its bucket has not acknowledged (the partial index). */
-export async function unsyncedJobs(db: Db, bucket: number, limit: number): Promise<JobDefinition[]> {
-  const rows = await db
-    .select()
-    .from(jobs)
-    .where(and(eq(jobs.bucket, bucket), eq(jobs.synced, 0)))
-    .limit(limit);
-  return rows.map(definitionOf);
+/**
+ * unsyncedJobs: a page of a bucket's changes its bucket has not acknowledged (the partial index, in
+ * its key order), at most `limit` jobs and SYNC_PAGE_BYTES (definitionsWithin).
+ */
+export async function unsyncedJobs(db: Db, bucket: number, limit: number, budget = SYNC_PAGE_BYTES): Promise<Page<JobDefinition>> {
+  return definitionsWithin(db, and(eq(jobs.bucket, bucket), eq(jobs.synced, 0))!, ["tenant", "id"], limit, budget);
 }
 
 /** pendingRedrives: a bucket's redrives of recurring occurrences not yet acknowledged. */
@@ -713,12 +798,19 @@ export async function getJob(db: Db, tenant: string, id: string): Promise<JobRow
   return rows[0];
 }
 
+/**
+ * getJobsByIds: a tenant's jobs among these ids (whole rows, spec included), the ids bound as one
+ * JSON array per statement (a chunk under D1's 2 MB string limit), whatever their number.
+ */
 export async function getJobsByIds(db: Db, tenant: string, ids: string[]): Promise<JobRow[]> {
   if (ids.length === 0) return [];
-  return db
-    .select()
-    .from(jobs)
-    .where(and(eq(jobs.tenant, tenant), inArray(jobs.id, ids)));
+  const statements = jsonChunks(ids).map((chunk) =>
+    db
+      .select()
+      .from(jobs)
+      .where(and(eq(jobs.tenant, tenant), inArray(jobs.id, valuesOf(chunk)))),
+  );
+  return (await batchAll(db, statements)).flat();
 }
 
 /**
@@ -1068,9 +1160,18 @@ export interface HistoryPage {
   occurrences: (OccurrenceRow & { jobName: string | null; labels: string | null })[];
 }
 
-/** what a purge page with an archive reads at most, jobs and occurrences each (their attempt logs, errors, labels) */
-export const ARCHIVE_PAGE_BYTES = 16_000_000;
-/** a row's bytes beyond the variable columns, for the page's budget */
+/**
+ * What a purge page with an archive reads at most of its jobs' and occurrences' attempt logs,
+ * errors, labels, names and callbacks together (UTF-8 bytes; the jobs first, the occurrences in
+ * what is left, at least one of each). The page is held in the scan's invocation with what is made
+ * of it (the archive lines, their text, its gzip: several times the page), a few shards at a time
+ * (scanner/scan.ts PURGE_SHARDS_AT_ONCE), in an isolate of 128 MB. The largest history row is
+ * about 91 KB (20 attempts of a 1,024-character error and a 256-character response, labels and a
+ * name, in 3-byte characters), so a page holds at least about 44 of them, and about 4,400 typical
+ * ones (~600 bytes each, plus ROW_BYTES): near PURGE_PAGE's 5,000.
+ */
+export const ARCHIVE_PAGE_BYTES = 4_000_000;
+/** a row's bytes beyond the variable columns, for a page's budget */
 const ROW_BYTES = 300;
 
 /**
@@ -1152,7 +1253,7 @@ export async function purgeArchivedHistory(
   const perBucket = Math.max(1, Math.ceil(limit / buckets));
   const bytes = (...columns: AnySQLiteColumn[]) =>
     sql<number>`${sql.join(
-      columns.map((c) => sql`ifnull(length(${c}), 0)`),
+      columns.map((c) => sql`ifnull(length(CAST(${c} AS BLOB)), 0)`),
       sql` + `,
     )}`;
   const keyed = (await db.batch([
@@ -1165,14 +1266,18 @@ export async function purgeArchivedHistory(
         .limit(perBucket),
     ),
     db
-      .select({ tenant: occurrences.tenant, id: occurrences.id, bytes: bytes(occurrences.attemptLog, occurrences.lastError) })
+      .select({
+        tenant: occurrences.tenant,
+        id: occurrences.id,
+        bytes: bytes(occurrences.attemptLog, occurrences.lastError, occurrences.callbacks),
+      })
       .from(occurrences)
       .where(lt(occurrences.finishedAt, historyCutoffAt))
       .orderBy(occurrences.finishedAt, occurrences.tenant, occurrences.id)
       .limit(limit),
   ] as unknown as [BatchItem<"sqlite">])) as { tenant: string; id: string; bytes: number }[][];
   const jobKeys = withinBytes(keyed.slice(0, buckets).flat(), pageBytes);
-  const occurrenceKeys = withinBytes(keyed.at(-1)!, pageBytes);
+  const occurrenceKeys = withinBytes(keyed.at(-1)!, pageBytes - jobKeys.bytes);
   const more =
     keyed.slice(0, buckets).some((rows) => rows.length >= perBucket) || keyed.at(-1)!.length >= limit || jobKeys.cut || occurrenceKeys.cut;
   const jobJson = JSON.stringify(jobKeys.keys.map((k) => [k.tenant, k.id]));
@@ -1232,13 +1337,13 @@ export async function purgeArchivedHistory(
 }
 
 /** Keys in order while their bytes fit `budget` (at least one); `cut` when some were left for the next page. */
-function withinBytes<T extends { bytes: number }>(keys: T[], budget: number): { keys: T[]; cut: boolean } {
+function withinBytes<T extends { bytes: number }>(keys: T[], budget: number): { keys: T[]; cut: boolean; bytes: number } {
   let total = 0;
   for (const [i, k] of keys.entries()) {
+    if (total + k.bytes + ROW_BYTES > budget && i > 0) return { keys: keys.slice(0, i), cut: true, bytes: total };
     total += k.bytes + ROW_BYTES;
-    if (total > budget && i > 0) return { keys: keys.slice(0, i), cut: true };
   }
-  return { keys, cut: false };
+  return { keys, cut: false, bytes: total };
 }
 
 /** A finished job whose due time and last change are before the cutoff. */

@@ -20,7 +20,12 @@ export interface Shard {
   db: Db;
 }
 
-/** A shard that did not answer, or one an id names that this deployment does not have. */
+/**
+ * A shard that did not answer, or one an id names that this deployment does not have. Its message
+ * is what a caller is answered (a 503), so it names the shard and nothing of the failure: D1's
+ * error text carries the statement's SQL and may carry its parameters (job ids, keys, payloads of
+ * a tenant). The failure itself is its `cause`, for the logs (describeFailure).
+ */
 export class ShardUnavailable extends Error {
   constructor(
     readonly shard: number,
@@ -31,10 +36,20 @@ export class ShardUnavailable extends Error {
     super(
       reason === "missing"
         ? `D1 shard ${shard} (binding ${binding}) is not bound to this deployment`
-        : `D1 shard ${shard} (binding ${binding}) did not answer: ${cause instanceof Error ? cause.message : String(cause)}`,
+        : `D1 shard ${shard} (binding ${binding}) did not answer`,
       cause === undefined ? undefined : { cause },
     );
   }
+}
+
+/** An error and the chain of its causes, for a log line (never for an answer: a D1 cause holds SQL). */
+export function describeFailure(error: unknown): string {
+  const parts: string[] = [];
+  for (let e: unknown = error, depth = 0; e !== undefined && depth < 5; depth++) {
+    parts.push(e instanceof Error ? (e.stack ?? `${e.name}: ${e.message}`) : String(e));
+    e = e instanceof Error ? e.cause : undefined;
+  }
+  return parts.join("\ncaused by: ");
 }
 
 /**
