@@ -23,7 +23,8 @@ import { bucketOfJob } from "../../src/core/bucketing";
 import { newJobId, occurrenceId, oneOffExecutionId, shardOfId } from "../../src/core/id";
 import { ARCHIVE_PAGE_BYTES, dbOf, insertJobs, SYNC_PAGE_BYTES } from "../../src/db/queries";
 import { keySlot } from "../../src/idempotency/key-claims";
-import worker from "../../src/index";
+import worker from "../../src/platform/local-worker";
+import { takeViolations } from "../../src/platform/profile";
 import { PURGE_SHARDS_AT_ONCE, scan } from "../../src/scanner/scan";
 import { largestAttemptLog, largestJob, largestLabelsJson } from "../support/largest-job.mjs";
 import { assertDocumented } from "./conformance";
@@ -112,10 +113,12 @@ describe("100 bound parameters a statement", () => {
           .first(),
       ).rejects.toThrow(/too many SQL variables/);
     }
+    // an object's SQL runs under the local profile (src/platform/profile.ts), which refuses it first
     await runInDurableObject(bucketStub(0), (_instance, state) => {
       expect(state.storage.sql.exec(statement(100), ...ones(100)).one().n).toBe(100);
-      expect(() => state.storage.sql.exec(statement(101), ...ones(101))).toThrow(/too many SQL variables/);
+      expect(() => state.storage.sql.exec(statement(101), ...ones(101))).toThrow(/too many SQL variables|101 bound parameters/);
     });
+    expect(takeViolations().map((v) => v.limit)).toEqual(["SQL bound parameters"]);
   });
 
   it("a keyed batch of 1,000 sent again (a client's retry) answers 200 with the original jobs (was 503 shard_unavailable, too many SQL variables)", async () => {
