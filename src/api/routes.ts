@@ -3,7 +3,7 @@ import { type Context, Hono } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { type ActionState, BULK_JOB_KINDS, type BulkKind, bulkActionName, type Selector } from "../actions/bulk-action";
 import { type AlertTarget, alertsOf } from "../alerts/alerts";
-import { executionOfArchived, findArchived, listArchive, tenantPrefix } from "../archive/archive";
+import { executionOfArchived, findArchived, listArchive, r2CursorOf, tenantPrefix } from "../archive/archive";
 import { type Config, configOf } from "../config";
 import { MAX_BUCKET } from "../consumer/message";
 import { DIGEST_INTERVAL_MS, DIGEST_MAX_LISTED } from "../core/alert";
@@ -487,6 +487,7 @@ app.get("/v1/executions/:id", async (c) => {
 app.get("/v1/archive", async (c) => {
   const query = ListArchiveQuery.safeParse(singleQuery(c));
   if (!query.success) throw fromZodError(query.error);
+  if (query.data.cursor !== undefined && r2CursorOf(query.data.cursor) === null) throw badCursor();
   const bucket = archiveOf(c.env);
   try {
     return c.json(await listArchive(bucket, c.get("tenant"), query.data));

@@ -213,6 +213,26 @@ export interface ArchiveObjectView {
 }
 
 /** A page of a tenant's archive objects in key order (time order: date, hour, first id). */
+/**
+ * The list's cursor as the API hands it out: R2's own, marked and encoded, so that one the API did
+ * not hand out is told apart and refused (the local R2 answers an unknown cursor with an empty page,
+ * which a paging client would take for the end).
+ */
+export function archiveCursorOf(r2Cursor: string): string {
+  return `a1.${btoa(r2Cursor).replace(/=+$/, "").replaceAll("+", "-").replaceAll("/", "_")}`;
+}
+
+/** R2's cursor in one the API handed out, or null when `cursor` is not one. */
+export function r2CursorOf(cursor: string): string | null {
+  if (!cursor.startsWith("a1.")) return null;
+  try {
+    const decoded = atob(cursor.slice(3).replaceAll("-", "+").replaceAll("_", "/"));
+    return decoded.length > 0 && archiveCursorOf(decoded) === cursor ? decoded : null;
+  } catch {
+    return null;
+  }
+}
+
 export async function listArchive(
   bucket: R2Bucket,
   tenant: string,
@@ -221,7 +241,7 @@ export async function listArchive(
   const root = tenantPrefix(tenant);
   const listed = await bucket.list({
     prefix: `${root}${options.prefix ?? ""}`,
-    cursor: options.cursor,
+    cursor: options.cursor === undefined ? undefined : (r2CursorOf(options.cursor) ?? undefined),
     limit: options.limit,
     include: ["customMetadata"],
   });
@@ -237,6 +257,6 @@ export async function listArchive(
         uploadedAt: toRfc3339(o.uploaded.getTime()),
       };
     }),
-    nextCursor: listed.truncated ? listed.cursor : null,
+    nextCursor: listed.truncated ? archiveCursorOf(listed.cursor) : null,
   };
 }
