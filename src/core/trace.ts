@@ -45,11 +45,14 @@ export function parseTraceparent(value: string): Traceparent | null {
 
 /**
  * A tracestate as passed on: at most TRACESTATE_MAX_LENGTH characters of printable ASCII (the
- * spec's list-members are a subset; vendors validate their own members). Null: not usable.
+ * spec's list-members are a subset; vendors validate their own members), spaces around it dropped.
+ * A control character anywhere, at an end too, makes it unusable (trim() dropped those at the ends,
+ * so a body's "\tx" was taken and "x\ty" refused: issue 36 item 9). Null: not usable.
  */
 export function usableTracestate(value: string): string | null {
-  const trimmed = value.trim();
-  return trimmed.length <= TRACESTATE_MAX_LENGTH && /^[\x20-\x7e]*$/.test(trimmed) ? trimmed : null;
+  if (!/^[\x20-\x7e]*$/.test(value)) return null;
+  const trimmed = value.replace(/^ +| +$/g, "");
+  return trimmed.length <= TRACESTATE_MAX_LENGTH ? trimmed : null;
 }
 
 /**

@@ -50,6 +50,21 @@ describe("traceOfHeaders", () => {
     expect(traceOfHeaders(undefined, "congo=t61rcWkgMzE")).toBeNull();
   });
 
+  it("refuses a tracestate with a control character wherever it is, at an end too; drops only spaces around it (issue 36 item 9)", () => {
+    for (const value of [
+      "\tcongo=t61",
+      "congo=t61\n",
+      "congo=t61\r",
+      "\u000bcongo=t61",
+      "congo=\u0001t61",
+      "congo=t61\u007f",
+      "con\tgo=t61",
+    ])
+      expect(usableTracestate(value), JSON.stringify(value)).toBeNull();
+    expect(usableTracestate("  congo=t61  ")).toBe("congo=t61");
+    expect(usableTracestate("congo=t61, rojo=00f0")).toBe("congo=t61, rojo=00f0");
+  });
+
   it("drops an unusable tracestate but keeps the traceparent", () => {
     expect(traceOfHeaders(PARENT, "x".repeat(513))).toEqual({ traceparent: PARENT });
     expect(usableTracestate("a=\u0001")).toBeNull();

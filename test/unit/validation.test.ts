@@ -99,6 +99,15 @@ describe("prepareJob refuses bad input with a 400 naming the field", () => {
     ["timeoutMs below 1s", { ...ok, timeoutMs: 999 }, "timeoutMs"],
     ["timeoutMs above 14 min", { ...ok, timeoutMs: 840_001 }, "timeoutMs"],
     ["timeoutMs not an integer", { ...ok, timeoutMs: 1_500.5 }, "timeoutMs"],
+    // trace: a control character anywhere in tracestate, at either end too (issue 36 item 9)
+    ...["\tcongo=t61", "congo=t61\n", "con\u0001go=t61"].map(
+      (tracestate) =>
+        [
+          `tracestate ${JSON.stringify(tracestate)}`,
+          { ...ok, trace: { traceparent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", tracestate } },
+          "trace.tracestate",
+        ] as [string, Record<string, unknown>, string],
+    ),
     // metadata, name, idempotencyKey
     ["metadata over 4 KiB", { ...ok, metadata: { note: "m".repeat(4 * 1024) } }, "metadata"],
     ["metadata not an object", { ...ok, metadata: "x" }, "metadata"],
