@@ -182,6 +182,14 @@ export const PAUSED_RETRY_MS = { min: 1_000, max: 10_000 } as const;
 export const FLOW_GATE_BOUNDS = { starts: 10_000, permits: 10_000, waiters: 10_000 } as const;
 /** a wait for a parallelism slot is at least this long (a poll never spins) */
 const MIN_SLOT_WAIT_MS = 50;
+/**
+ * A start reaches its target some time after the key granted it (the answer's way back, a
+ * heartbeat after a wait, signing): two grants a period apart could reach the target closer than
+ * that. So a key counts its starts over its period plus this margin: the target sees at most `rate`
+ * starts in any period as long as a start lags its grant by less than this (issue 36 item 7: a key
+ * of 5 per second was seen starting 6 within 998 ms). It costs a key of 5 per second 9% of its rate.
+ */
+export const RATE_START_SKEW_MS = 100;
 /** before any delivery finished, a slot is assumed to free up after this long */
 const INITIAL_DURATION_MS = 200;
 
@@ -315,7 +323,7 @@ export class FlowGate {
       throttledUntil: this.throttledUntil,
       inFlight: this.inFlight.size,
       waiting: this.waiting.size,
-      currentRate: this.started.length,
+      currentRate: this.started.length - countBelow(this.started, now - this.limits.periodMs, true),
       grantedTotal: this.grantedTotal,
       throttledTotal: this.throttledTotal,
     };
@@ -349,7 +357,8 @@ export class FlowGate {
     if (this.limits.rate === null && !waiter.heldBySlowDown && this.heldAhead(waiter, now)) return wait(now + MIN_SLOT_WAIT_MS);
     // came back before its slot (told to ask again by maxWaitMs): it keeps it
     if (waiter.slotAt !== null && waiter.slotAt > now) return wait(waiter.slotAt);
-    const { periodMs, parallelism } = this.limits;
+    const { parallelism } = this.limits;
+    const periodMs = this.windowMs;
     const rate = this.limits.rate === null ? null : Math.min(this.limits.rate, FLOW_GATE_BOUNDS.starts);
     if (parallelism !== null) {
       const ahead = this.waitersAhead(waiter, now);
@@ -401,6 +410,11 @@ export class FlowGate {
     else rateth = this.started[this.started.length - (rate - future - passed)];
     if (rateth !== undefined) at = Math.max(at, rateth + periodMs);
     return Math.ceil(at);
+  }
+
+  /** the window a key counts its starts over: its period plus RATE_START_SKEW_MS */
+  private get windowMs(): number {
+    return this.limits.periodMs + RATE_START_SKEW_MS;
   }
 
   /** how long a delivery is expected to hold its permit */
@@ -495,7 +509,7 @@ export class FlowGate {
   }
 
   private expire(now: number): void {
-    const { periodMs } = this.limits;
+    const periodMs = this.windowMs;
     let old = 0;
     while (old < this.started.length && this.started[old]! <= now - periodMs) old += 1;
     if (old > 0) this.started.splice(0, old);

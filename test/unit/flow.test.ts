@@ -33,6 +33,7 @@ import {
   originKeyParts,
   originPartParallelism,
   PAUSED_RETRY_MS,
+  RATE_START_SKEW_MS,
   WAITER_GRACE_MS,
 } from "../../src/core/flow";
 
@@ -343,8 +344,10 @@ function runBacklog({ n, rate, periodMs, parallelism, durationMs, batchSize, lat
 
 describe("a backlog starts at the key's rate (each waiter starts at the slot it was told)", () => {
   const backlog = { n: 150, rate: 10, periodMs: 1_000, parallelism: null, durationMs: 50, batchSize: 6 } as const;
-  /** 10 at once, then one each 100 ms from the moment those leave the window */
-  const IDEAL_MS = 1_000 + (150 - 10 - 1) * 100;
+  /** the gate counts starts over its period plus RATE_START_SKEW_MS (a start reaches its target after its grant) */
+  const WINDOW_MS = 1_000 + RATE_START_SKEW_MS;
+  /** 10 at once, then one each window / 10 from the moment those leave the window */
+  const IDEAL_MS = WINDOW_MS + (150 - 10 - 1) * (WINDOW_MS / 10);
 
   it("150 due at once at 10/s all start within 15 s, each asking at most twice (the gate before took 69.2 s: 2.2/s)", () => {
     const { lastStartAt, asks } = runBacklog(backlog);
@@ -416,7 +419,8 @@ describe("a backlog starts at the key's rate (each waiter starts at the slot it 
         // even while the window has room), after the asks came in; plus at most each late
         // waiter's lateness (a late start moves the ones after it), and with a parallelism
         // limit a refused asker comes back MIN_SLOT_WAIT_MS (50 ms) later at the soonest
-        const atRate = b.periodMs + ((b.n - 1) * b.periodMs) / b.rate + Math.ceil(b.n / b.batchSize) * 2;
+        const windowMs = b.periodMs + RATE_START_SKEW_MS;
+        const atRate = windowMs + ((b.n - 1) * windowMs) / b.rate + Math.ceil(b.n / b.batchSize) * 2;
         expect(lastStartAt).toBeLessThanOrEqual(atRate + b.lateness + (b.parallelism === null ? 0 : 100));
       }),
       { numRuns: 300 },
@@ -454,20 +458,56 @@ describe("FlowGate examples", () => {
     ] as const) {
       expect(grantedIds(gate.ask([ask(id, t)], t))).toEqual([id]);
     }
-    expect(retryAtOf(gate.ask([ask("e", 700)], 700)[0])).toBe(1_000);
-    expect(grantedIds(gate.ask([ask("e", 700)], 1_000))).toEqual(["e"]);
+    expect(retryAtOf(gate.ask([ask("e", 700)], 700)[0])).toBe(1_000 + RATE_START_SKEW_MS);
+    expect(grantedIds(gate.ask([ask("e", 700)], 1_000 + RATE_START_SKEW_MS))).toEqual(["e"]);
   });
 
-  it("rate: the sliding window frees a start exactly one period after it", () => {
+  it("rate: the sliding window frees a start exactly one period and RATE_START_SKEW_MS after it", () => {
     const gate = gateOf(limits({ rate: 2, periodMs: 1_000 }));
+    const skew = RATE_START_SKEW_MS;
     expect(grantedIds(gate.ask([ask("a", 0)], 0))).toEqual(["a"]);
     expect(grantedIds(gate.ask([ask("b", 400)], 400))).toEqual(["b"]);
     const c = retryAtOf(gate.ask([ask("c", 500)], 500)[0]);
-    expect(c).toBeGreaterThanOrEqual(1_000); // a leaves the window at 1_000
-    expect(grantedIds(gate.ask([ask("c", 500)], 999))).toEqual([]);
-    expect(grantedIds(gate.ask([ask("c", 500)], 1_000))).toEqual(["c"]);
-    expect(grantedIds(gate.ask([ask("d", 1_000)], 1_000))).toEqual([]); // b still in the window
-    expect(grantedIds(gate.ask([ask("d", 1_000)], 1_400))).toEqual(["d"]);
+    expect(c).toBeGreaterThanOrEqual(1_000 + skew); // a leaves the window then
+    expect(grantedIds(gate.ask([ask("c", 500)], 999 + skew))).toEqual([]);
+    expect(grantedIds(gate.ask([ask("c", 500)], 1_000 + skew))).toEqual(["c"]);
+    expect(grantedIds(gate.ask([ask("d", 1_000)], 1_000 + skew))).toEqual([]); // b still in the window
+    expect(grantedIds(gate.ask([ask("d", 1_000)], 1_400 + skew))).toEqual(["d"]);
+  });
+
+  it("a start that reaches its target up to RATE_START_SKEW_MS after its grant keeps every period at the target within the rate (issue 36 item 7)", () => {
+    fc.assert(
+      fc.property(
+        fc.record({
+          rate: fc.integer({ min: 1, max: 10 }),
+          periodMs: fc.constantFrom(200, 1_000, 5_000),
+          lags: fc.array(fc.integer({ min: 0, max: RATE_START_SKEW_MS - 1 }), { minLength: 40, maxLength: 40 }),
+        }),
+        ({ rate, periodMs, lags }) => {
+          const gate = gateOf(limits({ rate, periodMs }));
+          const arrivals: number[] = [];
+          // 40 executions asking again each time they are told, each start arriving `lag` after its grant
+          const next = new Map(lags.map((_, i) => [`e${String(i).padStart(2, "0")}`, 0]));
+          for (let round = 0; round < 2_000 && next.size > 0; round++) {
+            const now = Math.min(...next.values());
+            const asking = [...next].filter(([, at]) => at === now).map(([id]) => id);
+            for (const a of gate.ask(
+              asking.map((id) => ask(id, Number(id.slice(1)))),
+              now,
+            )) {
+              if (a.granted) {
+                next.delete(a.executionId);
+                arrivals.push(now + lags[Number(a.executionId.slice(1))]!);
+              } else next.set(a.executionId, a.retryAt);
+            }
+          }
+          expect(next.size).toBe(0);
+          arrivals.sort((a, b) => a - b);
+          for (let i = rate; i < arrivals.length; i++) expect(arrivals[i]! - arrivals[i - rate]!).toBeGreaterThanOrEqual(periodMs);
+        },
+      ),
+      { numRuns: 200 },
+    );
   });
 
   it("a limits change by the user voids the slots told (dropSlots): a backlog spaced for 10/s comes back in order at 1/s, not all into a full window", () => {
@@ -499,7 +539,8 @@ describe("FlowGate examples", () => {
     }
     expectWithinRate(starts, 1, 1_000);
     expect(Math.max(...refusals.values())).toBeLessThanOrEqual(1);
-    expect(Math.max(...starts)).toBeLessThanOrEqual(21_000);
+    // 20 waiters at 1 per window (a second and RATE_START_SKEW_MS), after the first one's
+    expect(Math.max(...starts)).toBeLessThanOrEqual(21 * (1_000 + RATE_START_SKEW_MS));
   });
 
   describe("pause", () => {
@@ -748,8 +789,8 @@ describe("the longest wait: maxWaitMs (config FLOW_WAIT_MAX_MS)", () => {
         else retryC = answer!.retryAt;
       }
     }
-    expect(startedB).toBe(dayMs);
-    expect(startedC).toBe(2 * dayMs);
+    expect(startedB).toBe(dayMs + RATE_START_SKEW_MS);
+    expect(startedC).toBe(2 * (dayMs + RATE_START_SKEW_MS));
   });
 });
 
