@@ -1,0 +1,75 @@
+/**
+ * Local only (setting QUEUE_LATENCY, off by default; config.ts wraps the fire queues with it): a
+ * fire queue whose messages reach their consumer after production's delay (core/queue-delay.ts)
+ * instead of the local queue's millisecond, so the dispatch window (core/dispatch-window.ts) and
+ * the bench meet the jitter production has (issue 35, item 7).
+ *
+ * Each send call waits one draw, then hands its messages to the real queue: the caller waits as it
+ * waits for production's send (a bucket's alarm awaits it, and the window counts it in the
+ * message's delay), and the calls of one alarm pass, or of other buckets, overtake one another.
+ * Nothing is left running after a call returns, and a failed send fails the call, as before.
+ *
+ * What it holds is reported for the bench: once a second at most, a log line
+ * `queue-latency held {"at":...,"peak":{"<bucket>":<executions>},"executions":n}` with the most
+ * executions each bucket had waiting here at once during that second and the executions sent
+ * (bench/lib/queue-latency.mjs reads them). A bucket keeps at most its window unclaimed, so its
+ * peak is its window in use whenever the local queue behind this one is not behind.
+ */
+import type { FireGroup } from "../bucket/protocol";
+import { drawDelayMs, type QueueDelay } from "../core/queue-delay";
+
+const REPORT_EVERY_MS = 1_000;
+
+/** Executions waiting here, per bucket, and the peaks since the last report (per isolate). */
+class Held {
+  private readonly now = new Map<number, number>();
+  private peak = new Map<number, number>();
+  private executions = 0;
+  private reportedAt = 0;
+
+  add(bucket: number, by: number): void {
+    const held = (this.now.get(bucket) ?? 0) + by;
+    this.now.set(bucket, held);
+    if (by > 0) {
+      this.executions += by;
+      this.peak.set(bucket, Math.max(this.peak.get(bucket) ?? 0, held));
+    }
+  }
+
+  report(at: number): void {
+    if (at - this.reportedAt < REPORT_EVERY_MS || this.peak.size === 0) return;
+    console.log(`queue-latency held ${JSON.stringify({ at, peak: Object.fromEntries(this.peak), executions: this.executions })}`);
+    this.reportedAt = at;
+    this.executions = 0;
+    // the next period starts from what is held now
+    this.peak = new Map([...this.now].filter(([, n]) => n > 0));
+  }
+}
+
+const held = new Held();
+
+/** `queue` with `delay` before every send; `rand` draws the delays (Math.random unless a test seeds it). */
+export function withQueueLatency(queue: Queue<FireGroup>, delay: QueueDelay, rand: () => number = Math.random): Queue<FireGroup> {
+  const delayed = async <T>(groups: FireGroup[], send: () => Promise<T>): Promise<T> => {
+    const counts = groups.map((g) => [g.bucket, g.executions.length] as const);
+    for (const [bucket, n] of counts) held.add(bucket, n);
+    try {
+      await new Promise((resolve) => setTimeout(resolve, drawDelayMs(delay, rand)));
+      return await send();
+    } finally {
+      for (const [bucket, n] of counts) held.add(bucket, -n);
+      held.report(Date.now());
+    }
+  };
+  return {
+    metrics: () => queue.metrics(),
+    send: (body, options) => delayed([body], () => queue.send(body, options)),
+    sendBatch: (messages, options) => {
+      const list = [...messages];
+      return delayed(
+        list.map((m) => m.body),
+        () => queue.sendBatch(list, options),
+      );
+    },
+  };
+}
