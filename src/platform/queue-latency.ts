@@ -37,6 +37,8 @@ class Held {
   }
 
   report(at: number): void {
+    // the first period starts with the first send: a report of its send alone says little
+    if (this.reportedAt === 0) this.reportedAt = at;
     if (at - this.reportedAt < REPORT_EVERY_MS || this.peak.size === 0) return;
     console.log(`queue-latency held ${JSON.stringify({ at, peak: Object.fromEntries(this.peak), executions: this.executions })}`);
     this.reportedAt = at;
