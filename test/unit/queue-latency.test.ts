@@ -4,7 +4,7 @@
  */
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { FireGroup } from "../../src/bucket/protocol";
-import { ConfigSchema } from "../../src/config";
+import { ConfigSchema, configOf } from "../../src/config";
 import { drawDelayMs } from "../../src/core/queue-delay";
 import { withQueueLatency } from "../../src/platform/queue-latency";
 import { mulberry32 } from "./prng";
@@ -40,6 +40,25 @@ describe("QUEUE_LATENCY", () => {
     expect(ConfigSchema.parse({}).QUEUE_LATENCY).toBeNull();
     expect(ConfigSchema.parse({ QUEUE_LATENCY: "" }).QUEUE_LATENCY).toBeNull();
     expect(ConfigSchema.parse({ QUEUE_LATENCY: "60, 400" }).QUEUE_LATENCY).toEqual({ medianMs: 60, p99Ms: 400 });
+  });
+
+  it("wraps the fire queues only when set", async () => {
+    const arrived: string[] = [];
+    const queue = {
+      sendBatch: async (messages: Iterable<MessageSendRequest<FireGroup>>) => {
+        for (const m of messages) arrived.push(m.body.executions[0]!.executionId);
+        return { metadata: { metrics: { backlogCount: 0, backlogBytes: 0 } } };
+      },
+    } as unknown as Queue<FireGroup>;
+    expect(configOf({ FIRE_QUEUE_0: queue } as unknown as Env).fireQueues).toEqual([queue]);
+    const [delayed] = configOf({ FIRE_QUEUE_0: queue, QUEUE_LATENCY: "5,5" } as unknown as Env).fireQueues;
+    expect(delayed).not.toBe(queue);
+    vi.spyOn(console, "log").mockImplementation(() => {});
+    const sent = delayed!.sendBatch([{ body: { v: 2, bucket: 0, executions: [{ executionId: "x", dueAt: 0, tenant: "t" }] } }]);
+    expect(arrived).toEqual([]);
+    await sent;
+    expect(arrived).toEqual(["x"]);
+    vi.restoreAllMocks();
   });
 
   it.each(["60", "400,60", "0,10", "a,b", "60,400,1", "10,70000"])("refuses %j, naming the setting", (value) => {
