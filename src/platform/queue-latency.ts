@@ -4,10 +4,12 @@
  * instead of the local queue's millisecond, so the dispatch window (core/dispatch-window.ts) and
  * the bench meet the jitter production has (issue 35, item 7).
  *
- * Each send call waits one draw, then hands its messages to the real queue: the caller waits as it
- * waits for production's send (a bucket's alarm awaits it, and the window counts it in the
- * message's delay), and the calls of one alarm pass, or of other buckets, overtake one another.
- * Nothing is left running after a call returns, and a failed send fails the call, as before.
+ * Each message waits its own draw, then goes to the real queue, so messages overtake one another,
+ * within a call and across calls. A call returns once all its messages are in: nothing is left
+ * running after it returns, and a failed send fails the call, as before. Its caller therefore waits
+ * for the slowest of its messages where production's send returns after one latency: a bucket's
+ * alarm (which awaits its send) passes less often than in production when it sends many messages
+ * at once, which can only make the emulation slower than production, never faster.
  *
  * What it holds is reported for the bench: once a second at most, a log line
  * `queue-latency held {"at":...,"peak":{"<bucket>":<executions>},"executions":n}` with the most
@@ -50,28 +52,27 @@ class Held {
 
 const held = new Held();
 
-/** `queue` with `delay` before every send; `rand` draws the delays (Math.random unless a test seeds it). */
+/** `queue` with `delay` before every message; `rand` draws the delays (Math.random unless a test seeds it). */
 export function withQueueLatency(queue: Queue<FireGroup>, delay: QueueDelay, rand: () => number = Math.random): Queue<FireGroup> {
-  const delayed = async <T>(groups: FireGroup[], send: () => Promise<T>): Promise<T> => {
-    const counts = groups.map((g) => [g.bucket, g.executions.length] as const);
-    for (const [bucket, n] of counts) held.add(bucket, n);
+  const later = async <T>(body: FireGroup, send: () => Promise<T>): Promise<T> => {
+    held.add(body.bucket, body.executions.length);
     try {
       await new Promise((resolve) => setTimeout(resolve, drawDelayMs(delay, rand)));
       return await send();
     } finally {
-      for (const [bucket, n] of counts) held.add(bucket, -n);
+      held.add(body.bucket, -body.executions.length);
       held.report(Date.now());
     }
   };
   return {
     metrics: () => queue.metrics(),
-    send: (body, options) => delayed([body], () => queue.send(body, options)),
-    sendBatch: (messages, options) => {
+    send: (body, options) => later(body, () => queue.send(body, options)),
+    sendBatch: async (messages, options) => {
       const list = [...messages];
-      return delayed(
-        list.map((m) => m.body),
-        () => queue.sendBatch(list, options),
-      );
+      if (list.length === 0) return queue.sendBatch(list, options);
+      const sent = await Promise.allSettled(list.map((m) => later(m.body, () => queue.sendBatch([m], options))));
+      for (const s of sent) if (s.status === "rejected") throw s.reason;
+      return (sent[sent.length - 1] as PromiseFulfilledResult<QueueSendBatchResponse>).value;
     },
   };
 }
