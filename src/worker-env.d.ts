@@ -64,6 +64,8 @@ declare global {
       FIRE_BATCH_LIMIT?: string;
       HISTORY_RETENTION_MS?: string;
       IDEMPOTENCY_WINDOW_MS?: string;
+      /** local only: "median_ms,p99_ms", production's queue delay emulated (platform/queue-latency.ts) */
+      QUEUE_LATENCY?: string;
     }
 
     // types `exports` from "cloudflare:workers" (used by the integration tests)

@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 import { envBool, envString } from "../../scripts/lib/env.mjs";
+import { heldReportOf } from "./queue-latency.mjs";
 
 /** BENCH_LOG_LEVEL=info logs every consumer batch ("QUEUE fire n/m (ms)"), for profiling */
 const LOG_LEVEL = envString("BENCH_LOG_LEVEL", undefined, { oneOf: ["debug", "info", "log", "warn", "error", "none"] });
@@ -60,14 +61,24 @@ export function credentials(overrides = {}, otherTenants = []) {
 
 /**
  * Starts a stack; its log goes to <logDir>/<name>.log (capped at `logLimitBytes`).
- * @returns the stack, its port, its start time and `close()` (stop it, close the log).
+ * @returns the stack, its port, its start time, `held` (the latency emulation's reports, see
+ *   queue-latency.mjs) and `close()` (stop it, close the log).
  */
 export async function launch({ name, creds, persistTo, logDir, shards, logLimitBytes = 50 * 1024 * 1024 }) {
   if (!codeRoot) throw new Error("useCodeRoot() first");
   mkdirSync(logDir, { recursive: true });
   const file = createWriteStream(join(logDir, `${name}.log`), { flags: "w" });
   let written = 0;
+  /** the latency emulation's reports of what it held (QUEUE_LATENCY), in order */
+  const held = [];
+  let partial = "";
   const log = (text) => {
+    const lines = (partial + text).split("\n");
+    partial = lines.pop() ?? "";
+    for (const line of lines) {
+      const report = heldReportOf(line);
+      if (report) held.push(report);
+    }
     if (written >= logLimitBytes) return;
     written += text.length;
     file.write(`${Date.now()} ${text}`);
@@ -77,7 +88,9 @@ export async function launch({ name, creds, persistTo, logDir, shards, logLimitB
   let stack;
   try {
     const { startStack } = await import(pathToFileURL(join(codeRoot, "scripts", "local-stack.mjs")).href);
-    stack = await startStack({ port, persistTo, vars: creds.vars, log, logLevel: LOG_LEVEL, shards });
+    // the latency emulation reports with console.log, which wrangler's default level ("warn") drops
+    const logLevel = LOG_LEVEL ?? (creds.vars.QUEUE_LATENCY ? "log" : undefined);
+    stack = await startStack({ port, persistTo, vars: creds.vars, log, logLevel, shards });
   } catch (error) {
     file.end();
     throw error;
@@ -87,6 +100,7 @@ export async function launch({ name, creds, persistTo, logDir, shards, logLimitB
     stack,
     port,
     startMs: Date.now() - startedAt,
+    held,
     async close() {
       await stack.stop();
       live.delete(stack);

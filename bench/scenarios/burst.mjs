@@ -3,6 +3,7 @@
 // the delayed scenario of the same run when it ran, else from BENCH_BURST_ENQUEUE_RATE.
 import { arrivalsPerSecond, deliveredCount, deliveryFigures, enqueueSequential, jobSpec, rate, stageSample } from "../lib/jobs.mjs";
 import { benchCpuSeconds } from "../lib/procstat.mjs";
+import { windowFigures } from "../lib/queue-latency.mjs";
 import { withSession } from "../lib/session.mjs";
 import { cpuMsPerDelivery, round, shuffle, sleep, summary, waitUntil } from "../lib/stats.mjs";
 
@@ -33,6 +34,9 @@ export async function burst(params, ctx) {
     const drainMs = d.lastArrival === null ? null : d.lastArrival - dueAt;
     const stages = await stageSample(api, enq.ids, due, d.first, sample);
     const scheduler = await schedulerFigures();
+    // the latency mode (SCHEDULER_QUEUE_LATENCY): the buckets' windows in use while the burst drained
+    const queueLatency = ctx.settings.QUEUE_LATENCY ?? null;
+    const buckets = Number(ctx.settings.BUCKETS);
     return {
       scenario: "burst",
       params: { n, chunk: 1000, leadMs, expectedEnqueueRate, drainTimeoutMs, settings: ctx.settings },
@@ -47,6 +51,9 @@ export async function burst(params, ctx) {
       },
       drainMs,
       drainJobsPerSec: drainMs ? rate(d.figures.delivered, drainMs) : null,
+      drainJobsPerSecPerBucket: drainMs ? rate(d.figures.delivered / buckets, drainMs) : null,
+      queueLatency,
+      ...(queueLatency ? { dispatchWindow: windowFigures(first.held, dueAt, d.lastArrival ?? Date.now()) } : {}),
       firstArrivalAfterDueMs: d.firstArrival === null ? null : d.firstArrival - dueAt,
       ...d.figures,
       allDeliveredWithinDeadline: allIn,
