@@ -20,6 +20,21 @@ import { Cron } from "croner";
 import fc from "fast-check";
 import { expect } from "vitest";
 import { occurrenceId, oneOffExecutionId, timeOfId } from "../../../src/core/id";
+import {
+  type Callbacks,
+  type CallbackVia,
+  checkCallbackRequests,
+  checkGroups,
+  DEBOUNCE_KEYS,
+  type Extras,
+  extrasArb,
+  extrasBody,
+  type FeatureModel,
+  NO_CALLBACKS,
+  NO_EXTRAS,
+  newFeatureModel,
+  refreshDebounced,
+} from "./features";
 import { type Answer, type ApiAnswer, PULL_QUEUE, type RpcFault, type World } from "./world";
 
 export const CRONS = ["*/30 * * * * *", "0 * * * * *", "15 */2 * * * *"] as const;
@@ -54,6 +69,14 @@ export interface JobModel {
   converging: boolean;
   /** when its last 2xx change (or create) was answered */
   changedAt: number;
+  /** its callbacks as last told (features.ts) */
+  callbacks: Callbacks;
+  /** a PATCH changed its callbacks: an outcome then may or may not have told one */
+  callbacksChanged: boolean;
+  /** its priority as last told (5: the default) */
+  priority: number;
+  /** a debounced job: its key and mode, and the payload its delivery must carry */
+  debounce: { key: string; mode: "trailing" | "leading"; payload: string | null } | null;
 }
 
 export interface PullLeaseModel {
@@ -92,8 +115,16 @@ export class Model {
   steps: string[] = [];
   /** print each step as it starts (MODEL_VERBOSE=2): a sequence that hangs shows where */
   trace = false;
+  /** callbacks, debounce, alerts, purges (features.ts) */
+  readonly features: FeatureModel = newFeatureModel();
 
   private names = 0;
+  private payloads = 0;
+
+  /** A payload unique in the run (a debounced create's body). */
+  newPayload(): string {
+    return `payload-${this.payloads++}`;
+  }
 
   /** A job's name, unique in the run (two creates at once get two): its target path and idempotency key. */
   newName(): string {
@@ -231,18 +262,27 @@ abstract class Step implements Cmd {
     }
     await settleActions(m, r);
     checkStarts(m, r);
+    checkGroups(m, r);
+    await checkCallbackRequests(m, r);
   }
   abstract act(m: Model, r: Real): Promise<void>;
   abstract toString(): string;
 }
 
-function jobBody(r: Real, spec: { name: string; pull: boolean; flowKey: FlowKeyName | null }, when: Record<string, unknown>) {
-  const target = spec.pull ? { pull: PULL_QUEUE, payload: { job: spec.name } } : { url: r.targetUrl(spec.name) };
+function jobBody(
+  r: Real,
+  spec: { name: string; pull: boolean; flowKey: FlowKeyName | null; extras?: Extras; body?: string },
+  when: Record<string, unknown>,
+) {
+  const target = spec.pull
+    ? { pull: PULL_QUEUE, payload: { job: spec.name } }
+    : { url: r.targetUrl(spec.name), ...(spec.body === undefined ? {} : { body: spec.body }) };
   return {
     name: spec.name,
     target,
     retry: RETRY,
     ...(spec.flowKey ? { flowControl: FLOW_KEYS[spec.flowKey] } : {}),
+    ...extrasBody(r, spec.name, spec.extras ?? NO_EXTRAS),
     ...when,
   };
 }
@@ -251,9 +291,17 @@ function accept(
   m: Model,
   r: Real,
   body: { id: string },
-  spec: Omit<JobModel, "id" | "status" | "stoppedAt" | "converging" | "changedAt" | "notBefore">,
+  spec: Omit<
+    JobModel,
+    "id" | "status" | "stoppedAt" | "converging" | "changedAt" | "notBefore" | "callbacks" | "callbacksChanged" | "priority" | "debounce"
+  > &
+    Partial<Pick<JobModel, "callbacks" | "priority" | "debounce">>,
 ): JobModel {
   const job: JobModel = {
+    callbacks: NO_CALLBACKS,
+    callbacksChanged: false,
+    priority: 5,
+    debounce: null,
     ...spec,
     id: body.id,
     status: "active",
@@ -282,6 +330,7 @@ export class CreateOneOff extends Step {
     readonly flowKey: FlowKeyName | null,
     readonly pull: boolean,
     readonly idempotency: { reuse: number } | null,
+    readonly extras: Extras = NO_EXTRAS,
   ) {
     super();
   }
@@ -293,13 +342,22 @@ export class CreateOneOff extends Step {
     const runAt = Math.ceil((r.now + this.delayMs) / 1000) * 1000;
     const reused =
       this.idempotency && m.idempotencyKeys.length > 0 ? m.idempotencyKeys[this.idempotency.reuse % m.idempotencyKeys.length] : undefined;
-    const body = reused?.body ?? jobBody(r, { name, pull: this.pull, flowKey: this.flowKey }, { runAt: new Date(runAt).toISOString() });
+    const body =
+      reused?.body ??
+      jobBody(r, { name, pull: this.pull, flowKey: this.flowKey, extras: this.extras }, { runAt: new Date(runAt).toISOString() });
     const key = reused?.key ?? (this.idempotency ? `idem-${name}` : undefined);
+    const original = reused ? m.jobs.find((j) => j.name === reused.jobName) : undefined;
+    // a replay of a job that finished, or that a purge took: it must not run again (features.ts)
+    const before = original ? await r.api("GET", `/v1/jobs/${original.id}`) : undefined;
     const res = await r.api("POST", "/v1/jobs", body, key ? { "idempotency-key": key } : {});
     if (reused) {
       // the same key and request: the original job, never a second one
-      if (res.status === 200) expect(res.body.id).toBe(m.jobs.find((j) => j.name === reused.jobName)?.id);
-      else expect([409, 500, 503]).toContain(res.status);
+      if (res.status === 200) expect(res.body.id).toBe(original?.id);
+      else expect([409, 500, 503], `a replay answered ${res.status}: ${JSON.stringify(res.body)}`).toContain(res.status);
+      if (original && before && (before.status === 404 || ["completed", "canceled"].includes(before.body?.status))) {
+        if (res.status === 200) expect(res.body.status, `${original.name}: a replay after it ended answered it active`).not.toBe("active");
+        m.features.replays.push({ jobId: original.id, order: r.order });
+      }
       return;
     }
     if (res.status !== 201) {
@@ -316,11 +374,13 @@ export class CreateOneOff extends Step {
       dueAts: [runAt],
       cron: null,
       crons: [],
+      callbacks: this.extras.callbacks,
+      priority: this.extras.priority,
     });
     if (key) m.idempotencyKeys.push({ key, body, jobName: name });
   }
   toString(): string {
-    return `CreateOneOff(+${this.delayMs}ms, ${JSON.stringify(this.script)}, key=${this.flowKey}, pull=${this.pull}, idem=${JSON.stringify(this.idempotency)})`;
+    return `CreateOneOff(+${this.delayMs}ms, ${JSON.stringify(this.script)}, key=${this.flowKey}, pull=${this.pull}, idem=${JSON.stringify(this.idempotency)}${this.extras === NO_EXTRAS ? "" : `, ${JSON.stringify(this.extras)}`})`;
   }
 }
 
@@ -329,6 +389,7 @@ export class CreateRecurring extends Step {
     readonly cron: string,
     readonly script: Answer[],
     readonly pull: boolean,
+    readonly extras: Extras = NO_EXTRAS,
   ) {
     super();
   }
@@ -337,7 +398,11 @@ export class CreateRecurring extends Step {
   }
   async act(m: Model, r: Real): Promise<void> {
     const name = m.newName();
-    const res = await r.api("POST", "/v1/jobs", jobBody(r, { name, pull: this.pull, flowKey: null }, { cron: this.cron }));
+    const res = await r.api(
+      "POST",
+      "/v1/jobs",
+      jobBody(r, { name, pull: this.pull, flowKey: null, extras: this.extras }, { cron: this.cron }),
+    );
     if (res.status !== 201) {
       expect([500, 503], `create answered ${res.status}: ${JSON.stringify(res.body)}`).toContain(res.status);
       return;
@@ -352,10 +417,12 @@ export class CreateRecurring extends Step {
       dueAts: [],
       cron: this.cron,
       crons: [this.cron],
+      callbacks: this.extras.callbacks,
+      priority: this.extras.priority,
     });
   }
   toString(): string {
-    return `CreateRecurring(${this.cron}, ${JSON.stringify(this.script)}, pull=${this.pull})`;
+    return `CreateRecurring(${this.cron}, ${JSON.stringify(this.script)}, pull=${this.pull}${this.extras === NO_EXTRAS ? "" : `, ${JSON.stringify(this.extras)}`})`;
   }
 }
 
@@ -843,6 +910,169 @@ export class FlowPause extends Step {
   }
 }
 
+/** A job's priority is PATCHed: a 200 means its bucket (and a pull queue's order) holds it. */
+export class PatchPriority extends Step {
+  constructor(
+    readonly jobIndex: number,
+    readonly priority: number,
+  ) {
+    super();
+  }
+  override check(m: Readonly<Model>): boolean {
+    return m.jobs.some((j) => j.status === "active" || j.status === "paused");
+  }
+  async act(m: Model, r: Real): Promise<void> {
+    const live = m.jobs.filter((j) => j.status === "active" || j.status === "paused");
+    const job = live[this.jobIndex % live.length]!;
+    const res = await r.api("PATCH", `/v1/jobs/${job.id}`, { priority: this.priority });
+    if (!changed(job, res.status, r)) return refused(job, res);
+    job.priority = this.priority;
+  }
+  toString(): string {
+    return `PatchPriority(${this.jobIndex}, ${this.priority})`;
+  }
+}
+
+/** A job's callback of one kind is added, moved to a handler Worker, or removed (null). */
+export class PatchCallback extends Step {
+  constructor(
+    readonly jobIndex: number,
+    readonly kind: "success" | "failure",
+    readonly via: CallbackVia | null,
+  ) {
+    super();
+  }
+  override check(m: Readonly<Model>): boolean {
+    return m.jobs.some((j) => j.status === "active" || j.status === "paused");
+  }
+  async act(m: Model, r: Real): Promise<void> {
+    const live = m.jobs.filter((j) => j.status === "active" || j.status === "paused");
+    const job = live[this.jobIndex % live.length]!;
+    const field = this.kind === "success" ? "callback" : "failureCallback";
+    const target = this.via === null ? null : this.via === "http" ? { url: r.callbackUrl(job.name, this.kind) } : { worker: "test" };
+    const res = await r.api("PATCH", `/v1/jobs/${job.id}`, { [field]: target });
+    if (!changed(job, res.status, r)) return refused(job, res);
+    job.callbacks = { ...job.callbacks, [this.kind]: this.via };
+    job.callbacksChanged = true;
+  }
+  toString(): string {
+    return `PatchCallback(${this.jobIndex}, ${this.kind}, ${this.via})`;
+  }
+}
+
+/** A debounced create: a new job and window (201), or the window's job replaced or absorbed (200). */
+export class CreateDebounced extends Step {
+  constructor(
+    readonly keyIndex: number,
+    readonly mode: "trailing" | "leading",
+    readonly delayS: number,
+  ) {
+    super();
+  }
+  override check(m: Readonly<Model>): boolean {
+    return m.jobs.length < MAX_JOBS;
+  }
+  async act(m: Model, r: Real): Promise<void> {
+    const key = `${DEBOUNCE_KEYS[this.keyIndex % DEBOUNCE_KEYS.length]}-${this.mode}`;
+    const name = m.newName();
+    const payload = m.newPayload();
+    const body = jobBody(
+      r,
+      { name, pull: false, flowKey: null, body: payload },
+      { debounce: { key, delay: `${this.delayS}s`, mode: this.mode } },
+    );
+    const res = await r.api("POST", "/v1/jobs", body);
+    if (res.status === 201) {
+      const dueAt = Date.parse(res.body.nextRunAt as string);
+      const job = accept(m, r, res.body, {
+        name,
+        recurring: false,
+        pull: false,
+        flowKey: null,
+        script: [{ status: 200 }],
+        dueAt,
+        dueAts: [dueAt],
+        cron: null,
+        crons: [],
+        debounce: { key, mode: this.mode, payload },
+      });
+      m.features.debounced.set(key, { jobId: job.id, mode: this.mode, payloads: [payload] });
+      return;
+    }
+    if (res.status === 200) {
+      const window = m.features.debounced.get(key);
+      expect(window?.jobId, `key ${key}: a 200 named a job that is not its window's`).toBe(res.body.id);
+      if (!window) return;
+      const job = m.jobs.find((j) => j.id === window.jobId)!;
+      const debounce = res.body.debounce as { replaced?: boolean; absorbed?: boolean };
+      if (this.mode === "trailing") {
+        expect(debounce.replaced, `key ${key}: a trailing create answered 200 without replacing`).toBe(true);
+        window.payloads.push(payload);
+        // the replacement's run time binds from its answer on (a PATCH of the run time)
+        job.changedAt = r.now;
+      } else {
+        expect(debounce.absorbed, `key ${key}: a leading create answered 200 without being absorbed`).toBe(true);
+      }
+      await refreshDebounced(m, r, key);
+      if (this.mode === "trailing" && job.dueAt !== null) job.notBefore = { order: r.order, at: job.dueAt };
+      return;
+    }
+    expect([500, 503], `debounced create answered ${res.status}: ${JSON.stringify(res.body)}`).toContain(res.status);
+  }
+  toString(): string {
+    return `CreateDebounced(${this.keyIndex}, ${this.mode}, ${this.delayS}s)`;
+  }
+}
+
+/** The tenant's alert target: one that answers 200, one that answers 500, or none. */
+export class SetAlerts extends Step {
+  constructor(readonly mode: "healthy" | "failing" | "none") {
+    super();
+  }
+  async act(m: Model, r: Real): Promise<void> {
+    const alerts = m.features.alerts;
+    if (this.mode === "none") {
+      const res = await r.api("DELETE", "/v1/alerts");
+      expect([204, 500, 503]).toContain(res.status);
+      if (res.status === 204) alerts.healthySince = null;
+      return;
+    }
+    r.alertsHealthy = this.mode === "healthy";
+    const res = await r.api("PUT", "/v1/alerts", { url: r.alertsUrl() });
+    expect([200, 500, 503], `PUT /v1/alerts answered ${res.status}: ${JSON.stringify(res.body)}`).toContain(res.status);
+    if (this.mode === "failing") alerts.everFailing = true;
+    else if (res.status === 200) alerts.healthySince ??= r.now;
+  }
+  toString(): string {
+    return `SetAlerts(${this.mode})`;
+  }
+}
+
+/**
+ * The scan purges history now: every finished job and occurrence (the size watermark at 1 byte,
+ * or a retention of 1 ms: dead letters past it go too), through the archive, whose writes may fail.
+ */
+export class Purge extends Step {
+  constructor(
+    readonly kind: "watermark" | "retention",
+    readonly archiveFails: boolean,
+  ) {
+    super();
+  }
+  async act(m: Model, r: Real): Promise<void> {
+    r.archiveFails = this.archiveFails;
+    try {
+      await r.scan(this.kind === "watermark" ? { HISTORY_MAX_BYTES: "1" } : { HISTORY_RETENTION_MS: "1" });
+    } finally {
+      r.archiveFails = false;
+    }
+    m.features.purges.push({ at: r.now, order: r.order, archived: !this.archiveFails });
+  }
+  toString(): string {
+    return `Purge(${this.kind}, archiveFails=${this.archiveFails})`;
+  }
+}
+
 /** Two steps at once (their awaits interleave in the isolate, as two requests would). */
 export class Together extends Step {
   constructor(
@@ -891,15 +1121,16 @@ const simpleSteps: fc.WeightedArbitrary<Step>[] = [
         flowKey: flowKeyArb,
         pull: weighted(1, 6),
         idem: fc.option(fc.record({ reuse: fc.nat(5) }), { freq: 4 }),
+        extras: extrasArb,
       })
       // flow control is refused on a pull target (its workers set the pace)
-      .map((s) => new CreateOneOff(s.delay, s.script, s.pull ? null : s.flowKey, s.pull, s.idem)),
+      .map((s) => new CreateOneOff(s.delay, s.script, s.pull ? null : s.flowKey, s.pull, s.idem, s.extras)),
   },
   {
     weight: 2,
     arbitrary: fc
-      .record({ cron: fc.constantFrom(...CRONS), script: scriptArb, pull: weighted(1, 4) })
-      .map((s) => new CreateRecurring(s.cron, s.script, s.pull)),
+      .record({ cron: fc.constantFrom(...CRONS), script: scriptArb, pull: weighted(1, 4), extras: extrasArb })
+      .map((s) => new CreateRecurring(s.cron, s.script, s.pull, s.extras)),
   },
   {
     weight: 1,
@@ -978,6 +1209,34 @@ const simpleSteps: fc.WeightedArbitrary<Step>[] = [
     arbitrary: fc
       .record({ key: fc.constantFrom<FlowKeyName>("rated", "single"), paused: fc.boolean() })
       .map((s) => new FlowPause(s.key, s.paused)),
+  },
+  // the features (features.ts)
+  { weight: 1, arbitrary: fc.record({ job: fc.nat(7), p: fc.constantFrom(0, 1, 5, 9) }).map((s) => new PatchPriority(s.job, s.p)) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .record({
+        job: fc.nat(7),
+        kind: fc.constantFrom<"success" | "failure">("success", "failure"),
+        via: fc.constantFrom<CallbackVia | null>("http", "worker", null),
+      })
+      .map((s) => new PatchCallback(s.job, s.kind, s.via)),
+  },
+  {
+    weight: 2,
+    arbitrary: fc
+      .record({ key: fc.nat(1), mode: fc.constantFrom<"trailing" | "leading">("trailing", "leading"), delayS: fc.constantFrom(2, 10, 60) })
+      .map((s) => new CreateDebounced(s.key, s.mode, s.delayS)),
+  },
+  {
+    weight: 1,
+    arbitrary: fc.constantFrom<"healthy" | "failing" | "none">("healthy", "healthy", "failing", "none").map((x) => new SetAlerts(x)),
+  },
+  {
+    weight: 1,
+    arbitrary: fc
+      .record({ kind: fc.constantFrom<"watermark" | "retention">("watermark", "retention"), fails: weighted(1, 3) })
+      .map((s) => new Purge(s.kind, s.fails)),
   },
 ];
 

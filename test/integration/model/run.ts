@@ -7,8 +7,9 @@
 import { Cron } from "croner";
 import fc from "fast-check";
 import { expect } from "vitest";
-import { occurrenceId } from "../../../src/core/id";
+import { occurrenceId, oneOffExecutionId } from "../../../src/core/id";
 import { CONFIG } from "../helpers";
+import { checkDeadLettersRedrivable, checkFeaturesAtEnd, checkPurged } from "./features";
 import { checkStarts, converge, FLOW_KEYS, type JobModel, leasePulls, Model, RETRY, reportPull, type Start, settleActions } from "./model";
 import { World } from "./world";
 
@@ -67,6 +68,8 @@ interface Healed {
 export async function heal(m: Model, w: World, verbose = false): Promise<Healed> {
   w.rpcFaults.clear();
   w.d1Down = false;
+  w.alertsHealthy = true;
+  w.archiveFails = false;
   await w.releaseHangs(200);
   for (const key of m.pausedKeys) await w.api("POST", `/v1/flow-control/${key}/resume`);
   m.pausedKeys.clear();
@@ -131,6 +134,8 @@ interface ExecutionJson {
   dueAt: string;
   status: string;
   attempts: AttemptJson[];
+  finishedAt: string | null;
+  callbacks?: { kind: string; status: string; attempts: number }[];
 }
 
 /**
@@ -209,9 +214,15 @@ export async function checkEnd(m: Model, w: World, h: Healed): Promise<void> {
   // down, window after window, as long as it runs: the key-less jobs to that origin (all of this
   // run's HTTP targets) have no bound then (README, Flow control), only the safety checks
   const originHeld = m.jobs.some((j) => j.recurring && !j.pull && j.flowKey === null && j.status === "active" && slowsDown(j));
+  const finishBy = h.horizon - 60_000 - slowDownAllowance(m) - hangAllowance(m);
   for (const job of m.jobs) {
     const res = await w.api("GET", `/v1/jobs/${job.id}`);
-    expect(res.status).toBe(200);
+    // a finished job may have been purged (features.ts Purge): then its execution is in the archive
+    if (res.status === 404 && !job.recurring) {
+      await checkPurged(m, w, job, oneOffExecutionId(job.id));
+      continue;
+    }
+    expect(res.status, `${job.name} (${job.id})`).toBe(200);
     const listed = await w.api("GET", `/v1/jobs/${job.id}/executions`);
     expect(listed.status).toBe(200);
     const mine = listed.body.executions as ExecutionJson[];
@@ -222,7 +233,6 @@ export async function checkEnd(m: Model, w: World, h: Healed): Promise<void> {
 
     if (originHeld && !job.pull && job.flowKey === null) continue;
     // nothing stuck: every execution due before the horizon's tail ended
-    const finishBy = h.horizon - 60_000 - slowDownAllowance(m) - hangAllowance(m);
     const unfinished = mine.filter((e) => Date.parse(e.dueAt) < finishBy && !["succeeded", "dead", "canceled"].includes(e.status));
     expect(
       unfinished.map((e) => `${e.id} ${e.status} due ${e.dueAt}`),
@@ -306,9 +316,13 @@ export async function checkEnd(m: Model, w: World, h: Healed): Promise<void> {
     }
   }
 
+  // the features' promises: callbacks, debounce, alerts, replays (features.ts)
+  await checkFeaturesAtEnd(m, w, executions, finishBy);
+
   // the metrics count what the API shows (a restart may lose or repeat up to COUNTER_WRITE_MS of counts)
-  // (and a job's list shows its latest 100: a long heal of a recurring job may hold more)
-  if (w.restarts === 0 && !truncated) {
+  // (and a job's list shows its latest 100: a long heal of a recurring job may hold more; a purge
+  // takes executions out of the lists, not out of the counters)
+  if (w.restarts === 0 && !truncated && m.features.purges.length === 0) {
     const metrics = await w.api("GET", "/v1/metrics");
     const counters = metrics.body.counters as Record<string, number>;
     const attempts = executions.flatMap((e) => e.attempts);
@@ -324,6 +338,9 @@ export async function checkEnd(m: Model, w: World, h: Healed): Promise<void> {
     const actual = Object.fromEntries(Object.keys(expected).map((name) => [name, count(name)]));
     expect(actual, "the metrics").toEqual(expected);
   }
+
+  // last, as it redrives: every dead letter listed can be redriven
+  await checkDeadLettersRedrivable(w);
 }
 
 /** The refusals a bulk action may count per job: what the single request would answer. */

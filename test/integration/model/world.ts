@@ -55,6 +55,33 @@ export type ApiAnswer = { status: number; body: any };
 
 export type Answer = { status: number; retryAfterS?: number } | { hang: true };
 
+/** A request a callback's target received (an HTTP callback), or a handler Worker callback's delivery. */
+export interface CallbackRequest {
+  order: number;
+  at: number;
+  /** the job whose execution's outcome it tells (the name in its path) */
+  jobName: string;
+  kind: "success" | "failure";
+  via: "http" | "worker";
+  /** the callback's own webhook-id (its execution id) */
+  webhookId: string;
+  /** the outcome it tells */
+  executionId: string;
+  type: string;
+  attempts: number;
+  finishedAt: string | null;
+  /** how it was answered (the handler Worker's: 200) */
+  status: number;
+}
+
+/** An alert digest the tenant's alert target received. */
+export interface Digest {
+  at: number;
+  webhookId: string;
+  deadIds: string[];
+  status: number;
+}
+
 /** A request a target received. */
 export interface TargetRequest {
   /** its index in World.requests */
@@ -74,6 +101,8 @@ export interface TargetRequest {
   retryAfterS: number | null;
   /** requests of its flow-control key unanswered when it arrived, itself included */
   openAtArrival: number;
+  /** the body it carried */
+  body: string;
 }
 
 interface Queued {
@@ -197,9 +226,37 @@ export class World {
   private readonly running = new Set<Promise<unknown>>();
   private readonly hanging: { request: TargetRequest; release: (answer: Response) => void }[] = [];
   private readonly seen = new Map<string, number>();
+  /** what each callback's target answers, by job name (the last repeats): 200 unless a job says otherwise */
+  readonly callbackScripts = new Map<string, number[]>();
+  private readonly callbackSeen = new Map<string, number>();
+  /** every request a callback target of this run received, and every handler Worker callback delivery */
+  readonly callbackRequests: CallbackRequest[] = [];
+  private readonly workerCallbacksSeen = new Set<string>();
+  /** digests the run's alert target received; it answers 200 while healthy, else 500 */
+  readonly digests: Digest[] = [];
+  alertsHealthy = true;
+  /** the history archive's writes fail (R2 down) */
+  archiveFails = false;
+  /** every group the buckets sent (the queue's messages as sent) */
+  readonly groups: FireGroup[] = [];
 
   constructor() {
-    this.env = { ...env, API_KEYS: `${this.tenant}:${this.key}` } as Env;
+    const world = this;
+    const archive = env.ARCHIVE!;
+    this.env = {
+      ...env,
+      API_KEYS: `${this.tenant}:${this.key}`,
+      // the test handler Worker for every tenant (callbacks to a handler Worker); "unbound" as the project's
+      HANDLER_WORKERS: JSON.stringify({ test: { binding: "TEST_HANDLER", tenants: ["*"] } }),
+      // the archive, whose writes fail while archiveFails
+      ARCHIVE: new Proxy(archive, {
+        get(target, property) {
+          if (property === "put" && world.archiveFails) return () => Promise.reject(new Error("injected: R2 unavailable"));
+          const value = Reflect.get(target, property, target);
+          return typeof value === "function" ? value.bind(target) : value;
+        },
+      }),
+    } as Env;
     this.clock = worldClock;
     current = this;
     captured.splice(0); // another run's sends are not this run's queue
@@ -212,6 +269,16 @@ export class World {
   /** A target URL of this run for a job (its answers come from its script). */
   targetUrl(name: string): string {
     return `${receiverUrl()}/model/${this.run}/${name}`;
+  }
+
+  /** The URL of a job's callback of one kind (its answers come from callbackScripts). */
+  callbackUrl(name: string, kind: "success" | "failure"): string {
+    return `${receiverUrl()}/model/${this.run}/cb/${name}/${kind}`;
+  }
+
+  /** The run's alert target. */
+  alertsUrl(): string {
+    return `${receiverUrl()}/model/${this.run}/alerts`;
   }
 
   /** Calls the API as this run's tenant; the answer is held to the OpenAPI document (so its body is read loosely here). */
@@ -233,7 +300,10 @@ export class World {
 
   /** Moves what the buckets sent into the queue. */
   collect(): void {
-    for (const body of captured.splice(0)) this.queue.push({ body, attempts: 1 });
+    for (const body of captured.splice(0)) {
+      this.groups.push(body);
+      this.queue.push({ body, attempts: 1 });
+    }
   }
 
   /**
@@ -258,7 +328,7 @@ export class World {
     }
     const before = this.hanging.length;
     const ctx = createExecutionContext();
-    await worker.queue(batch, env, ctx);
+    await worker.queue(batch, this.env, ctx);
     // a retried message comes back (its delay is the queue's: the harness delivers it when asked)
     for (const [i, message] of batch.messages.entries()) {
       if (!retried.has(message.id)) continue;
@@ -277,7 +347,7 @@ export class World {
   private async deadLetter(body: FireGroup): Promise<void> {
     const batch = createMessageBatch("fire-dlq", [{ id: "d0", timestamp: this.now, attempts: 1, body }]);
     const ctx = createExecutionContext();
-    await worker.queue(batch, env, ctx);
+    await worker.queue(batch, this.env, ctx);
     await getQueueResult(batch, ctx);
   }
 
@@ -322,9 +392,79 @@ export class World {
     for (let i = 0; i < 5; i++) await new Promise((resolve) => setTimeout(resolve, 0));
   }
 
+  /** A callback's or the alert target's answer (their paths are /cb/<job>/<kind> and /alerts), or null for a job's target. */
+  private async answerOther(request: Request, rest: string[]): Promise<Response | null> {
+    if (rest[0] === "alerts") {
+      const body = (await request.json()) as { executions?: { executionId: string }[] };
+      const status = this.alertsHealthy ? 200 : 500;
+      this.digests.push({
+        at: this.now,
+        webhookId: request.headers.get("webhook-id") ?? "",
+        deadIds: (body.executions ?? []).map((d) => d.executionId),
+        status,
+      });
+      return new Response(`digest ${status}`, { status });
+    }
+    if (rest[0] !== "cb") return null;
+    const [, jobName = "", kind = "success"] = rest;
+    const webhookId = request.headers.get("webhook-id") ?? "";
+    const n = this.callbackSeen.get(webhookId) ?? 0;
+    this.callbackSeen.set(webhookId, n + 1);
+    const script = this.callbackScripts.get(jobName) ?? [200];
+    const status = script[Math.min(n, script.length - 1)]!;
+    const body = (await request.json()) as { executionId: string; type: string; attempts: number; finishedAt: string | null };
+    this.callbackRequests.push({
+      order: this.order++,
+      at: this.now,
+      jobName,
+      kind: kind as "success" | "failure",
+      via: "http",
+      webhookId,
+      executionId: body.executionId,
+      type: body.type,
+      attempts: body.attempts,
+      finishedAt: body.finishedAt,
+      status,
+    });
+    return new Response(`callback ${status}`, { status });
+  }
+
+  /** Handler Worker callbacks delivered since the last look, as callback requests (the test handler keeps every delivery). */
+  async collectWorkerCallbacks(jobNames: Map<string, string>): Promise<void> {
+    const calls = (await (env as unknown as { TEST_HANDLER: { calls(): Promise<unknown[]> } }).TEST_HANDLER.calls()) as {
+      executionId: string;
+      jobId: string;
+      payload?: { type?: string; executionId?: string; attempts?: number; finishedAt?: string | null };
+    }[];
+    for (const call of calls) {
+      const name = jobNames.get(call.jobId);
+      const kind = call.executionId[4] === "o" ? "success" : call.executionId[4] === "i" ? "failure" : null;
+      const key = `${call.executionId}|${calls.indexOf(call)}`;
+      if (!name || !kind || this.workerCallbacksSeen.has(key)) continue;
+      this.workerCallbacksSeen.add(key);
+      this.callbackRequests.push({
+        order: this.order++,
+        at: this.now,
+        jobName: name,
+        kind,
+        via: "worker",
+        webhookId: call.executionId,
+        executionId: call.payload?.executionId ?? "",
+        type: call.payload?.type ?? "",
+        attempts: call.payload?.attempts ?? 0,
+        finishedAt: call.payload?.finishedAt ?? null,
+        status: 200,
+      });
+    }
+  }
+
   /** A target's answer to one request, by its job's script. */
-  answer(request: Request): Promise<Response> {
+  async answer(request: Request): Promise<Response> {
+    const rest = new URL(request.url).pathname.split("/").slice(3);
+    const other = await this.answerOther(request, rest);
+    if (other) return other;
     const jobId = request.headers.get("x-scheduler-job-id") ?? "";
+    const body = await request.text();
     const n = this.seen.get(jobId) ?? 0;
     this.seen.set(jobId, n + 1);
     const script = this.scripts.get(jobId) ?? [{ status: 200 }];
@@ -341,11 +481,12 @@ export class World {
       answeredAt: "hang" in answer ? null : this.now,
       retryAfterS: "hang" in answer ? null : (answer.retryAfterS ?? null),
       openAtArrival: 1 + this.hanging.filter((h) => h.request.flowKey !== null && h.request.flowKey === this.flowKeys.get(jobId)).length,
+      body,
     };
     this.requests.push(record);
     if ("hang" in answer) return new Promise((release) => this.hanging.push({ request: record, release }));
     const headers: Record<string, string> = answer.retryAfterS === undefined ? {} : { "retry-after": String(answer.retryAfterS) };
-    return Promise.resolve(new Response(`answer ${answer.status}`, { status: answer.status, headers }));
+    return new Response(`answer ${answer.status}`, { status: answer.status, headers });
   }
 
   /** Drops the i-th message (lost). */
@@ -370,15 +511,22 @@ export class World {
   async restart(bucket: number): Promise<void> {
     const stub = bucketStub(bucket);
     await runInDurableObject(stub, () => undefined); // running, so it can be evicted
-    await evictDurableObject(stub);
+    // two restarts at once: the second finds it already gone, which is a restart too
+    await evictDurableObject(stub).catch((error: unknown) => {
+      if (!String(error).includes("not currently running")) throw error;
+    });
     this.restarts += 1;
     this.collect();
   }
 
-  /** The cron trigger's scan, as production runs it every minute. */
-  async scan(): Promise<void> {
+  /**
+   * The cron trigger's scan, as production runs it every minute; `settings` (a purge: a history
+   * watermark or retention this run sets) apply to this scan alone.
+   */
+  async scan(settings: Record<string, string> = {}): Promise<void> {
     const ctx = createExecutionContext();
-    await worker.scheduled(createScheduledController({ scheduledTime: this.now, cron: "* * * * *" }), this.env, ctx);
+    const scanEnv = Object.keys(settings).length === 0 ? this.env : ({ ...this.env, ...settings } as Env);
+    await worker.scheduled(createScheduledController({ scheduledTime: this.now, cron: "* * * * *" }), scanEnv, ctx);
     await waitOnExecutionContext(ctx);
     this.collect();
   }
@@ -430,6 +578,8 @@ export class World {
     for (let b = 0; b < CONFIG.BUCKETS; b++) stubs.push(bucketStub(b));
     for (const id of this.actions) stubs.push(env.BULK_ACTION.getByName(bulkActionName(this.tenant, id)));
     stubs.push(env.PULL_QUEUE.getByName(pullQueueName(this.tenant, PULL_QUEUE)));
+    // the tenant's alerts: its digests go by alarm
+    stubs.push(env.ALERTS.getByName(this.tenant));
     const armed = await Promise.all(
       stubs.map(async (stub) => ({ stub, at: await runInDurableObject(stub, (_instance, state) => state.storage.getAlarm()) })),
     );
