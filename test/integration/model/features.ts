@@ -17,8 +17,27 @@
 import fc from "fast-check";
 import { expect } from "vitest";
 import { CONFIG } from "../helpers";
-import type { JobModel, Model } from "./model";
 import type { World } from "./world";
+
+/** What these checks read of a job of the model (model.ts JobModel: read here by shape, so the two do not import each other). */
+export interface FeatureJob {
+  id: string;
+  name: string;
+  pull: boolean;
+  status: string;
+  dueAt: number | null;
+  dueAts: number[];
+  callbacks: Callbacks;
+  callbacksChanged: boolean;
+  debounce: { key: string; mode: "trailing" | "leading"; payload: string | null } | null;
+}
+
+/** What these checks read of the model (model.ts Model). */
+export interface FeatureRun {
+  jobs: FeatureJob[];
+  features: FeatureModel;
+  pullStarts: { order: number; jobId: string }[];
+}
 
 export type CallbackVia = "http" | "worker";
 export interface Callbacks {
@@ -70,7 +89,7 @@ export function extrasBody(r: World, name: string, extras: Extras): Record<strin
 // after every step
 
 /** Every group the buckets sent: no more HTTP deliveries in one than one invocation's connections. */
-export function checkGroups(m: Model, r: World): void {
+export function checkGroups(m: FeatureRun, r: World): void {
   const pullExecutions = (id: string) => {
     const job = m.jobs.find((j) => j.pull && id.endsWith(j.id.slice(-16)));
     // a callback's id carries "o" or "i" after exe_: an HTTP or handler Worker delivery, whatever its parent is
@@ -86,7 +105,7 @@ export function checkGroups(m: Model, r: World): void {
 }
 
 /** Callback deliveries so far: each tells an execution's outcome, never a callback's, under one webhook-id per outcome. */
-export async function checkCallbackRequests(m: Model, r: World): Promise<void> {
+export async function checkCallbackRequests(m: FeatureRun, r: World): Promise<void> {
   await r.collectWorkerCallbacks(new Map(m.jobs.map((j) => [j.id, j.name])));
   const idOf = new Map<string, string>();
   const outcomeOf = new Map<string, string>();
@@ -129,7 +148,7 @@ export function newFeatureModel(): FeatureModel {
 export const DEBOUNCE_KEYS = ["dk0", "dk1"] as const;
 
 /** After creates of a key: its window's job and the payload it holds now (GET: the order two concurrent replacements took). */
-export async function refreshDebounced(m: Model, r: World, key: string): Promise<void> {
+export async function refreshDebounced(m: FeatureRun, r: World, key: string): Promise<void> {
   const window = m.features.debounced.get(key);
   if (!window) return;
   const res = await r.api("GET", `/v1/jobs/${window.jobId}`);
@@ -161,7 +180,7 @@ interface ExecutionJson {
 }
 
 /** What the features promise once everything healed. */
-export async function checkFeaturesAtEnd(m: Model, r: World, executions: ExecutionJson[], finishBy: number): Promise<void> {
+export async function checkFeaturesAtEnd(m: FeatureRun, r: World, executions: ExecutionJson[], finishBy: number): Promise<void> {
   await checkCallbackRequests(m, r);
   for (const e of executions) {
     const job = m.jobs.find((j) => j.id === e.jobId);
@@ -214,7 +233,7 @@ export async function checkFeaturesAtEnd(m: Model, r: World, executions: Executi
 }
 
 /** A job the purges may have taken: its GET answers 404, and then the archive must have its execution. */
-export async function checkPurged(m: Model, r: World, job: JobModel, executionId: string): Promise<void> {
+export async function checkPurged(m: FeatureRun, r: World, job: FeatureJob, executionId: string): Promise<void> {
   const archivedPurge = m.features.purges.some((p) => p.archived);
   expect(m.features.purges.length > 0, `${job.name} (${job.id}): the job is gone without a purge`).toBe(true);
   if (!archivedPurge) return;
