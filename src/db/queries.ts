@@ -143,6 +143,8 @@ const COMPLETE_FROM: readonly JobState[] = JOB_TRANSITIONS.complete.from;
 const COMPLETED: JobState = JOB_TRANSITIONS.complete.to;
 /** A job's states after which its row is history (the purge's). */
 const FINISHED: readonly JobState[] = ["completed", "canceled"];
+/** A dead execution's state (a one-off job's run_status): its dead letter waits for a redrive. */
+const DEAD: ExecutionState = "dead";
 
 /** A job's columns its bucket applies (definitionOf): not its outcome's, labels or callbacks. */
 const DEFINITION = {
@@ -1176,7 +1178,8 @@ const ROW_BYTES = 300;
 
 /**
  * purgeHistory: one page of finished jobs (per bucket, by the due-time index), occurrence history,
- * dead letters (unless `keepDeadLetters`) and idempotency keys older than their cutoffs. Returns
+ * dead letters and idempotency keys older than their cutoffs; with `keepDeadLetters` (the
+ * watermark's purge) no dead letter and no dead one-off job (its redrive needs the row). Returns
  * the rows deleted, whether a statement filled its page (more remain), the rows written, and the
  * database's size after it (meta.size_after, bytes). Without an archive: one batch of deletes,
  * each over a key subquery with a LIMIT.
@@ -1195,7 +1198,7 @@ export async function purgeHistory(
     db
       .select({ tenant: jobs.tenant, id: jobs.id })
       .from(jobs)
-      .where(and(eq(jobs.bucket, b), finishedJobBefore(historyCutoffAt)))
+      .where(and(eq(jobs.bucket, b), finishedJobBefore(historyCutoffAt, keepDeadLetters)))
       .limit(perBucket);
   // a purged job's labels first: the same page of finished jobs (the same query on the same rows)
   const statements: BatchItem<"sqlite">[] = Array.from({ length: buckets }, (_, b) => [
@@ -1261,7 +1264,7 @@ export async function purgeArchivedHistory(
       db
         .select({ tenant: jobs.tenant, id: jobs.id, bytes: bytes(jobs.attemptLog, jobs.lastError, jobs.labels, jobs.name) })
         .from(jobs)
-        .where(and(eq(jobs.bucket, b), finishedJobBefore(historyCutoffAt)))
+        .where(and(eq(jobs.bucket, b), finishedJobBefore(historyCutoffAt, keepDeadLetters)))
         .orderBy(jobs.nextRunAt, jobs.tenant, jobs.id)
         .limit(perBucket),
     ),
@@ -1312,6 +1315,7 @@ export async function purgeArchivedHistory(
         inArray(jobs.status, FINISHED),
         sql`+${jobs.nextRunAt} < ${historyCutoffAt}`,
         sql`+${jobs.updatedAt} < ${historyCutoffAt}`,
+        keepDeadLetters ? sql`${jobs.runStatus} IS NOT ${DEAD}` : undefined,
       ),
     );
   const results = await batchRun(db, [
@@ -1346,9 +1350,18 @@ function withinBytes<T extends { bytes: number }>(keys: T[], budget: number): { 
   return { keys, cut: false, bytes: total };
 }
 
-/** A finished job whose due time and last change are before the cutoff. */
-function finishedJobBefore(cutoffAt: number): SQL {
-  return and(inArray(jobs.status, FINISHED), lt(jobs.nextRunAt, cutoffAt), lt(jobs.updatedAt, cutoffAt))!;
+/**
+ * A finished job whose due time and last change are before the cutoff. `keepDeadLetters` (the
+ * watermark's purge, which keeps dead letters): not a dead one-off job, whose dead letter's redrive
+ * needs its row (a listed dead letter is redrivable); the retention purge takes both together.
+ */
+function finishedJobBefore(cutoffAt: number, keepDeadLetters: boolean): SQL {
+  return and(
+    inArray(jobs.status, FINISHED),
+    lt(jobs.nextRunAt, cutoffAt),
+    lt(jobs.updatedAt, cutoffAt),
+    keepDeadLetters ? sql`${jobs.runStatus} IS NOT ${DEAD}` : undefined,
+  )!;
 }
 
 /** The purge of what is not an execution: dead letters (unless kept) and idempotency keys past their retention. */
