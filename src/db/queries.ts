@@ -1215,10 +1215,12 @@ export async function purgeHistory(
     db.delete(occurrences).where(inArray(sql`(${occurrences.tenant}, ${occurrences.id})`, oldOccurrences)),
     ...retentionOnly(db, historyCutoffAt, idempotencyCutoffAt, limit, keepDeadLetters),
   );
-  const results = await batchRun(db, statements);
+  const mark = purgeMark(db, historyCutoffAt, idempotencyCutoffAt);
+  const results = await batchRun(db, mark ? [...statements, mark] : statements);
+  const deletes = results.slice(0, statements.length);
   // label rows do not count as deleted items (a job's labels go with it); "more" looks at the jobs
-  const counted = [...results.filter((_, i) => i < buckets * 2 && i % 2 === 1), ...results.slice(buckets * 2)];
-  const limits = [...Array.from({ length: buckets }, () => perBucket), ...results.slice(buckets * 2).map(() => limit)];
+  const counted = [...deletes.filter((_, i) => i < buckets * 2 && i % 2 === 1), ...deletes.slice(buckets * 2)];
+  const limits = [...Array.from({ length: buckets }, () => perBucket), ...deletes.slice(buckets * 2).map(() => limit)];
   return {
     deleted: counted.reduce((n, r) => n + (r.meta.changes ?? 0), 0),
     more: counted.some((r, i) => (r.meta.changes ?? 0) >= limits[i]!),
@@ -1318,7 +1320,7 @@ export async function purgeArchivedHistory(
         keepDeadLetters ? sql`${jobs.runStatus} IS NOT ${DEAD}` : undefined,
       ),
     );
-  const results = await batchRun(db, [
+  const deleting: BatchItem<"sqlite">[] = [
     db.delete(jobLabels).where(inArray(LABEL_KEY, labelRowsWhere(db, sql`(${JOB.tenant}, ${JOB.id}) IN ${stillFinished}`))),
     db.delete(jobs).where(inArray(sql`(${jobs.tenant}, ${jobs.id})`, stillFinished)),
     db
@@ -1330,11 +1332,14 @@ export async function purgeArchivedHistory(
         ),
       ),
     ...tail,
-  ]);
+  ];
+  const mark = purgeMark(db, historyCutoffAt, idempotencyCutoffAt);
+  const results = await batchRun(db, mark ? [...deleting, mark] : deleting);
+  const deletes = results.slice(0, deleting.length);
   return {
     // label rows do not count as deleted items (a job's labels go with it)
-    deleted: results.slice(1).reduce((n, r) => n + (r.meta.changes ?? 0), 0),
-    more: more || results.slice(3).some((r) => (r.meta.changes ?? 0) >= limit),
+    deleted: deletes.slice(1).reduce((n, r) => n + (r.meta.changes ?? 0), 0),
+    more: more || deletes.slice(3).some((r) => (r.meta.changes ?? 0) >= limit),
     rowsWritten: rowsWritten(results),
     sizeAfter: results.at(-1)?.meta.size_after ?? null,
   };
@@ -1379,6 +1384,38 @@ function retentionOnly(db: Db, historyCutoffAt: number, idempotencyCutoffAt: num
       : [db.delete(deadLetters).where(inArray(sql`(${deadLetters.tenant}, ${deadLetters.executionId})`, oldDeadLetters))]),
     db.delete(idempotencyKeys).where(inArray(rowid, oldKeys)),
   ];
+}
+
+/** scheduler_meta's key of the purge's mark (purgeMark), in each shard. */
+const HISTORY_PURGED_BEFORE = "history_purged_before";
+
+/**
+ * The purge's mark, for a page whose cutoff is within the dedupe window (the watermark's, or a
+ * HISTORY_RETENTION_MS shorter than IDEMPOTENCY_WINDOW_MS): the newest cutoff of a purge that may
+ * have deleted a job whose idempotency key still replays it. A job claimed at or after the mark was
+ * never purged (the purge takes only jobs last changed before its cutoff, and a job is created when
+ * its key is claimed), so a keyed create that finds no job claimed after it stores the job its
+ * failed insert lost, and one claimed before it never runs again (api/create.ts). Written in the
+ * batch of the page's deletes (a D1 batch is one transaction: d1/worker-api/d1-database, batch),
+ * raised only: 1 row written when it rises, none otherwise; no statement when the cutoff is older
+ * than the window (the default 30-day retention never writes it).
+ */
+function purgeMark(db: Db, historyCutoffAt: number, idempotencyCutoffAt: number) {
+  if (historyCutoffAt <= idempotencyCutoffAt) return undefined;
+  return db
+    .insert(schedulerMeta)
+    .values({ key: HISTORY_PURGED_BEFORE, value: String(historyCutoffAt) })
+    .onConflictDoUpdate({
+      target: schedulerMeta.key,
+      set: { value: String(historyCutoffAt) },
+      setWhere: sql`CAST(${schedulerMeta.value} AS INTEGER) < ${historyCutoffAt}`,
+    });
+}
+
+/** The shard's purge mark (purgeMark): history last changed before it may be gone; 0 when no purge reached into the dedupe window. */
+export async function historyPurgedBefore(db: Db): Promise<number> {
+  const [row] = await db.select({ value: schedulerMeta.value }).from(schedulerMeta).where(eq(schedulerMeta.key, HISTORY_PURGED_BEFORE));
+  return row ? Number(row.value) : 0;
 }
 
 /** `(SELECT tenant, id ...)` of a JSON array of [tenant, id] pairs: keys bound as one parameter. */

@@ -5,6 +5,11 @@
  * archive bound and without.
  * - A dead letter listed is redrivable: the watermark never purges a dead one-off job's row (its
  *   redrive needs the job), so GET /v1/dlq never lists a dead execution whose redrive is a 404.
+ * - A key replayed within the dedupe window never runs a job twice: once the original job's row
+ *   was purged, a retried keyed create is answered from the archive (200, the original id, finished)
+ *   or, the archive not holding it, with `409 idempotency_job_purged`; never a new `active` job,
+ *   never a second delivery under the same webhook-id. A create whose insert failed is still stored
+ *   by its retry when its key was claimed after the shard's purge mark (db/queries.ts purgeMark).
  *
  * Time: one file-wide virtual clock; fire-queue sends are captured and fed to the consumer by the
  * test. Its own file: the purges it provokes reach every finished row of the file's storage.
@@ -12,6 +17,7 @@
 import { createExecutionContext, runDurableObjectAlarm, waitOnExecutionContext } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { oneOffExecutionId } from "../../src/core/id";
 import worker from "../../src/platform/local-worker";
 import { scan } from "../../src/scanner/scan";
 import { assertDocumented } from "./conformance";
@@ -24,6 +30,7 @@ import {
   executionOf,
   fileClock,
   fire,
+  interceptD1Batch,
   KEYS,
   received,
   receiverUrl,
@@ -127,4 +134,92 @@ describe("the watermark keeps what a dead letter needs (issue 36, defect 2)", ()
       expect(execution.status).toBe("succeeded");
     });
   }
+});
+
+describe("a retried keyed create after the purge took its job (issue 36, defect 3)", () => {
+  const cases = [
+    ["the watermark, with the archive", WATERMARK, true],
+    ["the watermark, without an archive", { ...WATERMARK, ...NO_ARCHIVE }, false],
+    ["a short HISTORY_RETENTION_MS, with the archive", { HISTORY_RETENTION_MS: String(5 * MINUTE) }, true],
+    ["a short HISTORY_RETENTION_MS, without an archive", { HISTORY_RETENTION_MS: String(5 * MINUTE), ...NO_ARCHIVE }, false],
+  ] as const;
+  for (const [purge, settings, archive] of cases) {
+    it(`purged by ${purge}: within the dedupe window it never creates or runs the job again`, async () => {
+      const testEnv = withSettings(settings);
+      const key = `purged-${crypto.randomUUID()}`;
+      const keyed = await create(testEnv, "ok", { key, body: { name: "invoice", labels: { team: "billing" } } });
+      await runToTheEnd([keyed]);
+      expect(await received(keyed.path)).toHaveLength(1);
+
+      clock.advance(10 * MINUTE); // well within the 24 h window
+      const report = await scan(testEnv, clock.at);
+      expect(report.failedShards).toEqual([]);
+      expect(await inD1(keyed.job.id)).toBe(0);
+
+      const replay = await keyed.post();
+      if (archive) {
+        // the original job as it was: its id, finished, its settings as sent
+        expect(replay.status).toBe(200);
+        expect(await replay.json()).toMatchObject({
+          id: keyed.job.id,
+          status: "completed",
+          nextRunAt: null,
+          name: "invoice",
+          labels: { team: "billing" },
+          idempotencyKey: key,
+        });
+      } else {
+        expect(replay.status).toBe(409);
+        expect(await replay.json()).toMatchObject({ error: { code: "idempotency_job_purged", field: "idempotencyKey" } });
+      }
+      // nothing was created again, and nothing is delivered again under its webhook-id
+      expect(await inD1(keyed.job.id)).toBe(0);
+      clock.advance(MINUTE);
+      await deliverWhatIsDue();
+      const deliveries = await received(keyed.path);
+      expect(deliveries).toHaveLength(1);
+      expect(deliveries[0]!.headers["webhook-id"]).toBe(oneOffExecutionId(keyed.job.id));
+    });
+  }
+});
+
+describe("a keyed create whose insert failed, retried (the purge's mark is no loss)", () => {
+  it("claimed after the shard's purge mark, its retry stores and runs it once; claimed before, the retry answers 409 idempotency_job_purged", async () => {
+    const testEnv = withSettings(WATERMARK);
+    const failedCreate = async (key: string, path: string) => {
+      const body = { target: { url: `${receiverUrl()}${path}` } };
+      const post = () => call(testEnv, "/v1/jobs", { body, headers: { "idempotency-key": key } });
+      const down = interceptD1Batch(() => Promise.reject(new Error("injected: D1 unavailable")));
+      try {
+        expect((await post()).status).toBe(503); // the shard did not answer: send it again
+      } finally {
+        down.mockRestore();
+      }
+      return post;
+    };
+    // a key claimed, its insert failed, and minutes later the watermark purge ran: the retry cannot
+    // tell a job that never was from one purged, and runs neither
+    const beforePath = uniquePath("ok");
+    const retryBefore = await failedCreate(`before-${crypto.randomUUID()}`, beforePath);
+    clock.advance(10 * MINUTE);
+    expect((await scan(testEnv, clock.at)).failedShards).toEqual([]);
+    const refused = await retryBefore();
+    expect(refused.status).toBe(409);
+    expect(await refused.json()).toMatchObject({ error: { code: "idempotency_job_purged" } });
+
+    // claimed after that purge's mark: the retry stores the job under the claimed id, and it runs once
+    const afterPath = uniquePath("ok");
+    const retryAfter = await failedCreate(`after-${crypto.randomUUID()}`, afterPath);
+    const stored = await retryAfter();
+    expect(stored.status).toBe(200);
+    const job = (await stored.json()) as { id: string; status: string };
+    expect(job.status).toBe("active");
+    expect(await inD1(job.id)).toBe(1);
+    const again = await retryAfter();
+    expect(again.status).toBe(200);
+    expect(((await again.json()) as { id: string }).id).toBe(job.id);
+    await deliverWhatIsDue();
+    expect(await received(afterPath)).toHaveLength(1);
+    expect(await received(beforePath)).toHaveLength(0);
+  });
 });
