@@ -5,6 +5,7 @@
  * job pending in D1, where the scanner's sync pass finds it by its due time.
  */
 
+import { type ArchivedExecution, findArchived } from "../archive/archive";
 import type { D1Meter, JobDefinition } from "../bucket/protocol";
 import type { Config } from "../config";
 import { DEFAULT_RETRY_POLICY, type RetryPolicy } from "../core/backoff";
@@ -12,13 +13,14 @@ import { bucketOfJob } from "../core/bucketing";
 import { canonicalTimeZone, cronProblem, occurrenceAfter, type Schedule } from "../core/cron";
 import { type Debounce, opening } from "../core/debounce";
 import { grantedBinding } from "../core/handler-workers";
-import { newJobId } from "../core/id";
+import { newJobId, oneOffExecutionId } from "../core/id";
 import { type CallbackTarget, isHttpTarget, isNear, isPullTarget, isReservedHeader, type JobSpec, LIMITS, type Target } from "../core/job";
+import { JOB_TRANSITIONS } from "../core/lifecycle";
 import { PRIORITY } from "../core/priority";
 import { checkTargetUrl } from "../core/target-policy";
 import { formatTraceparent, parseTraceparent, type TraceContext } from "../core/trace";
 import { parseDurationMs, parseInstant } from "../core/when";
-import { definitionOf, getJobsByIds, hasLegacyKeys, insertJobs, legacyKeyOwners, type NewJob } from "../db/queries";
+import { definitionOf, getJobsByIds, hasLegacyKeys, historyPurgedBefore, insertJobs, legacyKeyOwners, type NewJob } from "../db/queries";
 import type { JobRow } from "../db/schema";
 import { isFullError, type Shards, ShardsFull, shardsOf } from "../db/shards";
 import { claimKeys, type KeyClaim, type KeyOwner, releaseKeys } from "../idempotency/key-claims";
@@ -440,7 +442,8 @@ function canonicalJson(value: unknown): string {
  * request is accepted whole or not at all, as with one database; requests take the shards in turn.
  * Idempotency keys are claimed first, in their own objects: a key whose winner's job is missing
  * (its insert failed after the claim) gets the job of this request, the same request, under the
- * winner's id, in the winner's shard.
+ * winner's id, in the winner's shard; unless the purge of finished history may have taken that job
+ * (purgedOriginals): then it is answered from the archive, or refused, and never runs again.
  */
 export async function createJobs(env: Env, config: Config, tenant: string, prepared: PreparedJob[], now: number): Promise<CreateResult[]> {
   if (prepared.length === 0) return [];
@@ -459,6 +462,10 @@ export async function createJobs(env: Env, config: Config, tenant: string, prepa
   for (const [shard, ids] of shards.groupByShard(originalIds, (id) => id)) {
     for (const row of await shards.on(shard, () => getJobsByIds(shard.db, tenant, ids))) originals.set(row.id, row);
   }
+  // a replay whose original D1 does not hold: its insert failed after the claim (this request, the
+  // same one, stores it), or the purge took it as finished history (it never runs again)
+  const missing = replays.filter((p) => !originals.has(ownerOf(p)!.jobId));
+  const purged = await purgedOriginals(env, config, tenant, missing, ownerOf, now);
   // what this request writes: its own jobs, and a missing original of the same request under its id
   const toInsert = new Map<PreparedJob, NewJob>();
   for (const p of prepared) {
@@ -467,8 +474,7 @@ export async function createJobs(env: Env, config: Config, tenant: string, prepa
     else if (
       !originals.has(owner.jobId) &&
       owner.requestHash === p.job.requestHash &&
-      // its insert failed, not purged: a job purged as history was claimed longer ago than that
-      owner.claimedAt > now - config.HISTORY_RETENTION_MS &&
+      !purged.ids.has(owner.jobId) &&
       ![...toInsert.values()].some((j) => j.id === owner.jobId)
     ) {
       toInsert.set(p, { ...p.job, id: owner.jobId, bucket: bucketOfJob(owner.jobId, config.BUCKETS) });
@@ -502,20 +508,98 @@ export async function createJobs(env: Env, config: Config, tenant: string, prepa
     const row = created.get(p);
     if (row) return { status: row.id === p.job.id ? 201 : 200, job: presentJob(row, now) };
     const owner = ownerOf(p)!;
-    const original = originals.get(owner.jobId) ?? [...created.values()].find((r) => r.id === owner.jobId);
-    if (owner.requestHash !== p.job.requestHash || !original) {
+    const field = p.fieldPrefix ? `${p.fieldPrefix}.idempotencyKey` : "idempotencyKey";
+    if (owner.requestHash !== p.job.requestHash) {
       return {
         status: 409,
         error: new ApiError(
           409,
           "idempotency_key_reused",
           "this Idempotency-Key was used for a different request within the dedupe window",
-          p.fieldPrefix ? `${p.fieldPrefix}.idempotencyKey` : "idempotencyKey",
+          field,
         ),
       };
     }
-    return { status: 200, job: presentJob(original, now) };
+    const original =
+      originals.get(owner.jobId) ?? [...created.values()].find((r) => r.id === owner.jobId) ?? purged.answers.get(owner.jobId);
+    if (original) return { status: 200, job: presentJob(original, now) };
+    return {
+      status: 409,
+      error: new ApiError(
+        409,
+        "idempotency_job_purged",
+        `the job this Idempotency-Key names (${owner.jobId}) is no longer in D1: it finished and the purge of history took it ` +
+          "(or its create failed and was not sent again before that purge); it is not created or run again. Its outcome is in " +
+          "the history archive if one is bound (GET /v1/executions/:id); a new key creates a new job",
+        field,
+      ),
+    };
   });
+}
+
+/**
+ * Of replays whose original job D1 does not hold, those the purge may have taken (`ids`): claimed
+ * before the shard's purge mark (db/queries.ts purgeMark: the purge takes only jobs last changed
+ * before its cutoff), or longer ago than HISTORY_RETENTION_MS (a purge from before the mark). Such
+ * a job is never stored again, whatever the window says: it ran. `answers`: those the archive holds,
+ * as the replay answers them (purgedOriginalOf). Reads one D1 row per shard among them (only
+ * replays whose original is missing), and one R2 list and read per archived original.
+ */
+async function purgedOriginals(
+  env: Env,
+  config: Config,
+  tenant: string,
+  missing: PreparedJob[],
+  ownerOf: (p: PreparedJob) => KeyOwner | undefined,
+  now: number,
+): Promise<{ ids: Set<string>; answers: Map<string, JobRow> }> {
+  const ids = new Set<string>();
+  const answers = new Map<string, JobRow>();
+  if (missing.length === 0) return { ids, answers };
+  const shards = shardsOf(env);
+  for (const [shard, group] of shards.groupByShard(missing, (p) => ownerOf(p)!.jobId)) {
+    const mark = await shards.on(shard, () => historyPurgedBefore(shard.db));
+    for (const p of group) {
+      const owner = ownerOf(p)!;
+      if (owner.claimedAt < mark || owner.claimedAt <= now - config.HISTORY_RETENTION_MS) ids.add(owner.jobId);
+    }
+  }
+  // a one-off job's only execution is archived (a recurring job's row is not): a few R2 reads at a time
+  const archive = env.ARCHIVE;
+  if (!archive) return { ids, answers };
+  const lookups = [...new Map(missing.filter((p) => ids.has(ownerOf(p)!.jobId) && p.job.cron === null).map((p) => [ownerOf(p)!.jobId, p]))];
+  for (let i = 0; i < lookups.length; i += ARCHIVE_READS_AT_ONCE) {
+    await Promise.all(
+      lookups.slice(i, i + ARCHIVE_READS_AT_ONCE).map(async ([jobId, p]) => {
+        const found = await findArchived(archive, tenant, oneOffExecutionId(jobId));
+        if (found && found.execution.jobId === jobId) answers.set(jobId, purgedOriginalOf(tenant, p, ownerOf(p)!, found.execution, config));
+      }),
+    );
+  }
+  return { ids, answers };
+}
+
+/** R2 reads in flight at once while purged originals are looked up (an invocation has 6 connections). */
+const ARCHIVE_READS_AT_ONCE = 6;
+
+/**
+ * A purged original as a replay answers it: this request's settings (the same request as the one
+ * that created it: their hashes match) under the original's id and creation time, finished as its
+ * archived execution ended (canceled, else completed) at its finish; its trace is not kept by the
+ * archive, so none is shown.
+ */
+function purgedOriginalOf(tenant: string, p: PreparedJob, owner: KeyOwner, archived: ArchivedExecution, config: Config): JobRow {
+  const { trace: _notArchived, ...spec } = p.spec;
+  const job = { ...p.job, id: owner.jobId, bucket: bucketOfJob(owner.jobId, config.BUCKETS), spec: JSON.stringify(spec) };
+  const finishedAt = archived.finishedAt === null ? owner.claimedAt : Date.parse(archived.finishedAt);
+  return {
+    ...rowOf(tenant, job, owner.claimedAt),
+    status: archived.status === "canceled" ? JOB_TRANSITIONS.cancel.to : JOB_TRANSITIONS.complete.to,
+    updatedAt: finishedAt,
+    runStatus: archived.status,
+    attempts: archived.attempts,
+    finishedAt,
+  };
 }
 
 /**

@@ -143,6 +143,8 @@ const COMPLETE_FROM: readonly JobState[] = JOB_TRANSITIONS.complete.from;
 const COMPLETED: JobState = JOB_TRANSITIONS.complete.to;
 /** A job's states after which its row is history (the purge's). */
 const FINISHED: readonly JobState[] = ["completed", "canceled"];
+/** A dead execution's state (a one-off job's run_status): its dead letter waits for a redrive. */
+const DEAD: ExecutionState = "dead";
 
 /** A job's columns its bucket applies (definitionOf): not its outcome's, labels or callbacks. */
 const DEFINITION = {
@@ -1176,7 +1178,8 @@ const ROW_BYTES = 300;
 
 /**
  * purgeHistory: one page of finished jobs (per bucket, by the due-time index), occurrence history,
- * dead letters (unless `keepDeadLetters`) and idempotency keys older than their cutoffs. Returns
+ * dead letters and idempotency keys older than their cutoffs; with `keepDeadLetters` (the
+ * watermark's purge) no dead letter and no dead one-off job (its redrive needs the row). Returns
  * the rows deleted, whether a statement filled its page (more remain), the rows written, and the
  * database's size after it (meta.size_after, bytes). Without an archive: one batch of deletes,
  * each over a key subquery with a LIMIT.
@@ -1195,7 +1198,7 @@ export async function purgeHistory(
     db
       .select({ tenant: jobs.tenant, id: jobs.id })
       .from(jobs)
-      .where(and(eq(jobs.bucket, b), finishedJobBefore(historyCutoffAt)))
+      .where(and(eq(jobs.bucket, b), finishedJobBefore(historyCutoffAt, keepDeadLetters)))
       .limit(perBucket);
   // a purged job's labels first: the same page of finished jobs (the same query on the same rows)
   const statements: BatchItem<"sqlite">[] = Array.from({ length: buckets }, (_, b) => [
@@ -1212,10 +1215,12 @@ export async function purgeHistory(
     db.delete(occurrences).where(inArray(sql`(${occurrences.tenant}, ${occurrences.id})`, oldOccurrences)),
     ...retentionOnly(db, historyCutoffAt, idempotencyCutoffAt, limit, keepDeadLetters),
   );
-  const results = await batchRun(db, statements);
+  const mark = purgeMark(db, historyCutoffAt, idempotencyCutoffAt);
+  const results = await batchRun(db, mark ? [...statements, mark] : statements);
+  const deletes = results.slice(0, statements.length);
   // label rows do not count as deleted items (a job's labels go with it); "more" looks at the jobs
-  const counted = [...results.filter((_, i) => i < buckets * 2 && i % 2 === 1), ...results.slice(buckets * 2)];
-  const limits = [...Array.from({ length: buckets }, () => perBucket), ...results.slice(buckets * 2).map(() => limit)];
+  const counted = [...deletes.filter((_, i) => i < buckets * 2 && i % 2 === 1), ...deletes.slice(buckets * 2)];
+  const limits = [...Array.from({ length: buckets }, () => perBucket), ...deletes.slice(buckets * 2).map(() => limit)];
   return {
     deleted: counted.reduce((n, r) => n + (r.meta.changes ?? 0), 0),
     more: counted.some((r, i) => (r.meta.changes ?? 0) >= limits[i]!),
@@ -1261,7 +1266,7 @@ export async function purgeArchivedHistory(
       db
         .select({ tenant: jobs.tenant, id: jobs.id, bytes: bytes(jobs.attemptLog, jobs.lastError, jobs.labels, jobs.name) })
         .from(jobs)
-        .where(and(eq(jobs.bucket, b), finishedJobBefore(historyCutoffAt)))
+        .where(and(eq(jobs.bucket, b), finishedJobBefore(historyCutoffAt, keepDeadLetters)))
         .orderBy(jobs.nextRunAt, jobs.tenant, jobs.id)
         .limit(perBucket),
     ),
@@ -1312,9 +1317,10 @@ export async function purgeArchivedHistory(
         inArray(jobs.status, FINISHED),
         sql`+${jobs.nextRunAt} < ${historyCutoffAt}`,
         sql`+${jobs.updatedAt} < ${historyCutoffAt}`,
+        keepDeadLetters ? sql`${jobs.runStatus} IS NOT ${DEAD}` : undefined,
       ),
     );
-  const results = await batchRun(db, [
+  const deleting: BatchItem<"sqlite">[] = [
     db.delete(jobLabels).where(inArray(LABEL_KEY, labelRowsWhere(db, sql`(${JOB.tenant}, ${JOB.id}) IN ${stillFinished}`))),
     db.delete(jobs).where(inArray(sql`(${jobs.tenant}, ${jobs.id})`, stillFinished)),
     db
@@ -1326,11 +1332,14 @@ export async function purgeArchivedHistory(
         ),
       ),
     ...tail,
-  ]);
+  ];
+  const mark = purgeMark(db, historyCutoffAt, idempotencyCutoffAt);
+  const results = await batchRun(db, mark ? [...deleting, mark] : deleting);
+  const deletes = results.slice(0, deleting.length);
   return {
     // label rows do not count as deleted items (a job's labels go with it)
-    deleted: results.slice(1).reduce((n, r) => n + (r.meta.changes ?? 0), 0),
-    more: more || results.slice(3).some((r) => (r.meta.changes ?? 0) >= limit),
+    deleted: deletes.slice(1).reduce((n, r) => n + (r.meta.changes ?? 0), 0),
+    more: more || deletes.slice(3).some((r) => (r.meta.changes ?? 0) >= limit),
     rowsWritten: rowsWritten(results),
     sizeAfter: results.at(-1)?.meta.size_after ?? null,
   };
@@ -1346,9 +1355,18 @@ function withinBytes<T extends { bytes: number }>(keys: T[], budget: number): { 
   return { keys, cut: false, bytes: total };
 }
 
-/** A finished job whose due time and last change are before the cutoff. */
-function finishedJobBefore(cutoffAt: number): SQL {
-  return and(inArray(jobs.status, FINISHED), lt(jobs.nextRunAt, cutoffAt), lt(jobs.updatedAt, cutoffAt))!;
+/**
+ * A finished job whose due time and last change are before the cutoff. `keepDeadLetters` (the
+ * watermark's purge, which keeps dead letters): not a dead one-off job, whose dead letter's redrive
+ * needs its row (a listed dead letter is redrivable); the retention purge takes both together.
+ */
+function finishedJobBefore(cutoffAt: number, keepDeadLetters: boolean): SQL {
+  return and(
+    inArray(jobs.status, FINISHED),
+    lt(jobs.nextRunAt, cutoffAt),
+    lt(jobs.updatedAt, cutoffAt),
+    keepDeadLetters ? sql`${jobs.runStatus} IS NOT ${DEAD}` : undefined,
+  )!;
 }
 
 /** The purge of what is not an execution: dead letters (unless kept) and idempotency keys past their retention. */
@@ -1366,6 +1384,38 @@ function retentionOnly(db: Db, historyCutoffAt: number, idempotencyCutoffAt: num
       : [db.delete(deadLetters).where(inArray(sql`(${deadLetters.tenant}, ${deadLetters.executionId})`, oldDeadLetters))]),
     db.delete(idempotencyKeys).where(inArray(rowid, oldKeys)),
   ];
+}
+
+/** scheduler_meta's key of the purge's mark (purgeMark), in each shard. */
+const HISTORY_PURGED_BEFORE = "history_purged_before";
+
+/**
+ * The purge's mark, for a page whose cutoff is within the dedupe window (the watermark's, or a
+ * HISTORY_RETENTION_MS shorter than IDEMPOTENCY_WINDOW_MS): the newest cutoff of a purge that may
+ * have deleted a job whose idempotency key still replays it. A job claimed at or after the mark was
+ * never purged (the purge takes only jobs last changed before its cutoff, and a job is created when
+ * its key is claimed), so a keyed create that finds no job claimed after it stores the job its
+ * failed insert lost, and one claimed before it never runs again (api/create.ts). Written in the
+ * batch of the page's deletes (a D1 batch is one transaction: d1/worker-api/d1-database, batch),
+ * raised only: 1 row written when it rises, none otherwise; no statement when the cutoff is older
+ * than the window (the default 30-day retention never writes it).
+ */
+function purgeMark(db: Db, historyCutoffAt: number, idempotencyCutoffAt: number) {
+  if (historyCutoffAt <= idempotencyCutoffAt) return undefined;
+  return db
+    .insert(schedulerMeta)
+    .values({ key: HISTORY_PURGED_BEFORE, value: String(historyCutoffAt) })
+    .onConflictDoUpdate({
+      target: schedulerMeta.key,
+      set: { value: String(historyCutoffAt) },
+      setWhere: sql`CAST(${schedulerMeta.value} AS INTEGER) < ${historyCutoffAt}`,
+    });
+}
+
+/** The shard's purge mark (purgeMark): history last changed before it may be gone; 0 when no purge reached into the dedupe window. */
+export async function historyPurgedBefore(db: Db): Promise<number> {
+  const [row] = await db.select({ value: schedulerMeta.value }).from(schedulerMeta).where(eq(schedulerMeta.key, HISTORY_PURGED_BEFORE));
+  return row ? Number(row.value) : 0;
 }
 
 /** `(SELECT tenant, id ...)` of a JSON array of [tenant, id] pairs: keys bound as one parameter. */

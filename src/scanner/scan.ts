@@ -154,7 +154,8 @@ function leavingOf(page: HistoryPage): LeavingExecution[] {
  * is above HISTORY_MAX_BYTES (its own size, meta.size_after), the oldest of what is left: round by
  * round half the history kept (15 days, 7.5, ...) until it is below, down to MIN_HISTORY_KEPT_MS.
  * Only finished jobs, occurrence history and idempotency keys past their window: never a live job,
- * and never a dead letter before its retention (the DLQ is what the user must act on).
+ * and never a dead letter before its retention (the DLQ is what the user must act on), nor the row
+ * of a dead one-off job, which its redrive needs (a listed dead letter is redrivable).
  */
 async function purgeShard(
   db: Db,
