@@ -93,7 +93,7 @@ export const ConfigSchema = z.object({
   /**
    * the size watermark of a D1 shard's history: above it the scan purges finished history oldest
    * first, before HISTORY_RETENTION_MS, until the shard is below it (70% of D1's 10 GB); never a
-   * live job or a dead letter
+   * live job, a dead letter, nor a dead one-off job (its dead letter's redrive needs it)
    */
   HISTORY_MAX_BYTES: int(7_000_000_000, 0),
   /**

@@ -205,7 +205,10 @@ async function claimFor(env: Env, tenant: string, prepared: PreparedJob, jobId: 
   const shards = shardsOf(env);
   const shard = shards.of(owner.jobId);
   const original = await shards.on(shard, () => getJob(shard.db, tenant, owner.jobId));
-  if (!original) return refusal(new ApiError(409, "idempotency_key_reused", "this Idempotency-Key names a job that is gone", field));
+  if (!original)
+    return refusal(
+      new ApiError(409, "idempotency_job_purged", "this Idempotency-Key names a job that left the history (send it with a new key)", field),
+    );
   return { ok: true, status: 200, job: presentJob(original, now) };
 }
 

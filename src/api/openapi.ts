@@ -172,7 +172,9 @@ export const ROUTES: ApiRoute[] = [
         "the idempotency key was seen with the same request: the original job; or debounce replaced the key's pending job (debounce.replaced) or absorbed this create (debounce.absorbed): the job that runs",
       ),
       ...BODY_ERRORS,
-      409: error("idempotency_key_reused: the key was used with a different request"),
+      409: error(
+        "idempotency_key_reused: the key was used with a different request; or idempotency_job_purged: the key's job left the history and the archive does not hold it (send it with a new key)",
+      ),
       507: FULL,
     },
   },

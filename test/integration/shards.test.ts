@@ -455,7 +455,7 @@ describe("what a review found (each failed before its fix)", () => {
   });
 
   // last in the file: its scan purges the file's finished jobs
-  it("a replay of a key whose job was purged as history is refused (409), never a job that never runs", async () => {
+  it("a replay of a key whose job was purged as history answers it from the archive (200, completed), never a job that runs again", async () => {
     const path = uniquePath();
     const body = { target: target(path) };
     const key = `purged-${crypto.randomUUID()}`;
@@ -479,7 +479,8 @@ describe("what a review found (each failed before its fix)", () => {
       body,
       headers: { "idempotency-key": key },
     });
-    expect(replay.status).toBe(409);
+    expect(replay.status).toBe(200);
+    expect(await replay.json()).toMatchObject({ id: job.id, status: "completed" });
     expect(await jobRow(job.id)).toBeUndefined();
   });
 });

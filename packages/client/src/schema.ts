@@ -1561,7 +1561,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description idempotency_key_reused: the key was used with a different request */
+            /** @description idempotency_key_reused: the key was used with a different request; or idempotency_job_purged: the key's job left the history and the archive does not hold it (send it with a new key) */
             409: {
                 headers: {
                     [name: string]: unknown;
