@@ -77,12 +77,14 @@ async function statusOf(id: string): Promise<string> {
 /**
  * Runs `meanwhile` once, just before the first bucket call of the page (its first job's change
  * reaching its bucket): what happens there happens after the page read its jobs and before it
- * changes the next ones. Answers whether it ran; restore() undoes it.
+ * changes the next ones. ran() answers whether it ran (and throws what it threw: the page's sync
+ * would only log it); restore() undoes it.
  */
 function beforeFirstApply(meanwhile: () => Promise<void>): { ran: () => boolean; restore: () => void } {
   const namespace = env.BUCKET as unknown as { getByName(name: string): Record<string, (...args: unknown[]) => Promise<unknown>> };
   const original = namespace.getByName.bind(namespace);
   let ran = false;
+  let failure: unknown;
   const spy = vi.spyOn(namespace, "getByName").mockImplementation((name: string) => {
     const real = original(name);
     return new Proxy(real, {
@@ -93,13 +95,21 @@ function beforeFirstApply(meanwhile: () => Promise<void>): { ran: () => boolean;
           // what runs meanwhile gets the buckets' own stubs (a proxy is no stub to runInDurableObject,
           // and workerd refuses a method called on it)
           spy.mockRestore();
-          await meanwhile();
+          await meanwhile().catch((error: unknown) => {
+            failure = error;
+          });
           return real.applyJobs!(...args);
         };
       },
     });
   });
-  return { ran: () => ran, restore: () => spy.mockRestore() };
+  return {
+    ran: () => {
+      if (failure) throw failure;
+      return ran;
+    },
+    restore: () => spy.mockRestore(),
+  };
 }
 
 describe("bulk actions racing single changes (issue 24)", () => {
