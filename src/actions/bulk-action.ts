@@ -2,9 +2,10 @@
  * A bulk action: cancel, pause or resume many jobs of one tenant, or redrive many of its dead
  * executions, by ids or by a filter, in pages, in the background. One Durable Object per tenant and action id (an Idempotency-Key names the
  * same object, so a repeated request finds the action already running instead of starting a
- * second). Each page runs the same change a single request would (api/job-changes.ts), which is
- * safe to run twice: a job already canceled, paused or resumed answers success again, and an
- * execution already redriven is no longer dead (counted as refused, not_found: nothing runs twice). Progress
+ * second). Each page runs the same change a single request would (api/job-changes.ts), on the job
+ * as D1 holds it when its turn comes (as the request reads it), which is safe to run twice: a job
+ * already canceled, paused or resumed answers success again, and an execution already redriven is
+ * no longer dead (counted as refused, not_found: nothing runs twice). Progress
  * (matched, done, failed, the first failures) is stored after every page; the alarm takes the next.
  */
 import { DurableObject } from "cloudflare:workers";
@@ -12,10 +13,9 @@ import { ApiError } from "../api/errors";
 import type { ChangeResult, Deps } from "../api/job-changes";
 import { cancelJob, pauseJob, redriveExecution, resumeJob } from "../api/job-changes";
 import { decodeCursor, encodeCursor } from "../api/present";
-import { listDeadPage, listJobsPage } from "../api/read-model";
+import { jobOf, listDeadPage, listJobsPage } from "../api/read-model";
 import { configOf } from "../config";
 import type { JobState } from "../core/lifecycle";
-import { getJobsByIds } from "../db/queries";
 import type { JobRow } from "../db/schema";
 import { shardOfOrNull, shardsOf } from "../db/shards";
 
@@ -54,7 +54,7 @@ export interface ActionState {
   next: number | string | null;
 }
 
-/** Jobs changed per page (one alarm): each is a D1 write and a request to its bucket. */
+/** Jobs changed per page (one alarm): each is a D1 read and write and a request to its bucket. */
 export const PAGE = 50;
 const KEPT_FAILURES = 20;
 const JOB_CHANGES: Record<(typeof BULK_JOB_KINDS)[number], (deps: Deps, job: JobRow) => Promise<ChangeResult>> = {
@@ -125,14 +125,12 @@ export class BulkAction extends DurableObject<Env> {
     }
     const page = await this.nextPage(state);
     const config = configOf(this.env);
-    // the page's jobs in one read per shard (a filtered page has them already): none per job
-    const jobsById = state.kind === "redrive" ? new Map<string, JobRow>() : (page.jobs ?? (await jobsOf(this.env, state.tenant, page.ids)));
     for (const [i, id] of page.ids.entries()) {
       try {
         // each job's change on its own shard (an id naming none is no job of this tenant's)
         const shard = await shardOfOrNull(shardsOf(this.env), id);
         if (!shard) throw new ApiError(404, "not_found", "job not found", "id");
-        await this.change(state, { env: this.env, db: shard.db, config, tenant: state.tenant, now: Date.now() }, id, jobsById.get(id));
+        await this.change(state, { env: this.env, db: shard.db, config, tenant: state.tenant, now: Date.now() }, id);
         state.matched += 1;
         state.done += 1;
       } catch (error) {
@@ -155,10 +153,14 @@ export class BulkAction extends DurableObject<Env> {
   }
 
   /** One job's change, or one dead execution's redrive, as its single request would run it; throws its refusal. */
-  private async change(state: ActionState, deps: Deps, id: string, job: JobRow | undefined): Promise<void> {
+  private async change(state: ActionState, deps: Deps, id: string): Promise<void> {
     // a redrive of no dead execution by this id (or of one redriven already): not_found
     if (state.kind === "redrive") await redriveExecution(deps, id, async () => false);
     else {
+      // read now, not with the page: the change checks the job's state (the job table), and a
+      // job's bucket completes it without raising its version, so the version-guarded write
+      // cannot tell a job that completed since the page was read (issue 36 item 5)
+      const job = await jobOf(this.env, state.tenant, id);
       if (!job) throw new ApiError(404, "not_found", "job not found", "id");
       await JOB_CHANGES[state.kind](deps, job);
     }
@@ -170,8 +172,6 @@ export class BulkAction extends DurableObject<Env> {
    */
   private async nextPage(state: ActionState): Promise<{
     ids: string[];
-    /** the jobs themselves, when the page was read from the job list */
-    jobs?: Map<string, JobRow>;
     next: number | string | null;
     resumeAt: (i: number) => number | string | null;
   }> {
@@ -198,23 +198,10 @@ export class BulkAction extends DurableObject<Env> {
     const { page, next } = await listJobsPage(this.env, state.tenant, selector.filter, cursor, PAGE);
     return {
       ids: page.map((job) => job.id),
-      jobs: new Map(page.map((job) => [job.id, job])),
       next,
       resumeAt: (i) => (i > 0 ? page[i - 1]!.id : state.next),
     };
   }
-}
-
-/** The tenant's jobs among these ids, by id, in one read per shard they name. */
-async function jobsOf(env: Env, tenant: string, ids: string[]): Promise<Map<string, JobRow>> {
-  const shards = shardsOf(env);
-  const named: string[] = [];
-  for (const id of ids) if ((await shardOfOrNull(shards, id)) !== null) named.push(id);
-  const found = new Map<string, JobRow>();
-  for (const [shard, group] of shards.groupByShard(named, (id) => id)) {
-    for (const job of await shards.on(shard, () => getJobsByIds(shard.db, tenant, group))) found.set(job.id, job);
-  }
-  return found;
 }
 
 function record(state: ActionState, id: string, code: string): void {

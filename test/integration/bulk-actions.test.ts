@@ -4,13 +4,32 @@
  * GET /v1/actions/:id shows its progress. Proves: the filter acts on exactly the jobs it lists,
  * across pages; a refusal is counted per job with the code a single request gets; an empty filter
  * is refused; the same Idempotency-Key answers the same action and changes nothing twice; another
- * tenant sees neither the action nor its jobs. Jobs here are due an hour ahead: nothing fires.
+ * tenant sees neither the action nor its jobs. Jobs here are due an hour ahead: nothing fires,
+ * except where a job finishes while a page runs (issue 36 item 5): its bulk cancel or pause then
+ * does what its single request does in that state (refused once the completion is in D1, the job
+ * left completed; changed while the outcome is only in its bucket), whether by ids or by a filter.
  */
 import { runDurableObjectAlarm } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import { ACTION_RETENTION_MS, bulkActionName, PAGE } from "../../src/actions/bulk-action";
-import { api, captureFiresForFile, createJob, dispatchOf, fileClock, fire, type JobJson, KEYS, newExecution, receiverUrl } from "./helpers";
+import { occurrenceId, oneOffExecutionId } from "../../src/core/id";
+import {
+  api,
+  bucketStub,
+  captureFiresForFile,
+  createJob,
+  dispatchOf,
+  fileClock,
+  fire,
+  type JobJson,
+  jobRow,
+  KEYS,
+  newExecution,
+  receiverUrl,
+  runAlarm,
+  sentFor,
+} from "./helpers";
 
 const clock = fileClock(10 * 60_000);
 const sent = captureFiresForFile();
@@ -55,42 +74,162 @@ async function statusOf(id: string): Promise<string> {
   return ((await (await api(`/v1/jobs/${id}`)).json()) as JobJson).status;
 }
 
+/**
+ * Runs `meanwhile` once, just before the first bucket call of the page (its first job's change
+ * reaching its bucket): what happens there happens after the page read its jobs and before it
+ * changes the next ones. ran() answers whether it ran (and throws what it threw: the page's sync
+ * would only log it); restore() undoes it.
+ */
+function beforeFirstApply(meanwhile: () => Promise<void>): { ran: () => boolean; restore: () => void } {
+  const namespace = env.BUCKET as unknown as { getByName(name: string): Record<string, (...args: unknown[]) => Promise<unknown>> };
+  const original = namespace.getByName.bind(namespace);
+  let ran = false;
+  let failure: unknown;
+  const spy = vi.spyOn(namespace, "getByName").mockImplementation((name: string) => {
+    const real = original(name);
+    return new Proxy(real, {
+      get(target, prop) {
+        if (prop !== "applyJobs" || ran) return Reflect.get(target, prop);
+        return async (...args: unknown[]) => {
+          ran = true;
+          // what runs meanwhile gets the buckets' own stubs (a proxy is no stub to runInDurableObject,
+          // and workerd refuses a method called on it)
+          spy.mockRestore();
+          await meanwhile().catch((error: unknown) => {
+            failure = error;
+          });
+          return real.applyJobs!(...args);
+        };
+      },
+    });
+  });
+  return {
+    ran: () => {
+      if (failure) throw failure;
+      return ran;
+    },
+    restore: () => spy.mockRestore(),
+  };
+}
+
 describe("bulk actions racing single changes (issue 24)", () => {
   it("a bulk cancel whose jobs are PATCHed while its page runs still cancels every one (it was done with jobs active, counted as conflict)", async () => {
     const jobs: JobJson[] = [];
     for (let i = 0; i < 3; i++) jobs.push(await createJob({ target: target(), delay: "1h", name: `race-${i}` }));
     // while the page applies the first cancel in its bucket, the other two are renamed: their
     // versions move past the ones the page read
-    const namespace = env.BUCKET as unknown as { getByName(name: string): Record<string, (...args: unknown[]) => Promise<unknown>> };
-    const original = namespace.getByName.bind(namespace);
-    let raced = false;
-    const spy = vi.spyOn(namespace, "getByName").mockImplementation((name: string) => {
-      const real = original(name);
-      return new Proxy(real, {
-        get(target, prop) {
-          if (prop !== "applyJobs" || raced) return Reflect.get(target, prop);
-          return async (...args: unknown[]) => {
-            raced = true;
-            for (const job of jobs.slice(1)) {
-              const res = await api(`/v1/jobs/${job.id}`, { method: "PATCH", body: { name: `${job.name}-renamed` } });
-              expect(res.status).toBeLessThan(300);
-            }
-            return real.applyJobs!(...args);
-          };
-        },
-      });
+    const race = beforeFirstApply(async () => {
+      for (const job of jobs.slice(1)) {
+        const res = await api(`/v1/jobs/${job.id}`, { method: "PATCH", body: { name: `${job.name}-renamed` } });
+        expect(res.status).toBeLessThan(300);
+      }
     });
     try {
       const res = await start("cancel", { ids: jobs.map((j) => j.id) });
       expect(res.status).toBe(202);
       const action = await finished(((await res.json()) as Action).id);
-      expect(raced, "the page's first change reached a bucket").toBe(true);
+      expect(race.ran(), "the page's first change reached a bucket").toBe(true);
       expect(action).toMatchObject({ status: "done", matched: 3, done: 3, failed: 0, failures: [] });
     } finally {
-      spy.mockRestore();
+      race.restore();
     }
     for (const job of jobs) expect(await statusOf(job.id)).toBe("canceled");
   });
+});
+
+describe("bulk actions racing a job's completion (issue 36 item 5)", () => {
+  type Kind = "cancel" | "pause";
+  type Ending = "maxOccurrences" | "endAt";
+  /** what the single request answers a finished job (DELETE /v1/jobs/:id, POST /v1/jobs/:id/pause) */
+  const REFUSAL: Record<Kind, string> = { cancel: "not_cancelable", pause: "not_active" };
+  const single = (kind: Kind, id: string) =>
+    kind === "cancel" ? api(`/v1/jobs/${id}`, { method: "DELETE" }) : api(`/v1/jobs/${id}/pause`, { method: "POST" });
+  /** a job the action changes and that does not finish: a one-off job due later, a yearly one */
+  const lasting = (kind: Kind, labels: Record<string, string>) =>
+    createJob({ target: target(), labels, ...(kind === "cancel" ? { delay: "2h" } : { cron: "0 0 1 1 *" }) });
+  /**
+   * A job whose one execution is due within a minute and ends it: a one-off job, or a recurring one
+   * whose schedule ends after its first occurrence (by maxOccurrences or by endAt).
+   */
+  function finishing(kind: Kind, labels: Record<string, string>, ending: Ending) {
+    if (kind === "cancel") return createJob({ target: target(), labels, delay: "1m" });
+    const first = Math.ceil(clock.at / 60_000) * 60_000; // "* * * * *": the next whole minute
+    const end = ending === "maxOccurrences" ? { maxOccurrences: 1 } : { endAt: new Date(first + 30_000).toISOString() };
+    return createJob({ target: target(), labels, cron: "* * * * *", ...end });
+  }
+
+  /** Runs each job's one execution to success (its buckets' alarms, the consumer); with `flushed`, its outcome reaches D1. */
+  async function runToSuccess(jobs: JobJson[], flushed: boolean): Promise<void> {
+    const rows = await Promise.all(jobs.map(async (j) => (await jobRow(j.id))!));
+    clock.travelTo(Math.max(clock.at, ...rows.map((r) => r.next_run_at!)));
+    const buckets = new Set(rows.map((r) => r.bucket));
+    for (const bucket of buckets) await runAlarm(bucketStub(bucket));
+    const messages = rows.flatMap((r) => sentFor(sent, r.cron === null ? oneOffExecutionId(r.id) : occurrenceId(r.id, r.next_run_at!)));
+    expect(messages).toHaveLength(jobs.length);
+    expect((await fire(messages)).explicitAcks).toHaveLength(jobs.length);
+    if (flushed) {
+      for (const bucket of buckets) await clock.flush(bucketStub(bucket));
+      for (const j of jobs) expect(await statusOf(j.id)).toBe("completed");
+    }
+  }
+
+  it.each<[Kind, "ids" | "filter", boolean, Ending]>([
+    ["cancel", "ids", true, "maxOccurrences"],
+    ["cancel", "filter", true, "maxOccurrences"],
+    ["pause", "ids", true, "maxOccurrences"],
+    ["pause", "filter", true, "endAt"],
+    ["cancel", "ids", false, "maxOccurrences"],
+    ["cancel", "filter", false, "maxOccurrences"],
+    ["pause", "ids", false, "maxOccurrences"],
+  ])(
+    "a bulk %s (by %s) of a job that finished while its page ran does what its single request does then (outcome in D1: %s; a schedule ends by %s)",
+    async (kind, by, flushed, ending) => {
+      const label = `race:done-${kind}-${by}-${flushed}-${ending}`;
+      const labels = { race: label.slice("race:".length) };
+      // a millisecond apart: by ids or by the list (newest first), the finishing job is the page's second
+      const early = await lasting(kind, labels);
+      clock.advance(1);
+      const done = await finishing(kind, labels, ending);
+      clock.advance(1);
+      const late = await lasting(kind, labels);
+      // its twin finishes with it, then gets the single request
+      const twin = await finishing(kind, {}, ending);
+      // read where it was sent (a body is I/O of the object whose page ran the request)
+      let answer: { status: number; body: unknown } | undefined;
+      // after the page read its jobs, before it changes the second
+      const race = beforeFirstApply(async () => {
+        await runToSuccess([done, twin], flushed);
+        const res = await single(kind, twin.id);
+        answer = { status: res.status, body: await res.json() };
+      });
+      let action: Action;
+      try {
+        const selector = by === "ids" ? { ids: [early.id, done.id, late.id] } : { filter: { label } };
+        action = await finished(((await (await start(kind, selector)).json()) as Action).id);
+        expect(race.ran(), "the page's first change reached a bucket").toBe(true);
+      } finally {
+        race.restore();
+      }
+      for (const bucket of new Set([(await jobRow(done.id))!.bucket, (await jobRow(twin.id))!.bucket]))
+        await clock.flush(bucketStub(bucket));
+      const changed = kind === "cancel" ? "canceled" : "paused";
+      for (const job of [early, late]) expect(await statusOf(job.id)).toBe(changed);
+      if (flushed) {
+        // finished in D1: the single request is refused, and so is the bulk's change; the job stays completed
+        expect(answer!.status).toBe(409);
+        expect(answer!.body).toMatchObject({ error: { code: REFUSAL[kind] } });
+        expect(action).toMatchObject({ status: "done", matched: 3, done: 2, failed: 1, failures: [{ id: done.id, code: REFUSAL[kind] }] });
+        expect(await statusOf(done.id)).toBe("completed");
+      } else {
+        // finished in its bucket only: D1 still holds it active, so the change is written first and
+        // the completion then finds it changed (data-path.md); the single request does the same
+        expect(answer!.status).toBeLessThan(300);
+        expect(action).toMatchObject({ status: "done", matched: 3, done: 3, failed: 0 });
+        expect(await statusOf(done.id)).toBe(changed);
+      }
+      expect(await statusOf(done.id)).toBe(await statusOf(twin.id));
+    },
+  );
 });
 
 describe("bulk actions", () => {
