@@ -10,7 +10,7 @@ import { RESULT_MESSAGES } from "../bucket/protocol";
 import type { Config } from "../config";
 import { canonicalTimeZone, occurrenceAfter } from "../core/cron";
 import { type CallbackTarget, type FlowControl, isHttpTarget, isPullTarget, isWorkerTarget, parseSpec, type Target } from "../core/job";
-import { type JobTransition, jobTransition } from "../core/lifecycle";
+import { JOB_TRANSITIONS, type JobTransition, jobTransition } from "../core/lifecycle";
 import {
   changeJob,
   clearRedrives,
@@ -258,7 +258,8 @@ async function redriveOneOffJob(deps: Deps, job: JobRow, executionId: string): P
 async function commit(deps: Deps, job: JobRow, event: JobTransition, change: JobChange, refusal: string): Promise<ChangeResult> {
   const to = jobTransition(job.status, event);
   if (to === null) throw new ApiError(409, refusal, `the job is ${job.status}`, "id");
-  const updated = await changeJob(deps.db, deps.tenant, job.id, job.version, { ...change, status: to }, deps.now);
+  const from = JOB_TRANSITIONS[event].from;
+  const updated = await changeJob(deps.db, deps.tenant, job.id, job.version, from, { ...change, status: to }, deps.now);
   if (!updated) throw conflict();
   return sync(deps, updated);
 }

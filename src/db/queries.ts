@@ -336,8 +336,10 @@ export type JobChange = Partial<Pick<JobRow, "name" | "status" | "spec" | "cron"
 };
 
 /**
- * changeJob: writes a change if the job is still at `version` (optimistic: a concurrent change
- * makes this one retry on the newer row). Writes 1 row, plus index entries when next_run_at
+ * changeJob: writes a change if the job is still at `version` and in one of the states `from`
+ * (the job table's from-states of the change: its bucket completes a job without raising its
+ * version, so the version alone cannot tell an active job from the completed one it became).
+ * Optimistic: a concurrent change makes this one retry on the newer row. Writes 1 row, plus index entries when next_run_at
  * changes and 1 for the unsynced index; a change of labels also deletes the old label rows and
  * writes the new ones (1 row each). Returns the new row, or undefined on a version conflict.
  */
@@ -346,6 +348,7 @@ export async function changeJob(
   tenant: string,
   id: string,
   version: number,
+  from: readonly JobState[],
   change: JobChange,
   now: number,
 ): Promise<JobRow | undefined> {
@@ -359,7 +362,7 @@ export async function changeJob(
       synced: 0,
       updatedAt: now,
     })
-    .where(and(eq(jobs.tenant, tenant), eq(jobs.id, id), eq(jobs.version, version)))
+    .where(and(eq(jobs.tenant, tenant), eq(jobs.id, id), eq(jobs.version, version), inArray(jobs.status, [...from])))
     .returning();
   if (labels === undefined) return (await update)[0];
   // job_labels follows the row's own labels JSON, so the two can never disagree: before the
@@ -367,7 +370,7 @@ export async function changeJob(
   // when this update applies); after it, the rows of the labels it holds now are inserted (a
   // concurrent change that won the version leaves its labels, whose rows already exist)
   const [, rows] = await db.batch([
-    db.delete(jobLabels).where(inArray(LABEL_KEY, labelRowsOf(db, tenant, id, version))),
+    db.delete(jobLabels).where(inArray(LABEL_KEY, labelRowsOf(db, tenant, id, version, from))),
     update,
     db
       .insert(jobLabels)
@@ -378,8 +381,14 @@ export async function changeJob(
 }
 
 /** The job_labels rows of a job's labels JSON, as the row holds them at `version` (none when it is elsewhere). */
-function labelRowsOf(db: Db, tenant: string, id: string, version: number) {
-  return labelRowsWhere(db, sql`${JOB.tenant} = ${tenant} AND ${JOB.id} = ${id} AND ${JOB.version} = ${version}`);
+function labelRowsOf(db: Db, tenant: string, id: string, version: number, from?: readonly JobState[]) {
+  const states = from
+    ? sql` AND ${JOB.status} IN (${sql.join(
+        from.map((s) => sql`${s}`),
+        sql`, `,
+      )})`
+    : sql``;
+  return labelRowsWhere(db, sql`${JOB.tenant} = ${tenant} AND ${JOB.id} = ${id} AND ${JOB.version} = ${version}${states}`);
 }
 
 /** Columns of jobs spelled with the table's name: json_each beside it has an id, key and value of its own. */
@@ -387,6 +396,7 @@ const JOB = {
   tenant: sql.raw(`"jobs"."tenant"`),
   id: sql.raw(`"jobs"."id"`),
   version: sql.raw(`"jobs"."version"`),
+  status: sql.raw(`"jobs"."status"`),
   labels: sql.raw(`"jobs"."labels"`),
 };
 

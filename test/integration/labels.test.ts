@@ -5,6 +5,7 @@
  * labels go with it. Jobs here are due an hour ahead: nothing fires.
  */
 import { describe, expect, it } from "vitest";
+import { JOB_TRANSITIONS } from "../../src/core/lifecycle";
 import { changeJob, dbOf, purgeHistory } from "../../src/db/queries";
 import { api, countAll, createJob, d1Of, type JobJson, KEYS, receiverUrl } from "./helpers";
 
@@ -85,8 +86,8 @@ describe("labels", () => {
     const now = Date.now() + 1_000;
     const db = dbOf(d1Of(job.id));
     // the cancel wins version + 1 at `now`; the labels change read the same version and has the same `now`
-    expect(await changeJob(db, "acme", job.id, row.version, { status: "canceled" }, now)).toBeDefined();
-    expect(await changeJob(db, "acme", job.id, row.version, { labels: { race: "new" } }, now)).toBeUndefined();
+    expect(await changeJob(db, "acme", job.id, row.version, JOB_TRANSITIONS.cancel.from, { status: "canceled" }, now)).toBeDefined();
+    expect(await changeJob(db, "acme", job.id, row.version, JOB_TRANSITIONS.patch.from, { labels: { race: "new" } }, now)).toBeUndefined();
     const stored = await d1Of(job.id).prepare("SELECT labels FROM jobs WHERE id = ?").bind(job.id).first<{ labels: string }>();
     expect(JSON.parse(stored!.labels)).toEqual({ race: "old" });
     expect(await labelRows(job.id)).toEqual([{ key: "race", value: "old" }]);
