@@ -97,8 +97,8 @@ export class Bucket extends DurableObject<Env> {
       return { epoch: store.nextEpoch(sql), rows: store.loadHeld(sql), priorities: store.loadPriorities(sql) };
     });
     this.s = newState(sql, config, epoch);
-    // before the rows: each goes into the due order under its job's priority
-    for (const [jobId, priority] of priorities) this.s.executions.notePriority(jobId, priority);
+    // before the rows: each goes into the due order under its spec's priority (a job's, or a callback's own)
+    for (const [owner, priority] of priorities) this.s.executions.notePriority(owner, priority);
     const now = Date.now();
     // what was dispatched or running before the restart is scheduled again (transition restart);
     // an attempt of a job canceled or paused meanwhile ends canceled instead

@@ -10,8 +10,8 @@ import { priorityOf } from "../core/priority";
 import type { Lease } from "./flight";
 import type { ClaimResult, ExecutionRef, HeartbeatResult, LeaseGrant, LeaseRef, OfferedLeaseRef, OfferedRef } from "./protocol";
 import { type BucketState, noteSpec } from "./state";
-import type { HeldRow } from "./store";
 import * as store from "./store";
+import { type HeldRow, specOwnerOf } from "./store";
 
 /**
  * A lease on a due execution a fire message names: a fresh token, a fencing seq greater than
@@ -39,7 +39,7 @@ export function claimOne(s: BucketState, ref: ExecutionRef, now: number): ClaimR
   const spec = store.specOf(s.sql, row);
   if (spec === null) return { ok: false, executionId: id, code: "unknown" };
   const parsed = parseSpec(spec);
-  if (!row.callback) noteSpec(s, row.jobId, parsed);
+  noteSpec(s, specOwnerOf(row), parsed);
   if (isPullTarget(parsed.target)) {
     // the scheduler's part ends here: from now on it waits for a worker, not for us; a repeated
     // claim (a redelivered message) is a duplicate whose offer its queue holds once
