@@ -23,9 +23,10 @@ import { fireQueueOf } from "../core/bucketing";
 import { type BucketMetrics, type CounterName, SYSTEM_TENANT } from "../core/metrics";
 import { clearRedrives, markSynced, pendingJobs, pendingRedrives, unsyncedJobs, writeOutcomes } from "../db/queries";
 import { type Shard, shardsOf } from "../db/shards";
+import { pullQueueOf } from "../pull/pull-queue";
 import { type Dispatches, fireBatches, takeDispatches, unsend, windowRoom } from "./dispatch";
 import { applyDeferred, flushDue, remark, settle, takeOutcomes } from "./flush";
-import { applyAll, createOccurrences, redriveAll } from "./jobs";
+import { applyAll, createOccurrences, offerAgainUntold, redriveAll } from "./jobs";
 import { claimOne, heartbeatOne, leaseOfferedOne, standsBy } from "./leases";
 import { countByState, inspect, readMetrics } from "./observe";
 import { completeOne, expireLeases, poisonOne } from "./outcomes";
@@ -426,7 +427,8 @@ export class Bucket extends DurableObject<Env> {
 
   /**
    * Runs a step inside one storage transaction, counts the rows it wrote (the meter), and re-arms
-   * the alarm. Every RPC and alarm step goes through here.
+   * the alarm; then tells the pull queues of offers the step put under a new priority, before the
+   * step is answered. Every RPC and alarm step goes through here.
    */
   private async change<T>(bucket: number | null, step: () => T): Promise<T> {
     const result = this.ctx.storage.transactionSync(() => {
@@ -439,7 +441,35 @@ export class Bucket extends DurableObject<Env> {
       return out;
     });
     await this.rearm();
+    await this.tellQueues();
     return result;
+  }
+
+  /**
+   * Offers whose priority changed while they waited (a PATCH: jobs.ts offerAgain) are offered again
+   * to their queues under it, which then hold them by it alone: a PATCH answered 200 is the order
+   * of the next lease (issue 36 item 8). A queue that cannot be told: its offers are dispatched
+   * again (jobs.ts offerAgainUntold), as before this, so the next claim offers them anew.
+   */
+  private async tellQueues(): Promise<void> {
+    const offers = this.s.executions.takeReprioritized();
+    if (offers.length === 0) return;
+    const bucket = this.s.bucket ?? 0;
+    const untold: typeof offers = [];
+    await Promise.all(
+      [...Map.groupBy(offers, (o) => `${o.tenant}\n${o.queue}`).values()].map(async (group) => {
+        const { tenant, queue } = group[0]!;
+        try {
+          await pullQueueOf(this.env, tenant, queue).offer(
+            group.map((o) => ({ executionId: o.executionId, bucket, dueAt: o.dueAt, priority: o.priority })),
+          );
+        } catch (error) {
+          console.error(`telling pull queue ${queue} of new priorities failed; its offers are dispatched again`, error);
+          untold.push(...group);
+        }
+      }),
+    );
+    if (untold.length > 0) await this.change(null, () => offerAgainUntold(this.s, untold));
   }
 
   /** Every RPC and alarm is a billed Durable Object request. */

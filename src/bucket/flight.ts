@@ -41,6 +41,8 @@ export class Executions {
   private readonly leases = new LeaseTable();
   /** offered: waiting in a pull queue for a worker (due time, queue), out of the dispatch order */
   private readonly offers = new Map<string, { dueAt: number; queue: string }>();
+  /** offers whose priority changed since their queue was told it (reprioritizeOffer) */
+  private readonly reprioritized = new Set<string>();
   /** the due time it had before flow control first made it wait (memory only, as the rest) */
   private readonly waits = new Map<string, number>();
   /** terminal outcomes not yet in D1 */
@@ -226,6 +228,26 @@ export class Executions {
     const dispatch = this.dispatches.claim(row.id);
     this.offers.set(row.id, { dueAt: row.dueAt, queue });
     return dispatch;
+  }
+
+  /**
+   * An offer whose spec's priority changed while it waited (its job's PATCH: jobs.ts offerAgain):
+   * still offered, no move; its queue must key it anew, until the shell told it (takeReprioritized).
+   */
+  reprioritizeOffer(row: HeldRow): void {
+    if (this.offers.has(row.id)) this.reprioritized.add(row.id);
+  }
+
+  /** The offers whose queues must key them anew (reprioritizeOffer), taken: those still offered, under their priority now. */
+  takeReprioritized(): { executionId: string; tenant: string; queue: string; dueAt: number; priority: number }[] {
+    const taken = [...this.reprioritized].flatMap((executionId) => {
+      const offer = this.offers.get(executionId);
+      const row = this.rows.all.get(executionId);
+      if (!offer || !row) return [];
+      return [{ executionId, tenant: row.tenant, queue: offer.queue, dueAt: offer.dueAt, priority: this.priorityOf(specOwnerOf(row)) }];
+    });
+    this.reprioritized.clear();
+    return taken;
   }
 
   /** claim: a lease starts (the consumer's, or a pull worker's when it has its own leaseMs). Returns the dispatch it took. */

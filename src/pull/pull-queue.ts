@@ -87,6 +87,8 @@ interface OfferRow extends Record<string, SqlStorageValue> {
   bucket: number;
 }
 
+/** every priority, as a list for the key's IN (one probe each) */
+const ALL_PRIORITIES = Array.from({ length: PRIORITY.max - PRIORITY.min + 1 }, (_, i) => PRIORITY.min + i).join(", ");
 /** Offers a request asks its buckets about, at most, before it answers or waits (a backlog of stale ones is cleared across requests). */
 const TAKE_ROWS = 1_000;
 /** A bucket that does not answer within this is skipped by the request (its offers stay for a later one). */
@@ -121,19 +123,33 @@ export class PullQueue extends DurableObject<Env> {
     applyMigrations(this.sql, PULL_QUEUE_MIGRATIONS);
   }
 
-  /** Holds offered executions (the same offer twice is held once) and wakes the waiting requests. */
+  /**
+   * Holds offered executions (the same offer twice is held once) and wakes the waiting requests.
+   * An offer under another priority than the one held (its job's PATCH: the bucket offers it again,
+   * bucket/jobs.ts offerAgain) replaces it: it is held by its new priority alone.
+   */
   async offer(offers: OfferRef[]): Promise<void> {
     for (const o of offers) {
       const priority = o.priority ?? PRIORITY.default;
       const key = offerKey({ priority, due_at: o.dueAt, execution_id: o.executionId });
       if (this.taking.has(key)) this.offeredAgain.add(key);
-      this.rowsWritten += this.sql.exec(
+      const written = this.sql.exec(
         `INSERT OR IGNORE INTO offers (priority, due_at, execution_id, bucket) VALUES (?, ?, ?, ?)`,
         priority,
         o.dueAt,
         o.executionId,
         o.bucket,
       ).rowsWritten;
+      this.rowsWritten += written;
+      // each priority's row is one probe of the key (a first offer finds none: nothing written)
+      if (written > 0) {
+        this.rowsWritten += this.sql.exec(
+          `DELETE FROM offers WHERE priority IN (${ALL_PRIORITIES}) AND priority != ? AND due_at = ? AND execution_id = ?`,
+          priority,
+          o.dueAt,
+          o.executionId,
+        ).rowsWritten;
+      }
     }
     this.wakeAll();
     if (offers.length > 0 && (await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + OFFER_SWEEP_MS);

@@ -217,3 +217,24 @@ describe("a pull job's callbacks are deliveries (issue 36 item 4)", () => {
     for (const id of jobIds) await cancel(id);
   });
 });
+
+describe("a PATCH of priority and a pull queue (issue 36 item 8)", () => {
+  it("the lease sent right after the PATCH's 200 hands out by the new priorities", async () => {
+    const queue = freshQueue();
+    const offer = async (priority: number) => {
+      clock.advance(1); // each due at a time of its own
+      const e = await newExecution({ target: { pull: queue, payload: null }, priority });
+      await pass(e.stub);
+      expect((await e.view())?.status).toBe("dispatched");
+      return e;
+    };
+    const lowered = await offer(9);
+    const middle = await offer(5);
+    const raised = await offer(5);
+    await patch(lowered.job.id, { priority: 1 });
+    await patch(raised.job.id, { priority: 9 });
+    const order = [];
+    for (let i = 0; i < 3; i++) order.push((await lease(queue, { max: 1, leaseMs: 30_000 }))[0]?.executionId);
+    expect(order).toEqual([raised.exe.id, middle.exe.id, lowered.exe.id]);
+  });
+});
