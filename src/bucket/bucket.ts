@@ -427,8 +427,8 @@ export class Bucket extends DurableObject<Env> {
 
   /**
    * Runs a step inside one storage transaction, counts the rows it wrote (the meter), and re-arms
-   * the alarm; then tells the pull queues of offers the step put under a new priority, before the
-   * step is answered. Every RPC and alarm step goes through here.
+   * the alarm; then tells the pull queues of the offers the step made again (a new priority, a
+   * released lease), before the step is answered. Every RPC and alarm step goes through here.
    */
   private async change<T>(bucket: number | null, step: () => T): Promise<T> {
     const result = this.ctx.storage.transactionSync(() => {
@@ -446,13 +446,14 @@ export class Bucket extends DurableObject<Env> {
   }
 
   /**
-   * Offers whose priority changed while they waited (a PATCH: jobs.ts offerAgain) are offered again
-   * to their queues under it, which then hold them by it alone: a PATCH answered 200 is the order
-   * of the next lease (issue 36 item 8). A queue that cannot be told: its offers are dispatched
-   * again (jobs.ts offerAgainUntold), as before this, so the next claim offers them anew.
+   * Offers made again are told to their queues, under their priority now, which then hold them by
+   * it alone: one whose priority changed while it waited (a PATCH: jobs.ts offerAgain), so a PATCH
+   * answered 200 is the order of the next lease (issue 36 item 8); one whose lease its queue gave
+   * back (outcomes.ts release, item 6). A queue that cannot be told: its offers are dispatched
+   * again (jobs.ts offerAgainUntold), so the next claim offers them anew.
    */
   private async tellQueues(): Promise<void> {
-    const offers = this.s.executions.takeReprioritized();
+    const offers = this.s.executions.takeReoffers();
     if (offers.length === 0) return;
     const bucket = this.s.bucket ?? 0;
     const untold: typeof offers = [];

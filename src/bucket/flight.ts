@@ -41,8 +41,8 @@ export class Executions {
   private readonly leases = new LeaseTable();
   /** offered: waiting in a pull queue for a worker (due time, queue), out of the dispatch order */
   private readonly offers = new Map<string, { dueAt: number; queue: string }>();
-  /** offers whose priority changed since their queue was told it (reprioritizeOffer) */
-  private readonly reprioritized = new Set<string>();
+  /** offers their queues must be told again (reoffer) */
+  private readonly reoffers = new Set<string>();
   /** the due time it had before flow control first made it wait (memory only, as the rest) */
   private readonly waits = new Map<string, number>();
   /** terminal outcomes not yet in D1 */
@@ -231,22 +231,23 @@ export class Executions {
   }
 
   /**
-   * An offer whose spec's priority changed while it waited (its job's PATCH: jobs.ts offerAgain):
-   * still offered, no move; its queue must key it anew, until the shell told it (takeReprioritized).
+   * An offer its queue must be told again, under its spec's priority now: its priority changed
+   * while it waited (its job's PATCH: jobs.ts offerAgain), or it was released (release). No move;
+   * until the shell told the queue (takeReoffers).
    */
-  reprioritizeOffer(row: HeldRow): void {
-    if (this.offers.has(row.id)) this.reprioritized.add(row.id);
+  reoffer(row: HeldRow): void {
+    if (this.offers.has(row.id)) this.reoffers.add(row.id);
   }
 
-  /** The offers whose queues must key them anew (reprioritizeOffer), taken: those still offered, under their priority now. */
-  takeReprioritized(): { executionId: string; tenant: string; queue: string; dueAt: number; priority: number }[] {
-    const taken = [...this.reprioritized].flatMap((executionId) => {
+  /** The offers their queues must be told again (reoffer), taken: those still offered, under their priority now. */
+  takeReoffers(): { executionId: string; tenant: string; queue: string; dueAt: number; priority: number }[] {
+    const taken = [...this.reoffers].flatMap((executionId) => {
       const offer = this.offers.get(executionId);
       const row = this.rows.all.get(executionId);
       if (!offer || !row) return [];
       return [{ executionId, tenant: row.tenant, queue: offer.queue, dueAt: offer.dueAt, priority: this.priorityOf(specOwnerOf(row)) }];
     });
-    this.reprioritized.clear();
+    this.reoffers.clear();
     return taken;
   }
 
@@ -257,6 +258,19 @@ export class Executions {
     this.offers.delete(row.id);
     this.leases.start(row.id, lease);
     return dispatch;
+  }
+
+  /**
+   * release: a pull lease its queue handed to nobody ends with no attempt used (the table's wait),
+   * and the execution is offered in that queue again at its due time (offer), as before the lease;
+   * the queue is told again (reoffer: it may have dropped the offer while the lease stood).
+   */
+  release(row: HeldRow, queue: string): void {
+    this.assertMove(row, "wait");
+    this.leases.end(row.id);
+    this.assertMove(row, "offer", "scheduled");
+    this.offers.set(row.id, { dueAt: row.dueAt, queue });
+    this.reoffers.add(row.id);
   }
 
   /** Extends a live lease by its own length; a consumer's moves to the end of the deadline order. */

@@ -157,7 +157,7 @@ function applyRecurring(s: BucketState, def: JobDefinition, now: number): number
 /**
  * A job changed while its execution waited in a pull queue. For the same queue the offer stands
  * (a lease reads the spec as it is then); under a new priority its queue is told before the change
- * is answered (flight.ts reprioritizeOffer, sent by bucket.ts), so a lease right after a PATCH's 200 goes by it
+ * is answered (flight.ts reoffer, sent by bucket.ts tellQueues), so a lease right after a PATCH's 200 goes by it
  * (issue 36 item 8). For another queue or none: dispatched again under the new target, and the old
  * queue drops the offer when a worker's request meets it.
  */
@@ -168,7 +168,7 @@ function offerAgain(s: BucketState, row: HeldRow, spec: JobSpec, priorityBefore:
     s.executions.reschedule(row, row);
     return;
   }
-  if (priorityOf(spec) !== priorityBefore) s.executions.reprioritizeOffer(row);
+  if (priorityOf(spec) !== priorityBefore) s.executions.reoffer(row);
 }
 
 /**

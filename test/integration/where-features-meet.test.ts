@@ -9,18 +9,23 @@
  *   (item 1: a recurring job's retry after a callback left; a callback's retry after a PATCH of
  *   priority; a redriven execution's first callback while it retries). Item 4: a pull job's
  *   callbacks are deliveries, sent in groups of FIRE_GROUP_SIZE.
- * - A lease a slow bucket grants after its pull queue stopped waiting is released back without
- *   using an attempt: a worker then leases it as attempt 1 (item 6).
+ * - A lease a slow bucket grants after its pull queue stopped waiting is given back without
+ *   using an attempt, and the queue holds the offer again: a worker then leases it as attempt 1
+ *   (item 6).
  * - A PATCH of priority answered 200 is the order of the pull queue's very next lease (item 8).
  *
  * One file-wide virtual clock; the buckets' sends are captured (as groups) and handed to the real
  * consumer here.
  */
-import { describe, expect, it } from "vitest";
+import { runInDurableObject } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { describe, expect, it, vi } from "vitest";
 import type { PullLeaseView } from "../../src/api/responses";
 import type { FireGroup } from "../../src/bucket/protocol";
 import { type CallbackKind, callbackExecutionId } from "../../src/core/callback";
 import { occurrenceId } from "../../src/core/id";
+import { pullQueueName } from "../../src/core/pull";
+import { BUCKET_ANSWER_MS, type PullQueue } from "../../src/pull/pull-queue";
 import {
   api,
   bucketStub,
@@ -215,6 +220,82 @@ describe("a pull job's callbacks are deliveries (issue 36 item 4)", () => {
     for (const g of callbackGroups) expect(g.executions.length).toBeLessThanOrEqual(CONFIG.FIRE_GROUP_SIZE);
     expect(await received(failurePath)).toHaveLength(wanted);
     for (const id of jobIds) await cancel(id);
+  });
+});
+
+describe("a pull queue and a slow bucket (issue 36 item 6)", () => {
+  /** A promise the test resolves when it says. */
+  function gate(): { opened: Promise<void>; open(): void } {
+    let open: () => void = () => undefined;
+    const opened = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    return { opened, open };
+  }
+
+  it("a lease the bucket granted after the queue stopped waiting is given back without using an attempt, even after a request dropped its offer: a worker leases it as attempt 1", async () => {
+    const queue = freshQueue();
+    const e = await newExecution({ target: { pull: queue, payload: null }, retry: retryEvery(1_000, 1) });
+    await pass(e.stub); // offered
+    expect((await e.view())?.status).toBe("dispatched");
+
+    // the bucket answers the queue's lease request after the queue's wait for it (BUCKET_ANSWER_MS)
+    // ended, and the queue's giving back reaches the bucket only when the test says
+    const late = gate();
+    const back = gate();
+    const answers: Promise<unknown>[] = [];
+    const namespace = env.BUCKET as unknown as { getByName(name: string): Record<string, unknown> };
+    const realGetByName = namespace.getByName.bind(namespace);
+    const stubs = vi.spyOn(namespace, "getByName").mockImplementation((name: string) => {
+      const real = realGetByName(name) as unknown as Record<string | symbol, (...args: unknown[]) => Promise<unknown>>;
+      return new Proxy({} as Record<string, unknown>, {
+        get(_target, prop) {
+          if (prop === "then") return undefined;
+          return (...args: unknown[]) => {
+            if (prop === "complete") return back.opened.then(() => real[prop]!(...args));
+            if (prop !== "leaseOffered") return real[prop]!(...args);
+            const answer = late.opened.then(() => real[prop]!(...args));
+            answers.push(answer);
+            return answer;
+          };
+        },
+      });
+    });
+    const realSetTimeout = globalThis.setTimeout;
+    // the queue's wait for its bucket ends at once (no real 5 s in a test)
+    const timers = vi
+      .spyOn(globalThis, "setTimeout")
+      .mockImplementation(((handler: () => void, ms?: number, ...rest: unknown[]) =>
+        (realSetTimeout as (...args: unknown[]) => ReturnType<typeof setTimeout>)(
+          handler,
+          ms === BUCKET_ANSWER_MS ? 0 : ms,
+          ...rest,
+        )) as typeof setTimeout);
+    try {
+      expect(await lease(queue, { max: 1, leaseMs: 30_000 })).toEqual([]); // the queue gave up on the bucket
+      timers.mockRestore();
+      late.open(); // the bucket's late answer: a lease granted to nobody
+      expect(await Promise.all(answers)).toMatchObject([[{ ok: true, executionId: e.exe.id }]]);
+      // meanwhile a request meets the offer while that lease stands: the queue drops it
+      expect(await lease(queue, { max: 1, leaseMs: 30_000 })).toEqual([]);
+      back.open();
+      const queueStub = env.PULL_QUEUE.getByName(pullQueueName("acme", queue));
+      await runInDurableObject(queueStub, (q: PullQueue) => Promise.all([...q.lateAnswers]));
+    } finally {
+      stubs.mockRestore();
+      timers.mockRestore();
+    }
+    // past the late lease's deadline: nothing expires (it was given back), nothing is dead
+    clock.advance(31_000);
+    await runAlarm(e.stub);
+    expect((await executionJson(e.exe.id)).status).not.toBe("dead");
+
+    const [got, ...more] = await lease(queue, { max: 1, leaseMs: 30_000 });
+    expect(more).toEqual([]);
+    expect(got).toMatchObject({ executionId: e.exe.id, attempt: 1 });
+    expect((await report(got!.token, "complete")).body.status).toBe("succeeded");
+    await clock.flush(e.stub);
+    expect(await executionJson(e.exe.id)).toMatchObject({ status: "succeeded", attempts: 1 });
   });
 });
 
