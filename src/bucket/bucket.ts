@@ -465,7 +465,7 @@ export class Bucket extends DurableObject<Env> {
             group.map((o) => ({ executionId: o.executionId, bucket, dueAt: o.dueAt, priority: o.priority })),
           );
         } catch (error) {
-          console.error(`telling pull queue ${queue} of new priorities failed; its offers are dispatched again`, error);
+          console.error(`telling pull queue ${queue} of its offers again failed; they are dispatched again`, error);
           untold.push(...group);
         }
       }),
