@@ -23,9 +23,10 @@ import { fireQueueOf } from "../core/bucketing";
 import { type BucketMetrics, type CounterName, SYSTEM_TENANT } from "../core/metrics";
 import { clearRedrives, markSynced, pendingJobs, pendingRedrives, unsyncedJobs, writeOutcomes } from "../db/queries";
 import { type Shard, shardsOf } from "../db/shards";
+import { pullQueueOf } from "../pull/pull-queue";
 import { type Dispatches, fireBatches, takeDispatches, unsend, windowRoom } from "./dispatch";
 import { applyDeferred, flushDue, remark, settle, takeOutcomes } from "./flush";
-import { applyAll, createOccurrences, redriveAll } from "./jobs";
+import { applyAll, createOccurrences, offerAgainUntold, redriveAll } from "./jobs";
 import { claimOne, heartbeatOne, leaseOfferedOne, standsBy } from "./leases";
 import { countByState, inspect, readMetrics } from "./observe";
 import { completeOne, expireLeases, poisonOne } from "./outcomes";
@@ -97,8 +98,8 @@ export class Bucket extends DurableObject<Env> {
       return { epoch: store.nextEpoch(sql), rows: store.loadHeld(sql), priorities: store.loadPriorities(sql) };
     });
     this.s = newState(sql, config, epoch);
-    // before the rows: each goes into the due order under its job's priority
-    for (const [jobId, priority] of priorities) this.s.executions.notePriority(jobId, priority);
+    // before the rows: each goes into the due order under its spec's priority (a job's, or a callback's own)
+    for (const [owner, priority] of priorities) this.s.executions.notePriority(owner, priority);
     const now = Date.now();
     // what was dispatched or running before the restart is scheduled again (transition restart);
     // an attempt of a job canceled or paused meanwhile ends canceled instead
@@ -426,7 +427,8 @@ export class Bucket extends DurableObject<Env> {
 
   /**
    * Runs a step inside one storage transaction, counts the rows it wrote (the meter), and re-arms
-   * the alarm. Every RPC and alarm step goes through here.
+   * the alarm; then tells the pull queues of the offers the step made again (a new priority, a
+   * released lease), before the step is answered. Every RPC and alarm step goes through here.
    */
   private async change<T>(bucket: number | null, step: () => T): Promise<T> {
     const result = this.ctx.storage.transactionSync(() => {
@@ -439,7 +441,36 @@ export class Bucket extends DurableObject<Env> {
       return out;
     });
     await this.rearm();
+    await this.tellQueues();
     return result;
+  }
+
+  /**
+   * Offers made again are told to their queues, under their priority now, which then hold them by
+   * it alone: one whose priority changed while it waited (a PATCH: jobs.ts offerAgain), so a PATCH
+   * answered 200 is the order of the next lease (issue 36 item 8); one whose lease its queue gave
+   * back (outcomes.ts release, item 6). A queue that cannot be told: its offers are dispatched
+   * again (jobs.ts offerAgainUntold), so the next claim offers them anew.
+   */
+  private async tellQueues(): Promise<void> {
+    const offers = this.s.executions.takeReoffers();
+    if (offers.length === 0) return;
+    const bucket = this.s.bucket ?? 0;
+    const untold: typeof offers = [];
+    await Promise.all(
+      [...Map.groupBy(offers, (o) => `${o.tenant}\n${o.queue}`).values()].map(async (group) => {
+        const { tenant, queue } = group[0]!;
+        try {
+          await pullQueueOf(this.env, tenant, queue).offer(
+            group.map((o) => ({ executionId: o.executionId, bucket, dueAt: o.dueAt, priority: o.priority })),
+          );
+        } catch (error) {
+          console.error(`telling pull queue ${queue} of its offers again failed; they are dispatched again`, error);
+          untold.push(...group);
+        }
+      }),
+    );
+    if (untold.length > 0) await this.change(null, () => offerAgainUntold(this.s, untold));
   }
 
   /** Every RPC and alarm is a billed Durable Object request. */

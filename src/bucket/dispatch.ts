@@ -3,9 +3,11 @@
  * tenant, as far as the dispatch window has room), the fire messages it makes of them, and what
  * a failed send undoes. The send itself is the shell's (bucket.ts).
  */
+
 import type { FireGroup, FireRef } from "./protocol";
 import type { BucketState } from "./state";
 import type { HeldRow } from "./store";
+import { specOwnerOf } from "./store";
 
 const SEND_BATCH = 100; // Queue.sendBatch takes at most 100 messages
 /** and at most 256 KB: what one call carries is kept below this, with room for each message's envelope */
@@ -32,7 +34,7 @@ export function takeDispatches(s: BucketState, now: number): Dispatches {
   const limit = s.config.FIRE_BATCH_LIMIT;
   const pull = new Set<string>();
   const refOf = (row: HeldRow) => {
-    if (s.pullJobs.has(row.jobId)) pull.add(row.id);
+    if (s.pullJobs.has(specOwnerOf(row))) pull.add(row.id);
     return fireRefOf(row);
   };
   const again = s.executions.redispatchLost(now, limit).map((row) => {

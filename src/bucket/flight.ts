@@ -16,7 +16,7 @@ import { type Dispatch, DispatchOrder } from "./dispatch-order";
 import { TenantDueQueues } from "./due-queue";
 import { HeldRows } from "./held-rows";
 import { type Lease, LeaseTable } from "./lease-table";
-import type { HeldRow } from "./store";
+import { type HeldRow, specOwnerOf } from "./store";
 import { type Closed, Tombstones } from "./tombstones";
 
 export type { CloseEvent, Closing, ClosingDetail } from "./closing";
@@ -30,8 +30,9 @@ export class Executions {
   /** held rows not in flight, by tenant, priority and due time */
   private readonly dueQueues = new TenantDueQueues();
   /**
-   * the priority of each held job that has one other than the default (core/priority.ts), as its
-   * spec applied or stored says (memory: at start it is read with the rows); its due entries carry it
+   * the priority of each held spec (by specOwnerOf: a job's, or a callback's own) that has one other
+   * than the default (core/priority.ts), as the spec applied or stored says (memory: at start it is
+   * read with the rows); its executions' due entries carry it
    */
   private readonly priorities = new Map<string, number>();
   /** dispatched, in dispatch order (dispatch-order.ts) */
@@ -40,6 +41,8 @@ export class Executions {
   private readonly leases = new LeaseTable();
   /** offered: waiting in a pull queue for a worker (due time, queue), out of the dispatch order */
   private readonly offers = new Map<string, { dueAt: number; queue: string }>();
+  /** offers their queues must be told again (reoffer) */
+  private readonly reoffers = new Set<string>();
   /** the due time it had before flow control first made it wait (memory only, as the rest) */
   private readonly waits = new Map<string, number>();
   /** terminal outcomes not yet in D1 */
@@ -104,14 +107,14 @@ export class Executions {
     return to;
   }
 
-  /** A job's priority (the default unless noted otherwise: notePriority). */
-  priorityOf(jobId: string): number {
-    return this.priorities.get(jobId) ?? PRIORITY.default;
+  /** A spec's priority, by its owner (specOwnerOf; a job's id): the default unless noted otherwise (notePriority). */
+  priorityOf(owner: string): number {
+    return this.priorities.get(owner) ?? PRIORITY.default;
   }
 
   /**
    * Whether `id` is held, scheduled (not in flight, not closing) and due at `dueAt`: a live DueQueue
-   * entry; given a `priority`, only the entry of its job's priority now (an entry of the one before
+   * entry; given a `priority`, only the entry of its spec's priority now (an entry of the one before
    * a change is stale).
    */
   isScheduledAt(id: string, dueAt: number, priority?: number): boolean {
@@ -119,7 +122,7 @@ export class Executions {
     return (
       row !== undefined &&
       row.dueAt === dueAt &&
-      (priority === undefined || this.priorityOf(row.jobId) === priority) &&
+      (priority === undefined || this.priorityOf(specOwnerOf(row)) === priority) &&
       row.jobStatus === "active" &&
       !this.dispatches.all.has(id) &&
       !this.offers.has(id) &&
@@ -227,6 +230,27 @@ export class Executions {
     return dispatch;
   }
 
+  /**
+   * An offer its queue must be told again, under its spec's priority now: its priority changed
+   * while it waited (its job's PATCH: jobs.ts offerAgain), or it was released (release). No move;
+   * until the shell told the queue (takeReoffers).
+   */
+  reoffer(row: HeldRow): void {
+    if (this.offers.has(row.id)) this.reoffers.add(row.id);
+  }
+
+  /** The offers their queues must be told again (reoffer), taken: those still offered, under their priority now. */
+  takeReoffers(): { executionId: string; tenant: string; queue: string; dueAt: number; priority: number }[] {
+    const taken = [...this.reoffers].flatMap((executionId) => {
+      const offer = this.offers.get(executionId);
+      const row = this.rows.all.get(executionId);
+      if (!offer || !row) return [];
+      return [{ executionId, tenant: row.tenant, queue: offer.queue, dueAt: offer.dueAt, priority: this.priorityOf(specOwnerOf(row)) }];
+    });
+    this.reoffers.clear();
+    return taken;
+  }
+
   /** claim: a lease starts (the consumer's, or a pull worker's when it has its own leaseMs). Returns the dispatch it took. */
   lease(row: HeldRow, lease: Lease): Dispatch | undefined {
     this.assertMove(row, "claim");
@@ -234,6 +258,19 @@ export class Executions {
     this.offers.delete(row.id);
     this.leases.start(row.id, lease);
     return dispatch;
+  }
+
+  /**
+   * release: a pull lease its queue handed to nobody ends with no attempt used (the table's wait),
+   * and the execution is offered in that queue again at its due time (offer), as before the lease;
+   * the queue is told again (reoffer: it may have dropped the offer while the lease stood).
+   */
+  release(row: HeldRow, queue: string): void {
+    this.assertMove(row, "wait");
+    this.leases.end(row.id);
+    this.assertMove(row, "offer", "scheduled");
+    this.offers.set(row.id, { dueAt: row.dueAt, queue });
+    this.reoffers.add(row.id);
   }
 
   /** Extends a live lease by its own length; a consumer's moves to the end of the deadline order. */
@@ -302,7 +339,7 @@ export class Executions {
     const status = this.outcomes.get(row.id)?.status;
     this.outcomes.delete(row.id);
     this.rows.release(row);
-    if (!row.recurring) this.priorities.delete(row.jobId); // a one-off job's only execution
+    if (!row.recurring) this.priorities.delete(specOwnerOf(row)); // the only execution of its spec
     this.waits.delete(row.id);
     this.offers.delete(row.id);
     this.rememberClosed(row.id, { at, tenant: row.tenant, version: row.version, ...(status ? { status } : {}) });
@@ -331,19 +368,20 @@ export class Executions {
   }
 
   /**
-   * A job's priority as its spec says: its scheduled rows go into the due order again under it
-   * (their entries under the one before are stale). Note it before a new row is scheduled.
+   * A spec's priority (by its owner: specOwnerOf), as it says: its scheduled rows go into the due
+   * order again under it (their entries under the one before are stale). Note it before a new row
+   * is scheduled.
    */
-  notePriority(jobId: string, priority: number): void {
-    if (this.priorityOf(jobId) === priority) return;
-    if (priority === PRIORITY.default) this.priorities.delete(jobId);
-    else this.priorities.set(jobId, priority);
-    for (const row of this.rows.rowsOfJob(jobId)) if (this.isScheduledAt(row.id, row.dueAt)) this.schedule(row);
+  notePriority(owner: string, priority: number): void {
+    if (this.priorityOf(owner) === priority) return;
+    if (priority === PRIORITY.default) this.priorities.delete(owner);
+    else this.priorities.set(owner, priority);
+    for (const row of this.rows.rowsOfSpec(owner)) if (this.isScheduledAt(row.id, row.dueAt)) this.schedule(row);
   }
 
-  /** In its tenant's due order, under its job's priority. */
+  /** In its tenant's due order, under its spec's priority. */
   schedule(row: HeldRow): void {
-    this.dueQueues.push(row.dueAt, row.id, row.tenant, this.priorityOf(row.jobId));
+    this.dueQueues.push(row.dueAt, row.id, row.tenant, this.priorityOf(specOwnerOf(row)));
     // entries of rows that moved stay until they surface: rebuilt once they outnumber the live ones
     // (looked at every 1,024 pushes: the size is a sum over tenants)
     if (++this.pushes % 1_024 === 0 && this.dueQueues.size > 2 * this.rows.all.size + 1_024) {

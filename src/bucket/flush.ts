@@ -9,9 +9,9 @@ import { type JobSpec, parseSpec } from "../core/job";
 import type { CallbackOutcome, FinishedExecution, ScheduleProjection } from "../db/queries";
 import type { Closing } from "./flight";
 import { applyAll } from "./jobs";
-import { type BucketState, insert } from "./state";
-import type { HeldRow } from "./store";
+import { type BucketState, insert, leave, noteSpec } from "./state";
 import * as store from "./store";
+import { type HeldRow, specOwnerOf } from "./store";
 
 /** outcomes written to D1 at once when this many wait, whatever the flush delay */
 const FLUSH_NOW_AT = 1000;
@@ -23,7 +23,7 @@ export interface Outcomes {
   schedules: string[];
   byShard: Map<number, { finished: FinishedExecution[]; projections: ScheduleProjection[]; callbacks: CallbackOutcome[] }>;
   /** callback executions to start once their parent's outcome is in D1, by parent id (core/callback.ts) */
-  callbacks: Map<string, { row: Omit<HeldRow, "dueAt" | "occurrenceAt">; spec: string }>;
+  callbacks: Map<string, { row: Omit<HeldRow, "dueAt" | "occurrenceAt">; spec: JobSpec }>;
 }
 
 /** Whether outcomes or schedule changes wait and it is time to write them. */
@@ -169,7 +169,7 @@ function planCallback(s: BucketState, c: Closing): Outcomes["callbacks"] extends
       recurring: false,
       callback: { of: c.row.id, kind: fired.kind },
     },
-    spec: JSON.stringify(callbackSpec(spec, fired.target, body)),
+    spec: callbackSpec(spec, fired.target, body),
   };
 }
 
@@ -181,13 +181,15 @@ export function settle(s: BucketState, outcomes: Outcomes, failedShards: Set<num
     written.map((c) => c.row),
   );
   for (const c of written) {
-    s.executions.leave(c.row, at);
-    if (!c.row.recurring) s.pullJobs.delete(c.row.jobId);
+    leave(s, c.row, at);
     // the parent's outcome is in D1: its callback starts now, in the same transaction as the
     // parent's row leaves (a crash keeps one of the two); one still telling of an earlier outcome
     // (a redriven execution died again meanwhile) has another id and runs on beside it
     const planned = outcomes.callbacks.get(c.row.id);
-    if (planned) insert(s, { ...planned.row, dueAt: at, occurrenceAt: at }, planned.spec, null, "handOff");
+    if (!planned) continue;
+    const row: HeldRow = { ...planned.row, dueAt: at, occurrenceAt: at };
+    noteSpec(s, specOwnerOf(row), planned.spec); // its own spec: it waits under its own priority
+    insert(s, row, JSON.stringify(planned.spec), null, "handOff");
   }
 }
 

@@ -4,7 +4,7 @@
  * Executions, which alone writes them).
  */
 import { oneOffExecutionId } from "../core/id";
-import type { HeldRow } from "./store";
+import { type HeldRow, specOwnerOf } from "./store";
 
 export class HeldRows {
   private readonly rows = new Map<string, HeldRow>();
@@ -35,6 +35,13 @@ export class HeldRows {
     if (ids.size === 0) this.ofJob.delete(row.jobId);
   }
 
+  /** The rows that run `owner`'s spec (specOwnerOf): a callback's own row, or its job's executions. */
+  rowsOfSpec(owner: string): HeldRow[] {
+    const own = this.rows.get(owner);
+    return own && specOwnerOf(own) === owner ? [own] : this.rowsOfJob(owner);
+  }
+
+  /** A job's own executions (never its callbacks: those run specs of their own). */
   rowsOfJob(jobId: string): HeldRow[] {
     const oneOff = this.rows.get(oneOffExecutionId(jobId));
     if (oneOff) return [oneOff];

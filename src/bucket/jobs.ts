@@ -6,7 +6,9 @@
  */
 import { planOccurrence } from "../core/cron";
 import { occurrenceId, oneOffExecutionId } from "../core/id";
-import { isNear, parseSpec } from "../core/job";
+import { isNear, isPullTarget, type JobSpec, parseSpec } from "../core/job";
+import { priorityOf } from "../core/priority";
+import { standsBy } from "./leases";
 import type { Applied, JobDefinition, RedriveOrder, RedriveResult } from "./protocol";
 import { type BucketState, cancel, close, insert, noteSpec, parseLog } from "./state";
 import type { HeldRow, ScheduleRow } from "./store";
@@ -101,8 +103,9 @@ function applyOneOff(s: BucketState, def: JobDefinition, now: number, fromPull: 
   }
   store.updateJobOfExecution(s.sql, updated, def.specJson);
   executions.keep(updated);
+  const priorityBefore = executions.priorityOf(def.jobId);
   noteDefinition(s, def); // after keep: a new priority re-enters the row as it is now
-  offerAgain(s, updated);
+  offerAgain(s, updated, parseSpec(def.specJson), priorityBefore);
   return def.version;
 }
 
@@ -116,6 +119,7 @@ function applyRecurring(s: BucketState, def: JobDefinition, now: number): number
   const current = store.scheduleOf(s.sql, def.jobId);
   if (current && current.version >= def.version) return current.version;
   const spec = parseSpec(def.specJson);
+  const priorityBefore = executions.priorityOf(def.jobId);
   noteSpec(s, def.jobId, spec);
   const active = def.status === "active";
   const rescheduled = current?.status !== "active" || JSON.stringify(parseSpec(current.spec).schedule) !== JSON.stringify(spec.schedule);
@@ -133,7 +137,7 @@ function applyRecurring(s: BucketState, def: JobDefinition, now: number): number
   });
   s.dirtySchedules.add(def.jobId);
   if (active && !rescheduled) {
-    for (const row of executions.rowsOfJob(def.jobId)) offerAgain(s, row);
+    for (const row of executions.rowsOfJob(def.jobId)) offerAgain(s, row, spec, priorityBefore);
     return def.version;
   }
   // pause, cancel or a new schedule: what has not started is canceled, a running attempt finishes
@@ -151,12 +155,31 @@ function applyRecurring(s: BucketState, def: JobDefinition, now: number): number
 }
 
 /**
- * A job changed while its execution waited in a pull queue (its target may now be another queue
- * or no queue at all): it is dispatched again under the new target, and its old queue drops the
- * offer when a worker's request meets it.
+ * A job changed while its execution waited in a pull queue. For the same queue the offer stands
+ * (a lease reads the spec as it is then); under a new priority its queue is told before the change
+ * is answered (flight.ts reoffer, sent by bucket.ts tellQueues), so a lease right after a PATCH's 200 goes by it
+ * (issue 36 item 8). For another queue or none: dispatched again under the new target, and the old
+ * queue drops the offer when a worker's request meets it.
  */
-function offerAgain(s: BucketState, row: HeldRow): void {
-  if (s.executions.offered.has(row.id)) s.executions.reschedule(row, row);
+function offerAgain(s: BucketState, row: HeldRow, spec: JobSpec, priorityBefore: number): void {
+  const offer = s.executions.offered.get(row.id);
+  if (!offer) return;
+  if (!isPullTarget(spec.target) || spec.target.pull !== offer.queue) {
+    s.executions.reschedule(row, row);
+    return;
+  }
+  if (priorityOf(spec) !== priorityBefore) s.executions.reoffer(row);
+}
+
+/**
+ * A pull queue could not be told an offer's new priority: if still offered there at that due time,
+ * it is dispatched again, and its claim offers it under the priority it has then.
+ */
+export function offerAgainUntold(s: BucketState, untold: { executionId: string; tenant: string; queue: string; dueAt: number }[]): void {
+  for (const o of untold) {
+    const row = s.executions.held.get(o.executionId);
+    if (row && standsBy(s, o)) s.executions.reschedule(row, row);
+  }
 }
 
 /** A recurring job's dead occurrence runs again with a fresh budget (a one-off job's redrive is a new job version). */

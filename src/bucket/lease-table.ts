@@ -15,6 +15,8 @@ export interface Lease {
   occurrenceAt: number;
   /** a pull worker's lease: the length it asked for (absent: LEASE_MS, the consumer's) */
   leaseMs?: number;
+  /** a pull worker's lease: the pull queue that asked for it on the worker's behalf */
+  queue?: string;
 }
 
 export class LeaseTable {

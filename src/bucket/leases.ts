@@ -10,8 +10,8 @@ import { priorityOf } from "../core/priority";
 import type { Lease } from "./flight";
 import type { ClaimResult, ExecutionRef, HeartbeatResult, LeaseGrant, LeaseRef, OfferedLeaseRef, OfferedRef } from "./protocol";
 import { type BucketState, noteSpec } from "./state";
-import type { HeldRow } from "./store";
 import * as store from "./store";
+import { type HeldRow, specOwnerOf } from "./store";
 
 /**
  * A lease on a due execution a fire message names: a fresh token, a fencing seq greater than
@@ -39,7 +39,7 @@ export function claimOne(s: BucketState, ref: ExecutionRef, now: number): ClaimR
   const spec = store.specOf(s.sql, row);
   if (spec === null) return { ok: false, executionId: id, code: "unknown" };
   const parsed = parseSpec(spec);
-  if (!row.callback) noteSpec(s, row.jobId, parsed);
+  noteSpec(s, specOwnerOf(row), parsed);
   if (isPullTarget(parsed.target)) {
     // the scheduler's part ends here: from now on it waits for a worker, not for us; a repeated
     // claim (a redelivered message) is a duplicate whose offer its queue holds once
@@ -74,7 +74,7 @@ export function leaseOfferedOne(s: BucketState, ref: OfferedLeaseRef, now: numbe
   if (!standsBy(s, ref)) return { ok: false, executionId: id, code: "not_offered" };
   const spec = store.specOf(s.sql, row);
   if (spec === null) return { ok: false, executionId: id, code: "unknown" };
-  return grant(s, row, parseSpec(spec), now, ref.leaseMs);
+  return grant(s, row, parseSpec(spec), now, { leaseMs: ref.leaseMs, queue: ref.queue });
 }
 
 /** Offered at this due time in this queue, for this tenant, its job active (a PATCH or a retry may have moved it since). */
@@ -91,16 +91,19 @@ export function standsBy(s: BucketState, ref: OfferedRef): boolean {
   );
 }
 
-/** A lease on a due execution: a fresh token, a fencing seq above every earlier one (invariant 2), a deadline. */
-function grant(s: BucketState, row: HeldRow, spec: JobSpec, now: number, leaseMs?: number): LeaseGrant {
+/**
+ * A lease on a due execution: a fresh token, a fencing seq above every earlier one (invariant 2), a
+ * deadline; `pull`: a pull worker's, of the length it chose, asked for by its queue.
+ */
+function grant(s: BucketState, row: HeldRow, spec: JobSpec, now: number, pull?: { leaseMs: number; queue: string }): LeaseGrant {
   const lease: Lease = {
     token: crypto.randomUUID(),
     seq: s.epoch * 2 ** 32 + ++s.leaseSeq,
-    deadlineAt: now + (leaseMs ?? s.config.LEASE_MS),
+    deadlineAt: now + (pull?.leaseMs ?? s.config.LEASE_MS),
     attempt: row.attempt + 1,
     startedAt: now,
     occurrenceAt: row.occurrenceAt,
-    ...(leaseMs === undefined ? {} : { leaseMs }),
+    ...(pull ?? {}),
   };
   claimedDispatch(s, s.executions.lease(row, lease), now);
   return {

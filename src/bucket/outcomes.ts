@@ -5,7 +5,7 @@
  * row of the lifecycle table (flight.ts); storage and memory only, the shell writes D1.
  */
 import { decideAfterFailure, type FailureKind } from "../core/backoff";
-import { parseSpec } from "../core/job";
+import { isPullTarget, parseSpec } from "../core/job";
 import { excerpt, RESPONSE_EXCERPT_LENGTH } from "../core/response";
 import type { Lease } from "./flight";
 import { liveLease } from "./leases";
@@ -30,7 +30,11 @@ export function completeOne(s: BucketState, report: CompletionReport, now: numbe
   if (!lease) return { ok: false, executionId: report.executionId, code: "stale_lease" };
   const row = s.executions.held.get(report.executionId)!;
   const outcome = report.outcome;
-  if (outcome.kind === "wait") return { ok: true, executionId: row.id, status: wait(s, row, lease, now, outcome.retryAt) };
+  if (outcome.kind === "wait") {
+    // a pull lease is never held back by flow control (none on pull targets): its queue gives it back
+    const status = lease.queue === undefined ? wait(s, row, lease, now, outcome.retryAt) : release(s, row, lease, lease.queue, now);
+    return { ok: true, executionId: row.id, status };
+  }
   // a wait the consumer spent for its flow-control key before the delivery started
   const flowWaitMs = report.flowWaitMs ?? 0;
   if (flowWaitMs > 0) s.tally.add("flow_waits_total", row.tenant);
@@ -126,12 +130,34 @@ function reschedule(s: BucketState, row: HeldRow, attempt: AttemptRecord): void 
 }
 
 /**
+ * A pull lease its queue handed to nobody: the bucket's answer came after the queue stopped
+ * waiting for it (a slow bucket), and the queue gives the lease back (pull-queue.ts askBucket,
+ * issue 36 item 6). No attempt started, so none is used: while its job, due time and queue are
+ * the same, it is offered in that queue again at its due time; else it is due again now, or
+ * canceled with its job, as after a wait.
+ */
+function release(s: BucketState, row: HeldRow, lease: Lease, queue: string, now: number): "scheduled" | "canceled" {
+  const spec = store.specOf(s.sql, row);
+  const target = spec === null ? null : parseSpec(spec).target;
+  const stillThere =
+    row.jobStatus === "active" &&
+    row.occurrenceAt === lease.occurrenceAt &&
+    target !== null &&
+    isPullTarget(target) &&
+    target.pull === queue;
+  if (!stillThere) return wait(s, row, lease, now, now, false);
+  s.executions.release(row, queue); // its queue is told before this report is answered (bucket.ts tellQueues)
+  return "scheduled";
+}
+
+/**
  * Flow control held the attempt back (its key was over its limits, paused, or slowed down by
  * its target): the lease ends and the execution is due again at `retryAt` without using an
  * attempt. The wait is not lateness: the lag is measured from the new due time, and the
- * attempt that runs records it as waitMs.
+ * attempt that runs records it as waitMs. `flowControl`: counted as a flow wait (a released pull
+ * lease that cannot be offered again goes this way too, uncounted).
  */
-function wait(s: BucketState, row: HeldRow, lease: Lease, now: number, retryAt: number): "scheduled" | "canceled" {
+function wait(s: BucketState, row: HeldRow, lease: Lease, now: number, retryAt: number, flowControl = true): "scheduled" | "canceled" {
   if (row.jobStatus !== "active") {
     close(s, row, "abandon", now, { reason: row.jobStatus });
     return "canceled";
@@ -141,7 +167,7 @@ function wait(s: BucketState, row: HeldRow, lease: Lease, now: number, retryAt: 
   const moved: HeldRow = { ...row, dueAt: Math.max(retryAt, from) };
   store.moveExecution(s.sql, row.dueAt, moved, {});
   s.executions.wait(row, moved);
-  s.tally.add("flow_waits_total", row.tenant);
+  if (flowControl) s.tally.add("flow_waits_total", row.tenant);
   return "scheduled";
 }
 

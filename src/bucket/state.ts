@@ -12,8 +12,8 @@ import { type CounterName, SYSTEM_TENANT } from "../core/metrics";
 import { priorityOf } from "../core/priority";
 import { type CloseEvent, Executions } from "./flight";
 import { type ArchiveCount, type AttemptRecord, type D1Meter, type JobDefinition, parseAttemptLog } from "./protocol";
-import type { HeldRow } from "./store";
 import * as store from "./store";
+import { type HeldRow, specOwnerOf } from "./store";
 import { Tally } from "./tally";
 
 export interface BucketState {
@@ -36,9 +36,10 @@ export interface BucketState {
   /** a failed send holds first dispatches back until then */
   dispatchRetryAt: number;
   /**
-   * jobs held here whose target is a pull queue, as far as this instance has seen their spec
-   * (applied or claimed): their executions go in groups of FIRE_GROUP_SIZE_PULL. Memory only; after
-   * a restart an execution not seen again goes in a group of FIRE_GROUP_SIZE, which is always safe
+   * specs held here (by specOwnerOf: only jobs' ever are) whose target is a pull queue, as far as
+   * this instance has seen them (applied or claimed): their executions go in groups of
+   * FIRE_GROUP_SIZE_PULL; a callback, whose spec is its own, never does. Memory only; after a
+   * restart an execution not seen again goes in a group of FIRE_GROUP_SIZE, which is always safe
    */
   readonly pullJobs: Set<string>;
 }
@@ -80,13 +81,23 @@ export interface Ending {
 }
 
 /**
- * Remembers what a job's spec says of how its executions wait: whether its target is a pull
- * queue (their group size: dispatch.ts) and its priority (their turn: flight.ts notePriority).
+ * Remembers what a spec says of how its executions wait, by its owner (store.ts specOwnerOf: a
+ * job's id, or a callback's own): whether its target is a pull queue (their group size:
+ * dispatch.ts) and its priority (their turn: flight.ts notePriority).
  */
-export function noteSpec(s: BucketState, jobId: string, spec: JobSpec): void {
-  if (isPullTarget(spec.target)) s.pullJobs.add(jobId);
-  else s.pullJobs.delete(jobId);
-  s.executions.notePriority(jobId, priorityOf(spec));
+export function noteSpec(s: BucketState, owner: string, spec: JobSpec): void {
+  if (isPullTarget(spec.target)) s.pullJobs.add(owner);
+  else s.pullJobs.delete(owner);
+  s.executions.notePriority(owner, priorityOf(spec));
+}
+
+/**
+ * D1 has its outcome: the execution leaves (flight.ts leave); the only execution of its spec (not
+ * a recurring job's) takes what was noted of that spec with it.
+ */
+export function leave(s: BucketState, row: HeldRow, at: number): void {
+  s.executions.leave(row, at);
+  if (!row.recurring) s.pullJobs.delete(specOwnerOf(row));
 }
 
 /** A new execution row, scheduled by `via` (its row of the lifecycle table). Returns whether it was new. */

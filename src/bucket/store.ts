@@ -30,6 +30,19 @@ export interface HeldRow {
   callback?: { of: string; kind: CallbackKind };
 }
 
+/**
+ * Whose spec an execution runs, and so whose priority it waits under and whose target kind groups
+ * it: its job's (a recurring job's schedule, a one-off job's own row), except a callback's, which
+ * runs a spec of its own (core/callback.ts callbackSpec) and is keyed by its own id. A callback
+ * is an execution of its job only for what it reports and where its outcome is written (jobId);
+ * its job's priority, PATCHes, target kind and leaving never touch it, nor it them (issue 36 item 1).
+ * The one definition: every memory kept per spec (flight.ts priorities, state.ts pullJobs,
+ * loadPriorities below) is keyed by this.
+ */
+export function specOwnerOf(row: { id: string; jobId: string; callback?: unknown }): string {
+  return row.callback ? row.id : row.jobId;
+}
+
 export interface ScheduleRow {
   id: string;
   tenant: string;
@@ -88,23 +101,26 @@ export function loadHeld(sql: SqlStorage): HeldRow[] {
 }
 
 /**
- * loadPriorities: the jobs held here whose spec has a priority (only those other than the
- * default are stored: core/priority.ts): a one-off job's from its execution row, a recurring
- * job's from its schedule. A spec that is not JSON (a claim answers it as failed) has none: it
- * must not keep the bucket from starting. Reads only (once per start).
+ * loadPriorities: the specs held here that have a priority (only those other than the default
+ * are stored: core/priority.ts), by their owner (store.ts specOwnerOf): a one-off job's and a
+ * callback's from its execution row, a recurring job's from its schedule. A spec that is not JSON
+ * (a claim answers it as failed) has none: it must not keep the bucket from starting. Reads only
+ * (once per start).
  */
-export function loadPriorities(sql: SqlStorage): [jobId: string, priority: number][] {
+export function loadPriorities(sql: SqlStorage): [owner: string, priority: number][] {
   const priority = `CASE WHEN json_valid(spec) THEN json_extract(spec, '$.priority') END`;
   return sql
-    .exec<{ jobId: string; priority: SqlStorageValue }>(
-      `SELECT jobId, priority FROM (
-         SELECT job_id AS jobId, ${priority} AS priority FROM executions WHERE spec IS NOT NULL
+    .exec<{ id: string; jobId: string; callbackOf: string | null; priority: SqlStorageValue }>(
+      `SELECT id, jobId, callbackOf, priority FROM (
+         SELECT id, job_id AS jobId, callback_of AS callbackOf, ${priority} AS priority FROM executions WHERE spec IS NOT NULL
          UNION ALL
-         SELECT id, ${priority} FROM schedules
+         SELECT id, id, NULL, ${priority} FROM schedules
        ) WHERE priority IS NOT NULL`,
     )
     .toArray()
-    .flatMap((r): [string, number][] => (typeof r.priority === "number" ? [[r.jobId, r.priority]] : []));
+    .flatMap((r): [string, number][] =>
+      typeof r.priority === "number" ? [[specOwnerOf({ id: r.id, jobId: r.jobId, callback: r.callbackOf ?? undefined }), r.priority]] : [],
+    );
 }
 
 /**

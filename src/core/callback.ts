@@ -2,7 +2,8 @@
  * Callbacks (QStash's callback / failureCallback): a job may name a target told each execution's
  * success, and one told its death. A callback is an execution of its own in the parent's bucket
  * (its own id, so its own webhook-id stable across its retries, its own lease, retries and
- * death); it carries no callback itself, so a callback's failure never fires another.
+ * death, its own spec and so its own priority: bucket/store.ts specOwnerOf); it carries no
+ * callback itself, so a callback's failure never fires another.
  * Pure: the bucket builds a callback from what it holds, time passed in.
  */
 
@@ -103,15 +104,25 @@ export function callbackBody(kind: CallbackKind, o: ParentOutcome): Record<strin
 
 /**
  * The spec a callback execution runs: its target with the outcome as body (POST, JSON) or
- * payload, the parent's timeout and retry policy, and no callbacks, schedule or flow control:
- * a callback fires nothing.
+ * payload, the parent's timeout, retry policy and priority (as they are at the outcome: the
+ * callback's own from then on, so a later PATCH of the job changes the job's executions, not it),
+ * and no callbacks, schedule or flow control: a callback fires nothing.
  */
 export function callbackSpec(parent: JobSpec, target: CallbackTarget, body: Record<string, unknown>): JobSpec {
   const text = JSON.stringify(body);
   const delivered: Target = isWorkerTarget(target)
     ? { worker: target.worker, payload: text }
     : { url: target.url, method: "POST", headers: { ...target.headers, "content-type": "application/json" }, body: text };
-  return { target: delivered, timeoutMs: parent.timeoutMs, retry: parent.retry, metadata: null, schedule: null, flowControl: null };
+  return {
+    target: delivered,
+    timeoutMs: parent.timeoutMs,
+    retry: parent.retry,
+    metadata: null,
+    schedule: null,
+    flowControl: null,
+    // stored only when not the default, as a job's is
+    ...(parent.priority === undefined ? {} : { priority: parent.priority }),
+  };
 }
 
 /**

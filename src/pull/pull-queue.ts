@@ -13,10 +13,11 @@
  * under its new due time if it still has to run. A queue nobody polls would keep those for ever:
  * every OFFER_SWEEP_MS while it holds offers, an alarm asks their buckets which they still stand
  * by and drops the rest (one request per bucket per SWEEP_ROWS offers, rows read, no row written
- * but the deletes).
+ * but the deletes). A bucket that grants a lease after the request stopped waiting for it gets the
+ * lease back (giveBack), so no worker-less lease uses an attempt.
  */
 import { DurableObject } from "cloudflare:workers";
-import type { LeaseGrant, OfferRef } from "../bucket/protocol";
+import type { ClaimResult, LeaseGrant, OfferRef } from "../bucket/protocol";
 import { comparePriority, PRIORITY } from "../core/priority";
 import { pullQueueName } from "../core/pull";
 import { bucketObject, objectOf } from "../placement";
@@ -87,10 +88,15 @@ interface OfferRow extends Record<string, SqlStorageValue> {
   bucket: number;
 }
 
+/** every priority, as a list for the key's IN (one probe each) */
+const ALL_PRIORITIES = Array.from({ length: PRIORITY.max - PRIORITY.min + 1 }, (_, i) => PRIORITY.min + i).join(", ");
 /** Offers a request asks its buckets about, at most, before it answers or waits (a backlog of stale ones is cleared across requests). */
 const TAKE_ROWS = 1_000;
-/** A bucket that does not answer within this is skipped by the request (its offers stay for a later one). */
-const BUCKET_ANSWER_MS = 5_000;
+/**
+ * A bucket that does not answer within this is skipped by the request (its offers stay for a later
+ * one); what it grants after is given back (askBucket).
+ */
+export const BUCKET_ANSWER_MS = 5_000;
 /** A request that skipped an unreachable bucket's offers looks again this soon, not at the next offer only. */
 const RETRY_SKIPPED_MS = 1_000;
 /** How often the offers held are checked with their buckets: a stale one is kept at most about this long. */
@@ -112,6 +118,8 @@ export class PullQueue extends DurableObject<Env> {
   private readonly offeredAgain = new Set<string>();
   /** rows written since this object started (what its storage bills; the tests read it) */
   rowsWritten = 0;
+  /** late answers of buckets whose leases are being given back (askBucket; the tests await them) */
+  readonly lateAnswers = new Set<Promise<void>>();
   /** where the sweep in progress goes on (memory: after a restart it starts again from the oldest) */
   private sweptTo: { priority: number; dueAt: number; executionId: string } | null = null;
 
@@ -121,19 +129,33 @@ export class PullQueue extends DurableObject<Env> {
     applyMigrations(this.sql, PULL_QUEUE_MIGRATIONS);
   }
 
-  /** Holds offered executions (the same offer twice is held once) and wakes the waiting requests. */
+  /**
+   * Holds offered executions (the same offer twice is held once) and wakes the waiting requests.
+   * An offer under another priority than the one held (its job's PATCH: the bucket offers it again,
+   * bucket/jobs.ts offerAgain) replaces it: it is held by its new priority alone.
+   */
   async offer(offers: OfferRef[]): Promise<void> {
     for (const o of offers) {
       const priority = o.priority ?? PRIORITY.default;
       const key = offerKey({ priority, due_at: o.dueAt, execution_id: o.executionId });
       if (this.taking.has(key)) this.offeredAgain.add(key);
-      this.rowsWritten += this.sql.exec(
+      const written = this.sql.exec(
         `INSERT OR IGNORE INTO offers (priority, due_at, execution_id, bucket) VALUES (?, ?, ?, ?)`,
         priority,
         o.dueAt,
         o.executionId,
         o.bucket,
       ).rowsWritten;
+      this.rowsWritten += written;
+      // each priority's row is one probe of the key (a first offer finds none: nothing written)
+      if (written > 0) {
+        this.rowsWritten += this.sql.exec(
+          `DELETE FROM offers WHERE priority IN (${ALL_PRIORITIES}) AND priority != ? AND due_at = ? AND execution_id = ?`,
+          priority,
+          o.dueAt,
+          o.executionId,
+        ).rowsWritten;
+      }
     }
     this.wakeAll();
     if (offers.length > 0 && (await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + OFFER_SWEEP_MS);
@@ -316,15 +338,19 @@ export class PullQueue extends DurableObject<Env> {
     ).rowsWritten;
   }
 
-  /** One bucket's answers for its offers; null each when it could not be asked (or did not answer in BUCKET_ANSWER_MS). */
+  /**
+   * One bucket's answers for its offers; null each when it could not be asked (or did not answer in
+   * BUCKET_ANSWER_MS: what it grants after that is given back, giveBack).
+   */
   private async askBucket(
     bucket: number,
     rows: OfferRow[],
     request: PullLeaseRequest,
   ): Promise<{ row: OfferRow; result: LeaseGrant | { ok: false } | null }[]> {
     let timer: ReturnType<typeof setTimeout> | undefined;
+    let asked: Promise<ClaimResult[]> | undefined;
     try {
-      const asked = bucketObject(this.env, bucket).leaseOffered(
+      asked = bucketObject(this.env, bucket).leaseOffered(
         rows.map((r) => ({
           executionId: r.execution_id,
           dueAt: r.due_at,
@@ -336,7 +362,6 @@ export class PullQueue extends DurableObject<Env> {
       const timedOut = new Promise<never>((_, reject) => {
         timer = setTimeout(() => reject(new Error(`no answer in ${BUCKET_ANSWER_MS} ms`)), BUCKET_ANSWER_MS);
       });
-      // a lease granted after the timeout is given to nobody: it expires and the execution runs again
       const results = await Promise.race([asked, timedOut]);
       return rows.map((row, i) => {
         const result = results[i];
@@ -344,10 +369,35 @@ export class PullQueue extends DurableObject<Env> {
       });
     } catch (error) {
       console.error(`pull queue: leasing from bucket ${bucket} failed`, error);
+      if (asked) this.giveBack(bucket, request.tenant, asked);
       return rows.map((row) => ({ row, result: null }));
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /**
+   * A bucket's answer that came after this queue stopped waiting for it: the leases it granted went
+   * to no worker, and would expire having used an attempt each (issue 36 item 6). Each is given back
+   * with its token (a wait report: fenced like any, invariant 3; the bucket offers it again at its
+   * due time without using an attempt and tells this queue: bucket/outcomes.ts release). If that
+   * fails too, the lease expires and the execution runs again (at-least-once).
+   */
+  private giveBack(bucket: number, tenant: string, asked: Promise<ClaimResult[]>): void {
+    const given = asked
+      .then(
+        async (results) => {
+          const granted = results.filter((r): r is LeaseGrant => r.ok);
+          if (granted.length === 0) return;
+          await bucketObject(this.env, bucket).complete(
+            granted.map((g) => ({ executionId: g.executionId, token: g.token, tenant, outcome: { kind: "wait", retryAt: Date.now() } })),
+          );
+        },
+        () => undefined, // no answer at all: nothing was granted
+      )
+      .catch((error: unknown) => console.error(`pull queue: giving back bucket ${bucket}'s late leases failed; they expire`, error));
+    this.lateAnswers.add(given);
+    void given.finally(() => this.lateAnswers.delete(given));
   }
 }
 
