@@ -119,7 +119,7 @@ export class Bucket extends DurableObject<Env> {
     return this.change(bucket, () => {
       // the caller's D1 rows for these jobs, counted here with the rest of the bill
       for (const m of meters) countD1Rows(this.s.tally, m.shard, m.d1RowsWritten);
-      return applyAll(this.s, definitions, Date.now(), false);
+      return applyAll(this.s, definitions, Date.now(), "request");
     });
   }
 
@@ -157,7 +157,7 @@ export class Bucket extends DurableObject<Env> {
     for (let page = 0; page < PULL_PAGES; page++) {
       const { rows, more } = await pendingJobs(db, bucket, Date.now() + this.config.LOOKAHEAD_MS, after, PULL_PAGE);
       if (rows.length === 0) break;
-      const applied = await this.change(bucket, () => applyAll(this.s, rows, Date.now(), true));
+      const applied = await this.change(bucket, () => applyAll(this.s, rows, Date.now(), "pull"));
       pulled += applied.length;
       const last = rows[rows.length - 1]!;
       after = { at: last.nextRunAt ?? 0, tenant: last.tenant, id: last.jobId };
@@ -169,7 +169,7 @@ export class Bucket extends DurableObject<Env> {
     let syncRows = 0;
     for (let page = 0; page < PULL_PAGES; page++) {
       const { rows: unsynced, more } = await unsyncedJobs(db, bucket, PULL_PAGE);
-      const applied = await this.change(bucket, () => applyAll(this.s, unsynced, Date.now(), true));
+      const applied = await this.change(bucket, () => applyAll(this.s, unsynced, Date.now(), "pull"));
       const held = unsynced.filter((d) => applied.some((a) => a.jobId === d.jobId && a.version >= d.version));
       const written = await markSynced(
         db,

@@ -197,7 +197,7 @@ export function settle(s: BucketState, outcomes: Outcomes, failedShards: Set<num
 export function applyDeferred(s: BucketState, at: number): void {
   const deferred = [...s.deferred.values()].filter((d) => !s.executions.closing.has(oneOffExecutionId(d.jobId)));
   for (const d of deferred) s.deferred.delete(oneOffExecutionId(d.jobId));
-  applyAll(s, deferred, at, false);
+  applyAll(s, deferred, at, "outcome");
 }
 
 /** A failed write (of some shards, or all): its schedules are marked again for the next one. */

@@ -8,17 +8,21 @@ import { planOccurrence } from "../core/cron";
 import { occurrenceId, oneOffExecutionId } from "../core/id";
 import { isNear, isPullTarget, type JobSpec, parseSpec } from "../core/job";
 import { priorityOf } from "../core/priority";
+import type { Closing } from "./closing";
 import { standsBy } from "./leases";
 import type { Applied, JobDefinition, RedriveOrder, RedriveResult } from "./protocol";
 import { type BucketState, cancel, close, insert, noteSpec, parseLog } from "./state";
 import type { HeldRow, ScheduleRow } from "./store";
 import * as store from "./store";
 
-/** `fromPull`: the definitions come from the sync pass (a hold it brings counts as recovered). */
-export function applyAll(s: BucketState, definitions: JobDefinition[], now: number, fromPull: boolean): Applied[] {
+/**
+ * `from`: "pull", the definitions come from the sync pass (a hold it brings counts as recovered);
+ * "outcome", they waited for their one-off execution's outcome to land in D1 (applyDeferred).
+ */
+export function applyAll(s: BucketState, definitions: JobDefinition[], now: number, from: "request" | "pull" | "outcome"): Applied[] {
   const applied: Applied[] = [];
   for (const def of definitions) {
-    const version = def.recurring ? applyRecurring(s, def, now) : applyOneOff(s, def, now, fromPull);
+    const version = def.recurring ? applyRecurring(s, def, now) : applyOneOff(s, def, now, from);
     if (version !== null) applied.push({ jobId: def.jobId, version });
   }
   if (definitions.some((d) => d.recurring)) s.nextScheduleAt = store.nextScheduleAt(s.sql); // once per batch
@@ -26,7 +30,8 @@ export function applyAll(s: BucketState, definitions: JobDefinition[], now: numb
 }
 
 /** Returns the version held afterwards, or null when it must wait for a flush. */
-function applyOneOff(s: BucketState, def: JobDefinition, now: number, fromPull: boolean): number | null {
+function applyOneOff(s: BucketState, def: JobDefinition, now: number, from: "request" | "pull" | "outcome"): number | null {
+  const fromPull = from === "pull";
   const { executions, tally } = s;
   const id = oneOffExecutionId(def.jobId);
   const finishing = executions.closing.get(id);
@@ -34,7 +39,7 @@ function applyOneOff(s: BucketState, def: JobDefinition, now: number, fromPull: 
     // the version it finished at (or older) is done; a newer one waits for the outcome to land
     if (def.version <= finishing.row.version) return finishing.row.version;
     const waiting = s.deferred.get(id);
-    if (!waiting || waiting.version < def.version) s.deferred.set(id, def);
+    if (!waiting || waiting.version < def.version) s.deferred.set(id, withOutcomeOf(s, def, finishing));
     return null;
   }
   const row = executions.held.get(id);
@@ -74,10 +79,13 @@ function applyOneOff(s: BucketState, def: JobDefinition, now: number, fromPull: 
     };
     // noted first: the row enters the due order under its priority (insert fails only if it is held already)
     noteDefinition(s, def);
-    // an execution that already ran and is active again was redriven: a fresh budget from here
-    const inserted = insert(s, fresh, def.specJson, parseLog(def.attemptLog), def.attempts > 0 ? "redrive" : "handOff");
+    // an execution that already ran and is active again was redriven: a fresh budget from here;
+    // one whose change waited for its outcome runs again at the new time (the run time was PATCHed
+    // before its outcome reached D1, which keeps the job active), its history continued
+    const via = from !== "outcome" && def.attempts > 0 ? "redrive" : "handOff";
+    const inserted = insert(s, fresh, def.specJson, parseLog(def.attemptLog), via);
     if (inserted && fromPull) tally.add("scanner_recovered_total", def.tenant);
-    if (inserted && def.attempts > 0) tally.add("redrive_total", def.tenant);
+    if (inserted && via === "redrive") tally.add("redrive_total", def.tenant);
     return def.version;
   }
   const updated: HeldRow = { ...row, version: def.version, jobStatus: def.status === "active" ? "active" : "canceled" };
@@ -107,6 +115,23 @@ function applyOneOff(s: BucketState, def: JobDefinition, now: number, fromPull: 
   noteDefinition(s, def); // after keep: a new priority re-enters the row as it is now
   offerAgain(s, updated, parseSpec(def.specJson), priorityBefore);
   return def.version;
+}
+
+/**
+ * A definition that must wait for its execution's outcome to land (a change made while the outcome
+ * was on its way to D1) was read before that outcome: its attempts and log are the outcome's, which
+ * D1 is about to hold (without them, an execution run again for a PATCHed run time lost the attempts
+ * before it: issue 36, the model-based test's succeeded_total 2 against a log of 1).
+ */
+function withOutcomeOf(s: BucketState, def: JobDefinition, finishing: Closing): JobDefinition {
+  if (def.attempts >= finishing.attempts) return def;
+  const log = store.logOf(s.sql, finishing.row);
+  if (finishing.last) log.push(finishing.last);
+  return {
+    ...def,
+    attempts: finishing.attempts,
+    attemptLog: log.length > 0 ? JSON.stringify(log.slice(-store.LOG_LIMIT)) : def.attemptLog,
+  };
 }
 
 /** A held one-off job's target kind and priority, from the definition applied (noteSpec). */

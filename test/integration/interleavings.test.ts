@@ -7,7 +7,18 @@
  */
 import { describe, it } from "vitest";
 import { captureFireGroupsForFile, fileClock } from "./helpers";
-import { Advance, Cancel, CreateBatch, CreateOneOff, PatchRunAt, RestartBucket } from "./model/model";
+import {
+  Advance,
+  Cancel,
+  CreateBatch,
+  CreateDebounced,
+  CreateOneOff,
+  Deliver,
+  PatchPriority,
+  PatchRunAt,
+  RestartBucket,
+  Together,
+} from "./model/model";
 import { runSequence } from "./model/run";
 import { installHarness } from "./model/world";
 
@@ -50,6 +61,25 @@ describe("what the model-based test found (issue 24), as its shrunk sequences", 
     async () => {
       // 541f53a: "j0 …: executions stuck": the origin key was throttled for the year
       await runSequence([new CreateOneOff(0, [{ status: 429, retryAfterS: YEAR_S }, { status: 200 }], null, false, null)]);
+    },
+    TIMEOUT_MS,
+  );
+});
+
+describe("what the model-based test found with every feature in it (issue 36), as its shrunk sequences", () => {
+  it(
+    "a run time PATCHed while a succeeded execution's outcome is on its way to D1 runs the job again with its history kept",
+    async () => {
+      // c334479: "the metrics: succeeded_total 2, expected 1": the PATCH (read before the outcome
+      // landed, so D1 keeps the job active at the new time) waited in the bucket for the outcome, then
+      // ran the job again from the attempts and log it had read, and the second outcome replaced the
+      // first in the job's attempt log
+      await runSequence([
+        new CreateDebounced(0, "leading", 2),
+        new Advance(0, true),
+        new Deliver(1),
+        new Together(new PatchRunAt(0, { delayMs: 60_000 }), new PatchPriority(0, 0)),
+      ]);
     },
     TIMEOUT_MS,
   );
