@@ -77,6 +77,12 @@ export interface JobModel {
   priority: number;
   /** a debounced job: its key and mode, and the payload its delivery must carry */
   debounce: { key: string; mode: "trailing" | "leading"; payload: string | null } | null;
+  /**
+   * the start order when its run time was last changed (sent): a start from then on at or after
+   * the new run time is the run the change asked for, also when the change answered 202 and had
+   * applied already (its answer lost), before the sync pass made notBefore bind
+   */
+  liveFrom?: number;
 }
 
 export interface PullLeaseModel {
@@ -507,8 +513,10 @@ export class PatchRunAt extends Step {
     // back and forth: an earlier run time of the job again, or a new one
     const runAt =
       "back" in this.choice ? job.dueAts[this.choice.back % job.dueAts.length]! : Math.ceil((r.now + this.choice.delayMs) / 1000) * 1000;
+    const sentAt = r.order;
     const res = await r.api("PATCH", `/v1/jobs/${job.id}`, { runAt: new Date(runAt).toISOString() });
     if (!changed(job, res.status, r)) return refused(job, res);
+    job.liveFrom = sentAt;
     job.dueAt = runAt;
     if (!job.dueAts.includes(runAt)) job.dueAts.push(runAt);
     // a 200 binds from the answer on; a 202 only once the sync pass applied it (converge)

@@ -245,7 +245,8 @@ export async function checkEnd(m: Model, w: World, h: Healed): Promise<void> {
         expect(["succeeded", "dead"], `${where}: its execution ${mine[0]?.status}`).toContain(mine[0]?.status);
         // on time: a job due well after the heal began, changed before it, starts within the precision
         const dueAt = job.dueAt!;
-        const after = jobStarts.filter((s) => job.notBefore === null || s.order >= job.notBefore.order);
+        const from = job.liveFrom ?? job.notBefore?.order ?? 0;
+        const after = jobStarts.filter((s) => s.order >= from);
         const first = after.find((s) => s.at >= dueAt) ?? after[0];
         expect(first, `${where}: never started`).toBeDefined();
         const bound =
