@@ -47,7 +47,7 @@ export const ConfigSchema = z.object({
   DELIVERY_CONCURRENCY: int(6, 1),
   /**
    * executions per fire message: what one alarm pass sends of a bucket goes in groups of this
-   * many, each claimed with one RPC and reported with one (README "Delivery groups"). Production:
+   * many, each claimed with one RPC and reported with one (docs/guarantees.md, "Delivery groups"). Production:
    * no larger than DELIVERY_CONCURRENCY with a consumer batch of one message, so a group's HTTP
    * deliveries all start at once (docs/capacity.md §3)
    */
@@ -62,7 +62,7 @@ export const ConfigSchema = z.object({
   /**
    * deliveries in flight at once to one target origin (scheme://host:port) per tenant, for jobs
    * without a flowControl key: they share the implicit key "origin:<origin>", which a 429/503
-   * Retry-After also slows (README, Flow control). 1,000 is Cloud Tasks' default
+   * Retry-After also slows (docs/flow-control.md). 1,000 is Cloud Tasks' default
    * max_concurrent_dispatches per queue: never the bottleneck of a healthy origin (10,000/s at
    * 100 ms a response) yet a cap on the ~6,000 the fire consumers could open at once. 0: off.
    */

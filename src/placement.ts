@@ -2,7 +2,7 @@
  * Where this deployment's Durable Objects live. An object is created near its first caller and
  * never moves (docs/platform-limits.md "Placement"): a bucket first called by the cron scan, which
  * runs on any machine, could sit on another continent than D1 and the consumers, and every claim,
- * report and flush would pay for it. With LOCATION_HINT set (README "Deploying": the D1 shards are
+ * report and flush would pay for it. With LOCATION_HINT set (docs/deploying.md, "Where it runs": the D1 shards are
  * created there too), every object is created there, whoever calls it first. Every stub of an
  * object of this deployment is got here.
  */

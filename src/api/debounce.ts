@@ -1,5 +1,5 @@
 /**
- * A debounced create (README "Debounce", core/debounce.ts), run by its key's DebounceKeys object
+ * A debounced create (docs/debounce.md, core/debounce.ts), run by its key's DebounceKeys object
  * one at a time per key, so the order the object accepts creates in is the order their changes
  * land in: of 20 concurrent creates with one key, one job runs, with the last one's payload. The
  * key's object is per tenant and key, not per D1 shard, so this holds across shards (the job's

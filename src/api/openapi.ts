@@ -143,7 +143,7 @@ export interface ApiRoute extends Omit<RouteConfig, "responses"> {
   keyed?: false;
 }
 
-/** W3C Trace Context of a create request: its jobs belong to that trace (README "Trace context"). */
+/** W3C Trace Context of a create request: its jobs belong to that trace (docs/trace-context.md). */
 const TRACE_HEADERS = {
   traceparent: z.string().optional().meta({
     description: "W3C traceparent: the jobs belong to this trace unless one gives trace in its body; an invalid one is ignored",
@@ -151,7 +151,7 @@ const TRACE_HEADERS = {
   tracestate: z.string().optional().meta({ description: "W3C tracestate, kept with traceparent" }),
 };
 
-/** Every route of the API, in the README's order. */
+/** Every route of the API, in the order of the README's API table. */
 export const ROUTES: ApiRoute[] = [
   {
     method: "post",
@@ -331,7 +331,7 @@ export const ROUTES: ApiRoute[] = [
     path: "/v1/alerts",
     operationId: "setAlertTarget",
     summary:
-      "Set the tenant's alert target: its dead executions and (with throttledForMs) its throttled flow keys, as signed digests (README Alerts)",
+      "Set the tenant's alert target: its dead executions and (with throttledForMs) its throttled flow keys, as signed digests (docs/alerts.md)",
     request: { ...jsonBody(AlertTargetInput) },
     responses: { 200: json(AlertTargetView, "the alert target"), ...BODY_ERRORS },
   },

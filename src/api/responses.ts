@@ -84,7 +84,7 @@ export const CallbackView = z
   })
   .meta({ id: "Callback" });
 
-/** The tenant's alert target (README Alerts). */
+/** The tenant's alert target (docs/alerts.md). */
 export const AlertTargetView = z
   .strictObject({
     url: z.string(),
@@ -181,7 +181,7 @@ const executionFields = {
   lastError: z.string().nullable(),
   deadReason: z.string().nullable().meta({ description: "permanent, attempts_exhausted or poison" }),
   finishedAt: Instant.nullable(),
-  callbacks: z.array(CallbackView).meta({ description: "the callback its outcome fired, if its job names one (README Callbacks)" }),
+  callbacks: z.array(CallbackView).meta({ description: "the callback its outcome fired, if its job names one (docs/callbacks.md)" }),
 };
 
 export const ExecutionView = z

@@ -373,7 +373,7 @@ function presentAction(state: ActionState): ActionView {
 
 // --- flow control: one key of the caller's tenant ------------------------------------------
 
-/** The tenant's alert target (README Alerts): its dead executions, as signed digests. */
+/** The tenant's alert target (docs/alerts.md): its dead executions, as signed digests. */
 app.put("/v1/alerts", limit(SINGLE_BODY_BYTES), async (c) => {
   const parsed = AlertTargetInput.safeParse(await readJson(c));
   if (!parsed.success) throw fromZodError(parsed.error);
@@ -483,7 +483,7 @@ app.get("/v1/executions/:id", async (c) => {
   return c.json({ ...executionOfArchived(archived.execution), archived: true as const, archiveKey: archived.key });
 });
 
-/** The tenant's archive objects (README "History archive"), in time order: one R2 list a page. */
+/** The tenant's archive objects (docs/deploying.md, "History archive"), in time order: one R2 list a page. */
 app.get("/v1/archive", async (c) => {
   const query = ListArchiveQuery.safeParse(singleQuery(c));
   if (!query.success) throw fromZodError(query.error);

@@ -103,14 +103,14 @@ export const CallbackInput = z
   })
   .meta({ id: "CallbackInput", description: "a URL (with headers) or a handler Worker: give one of url and worker" });
 
-/** PUT /v1/alerts: where the tenant's dead executions are sent as digests (README Alerts). */
+/** PUT /v1/alerts: where the tenant's dead executions are sent as digests (docs/alerts.md). */
 export const AlertTargetInput = z
   .strictObject({
     url: targetFields.url.meta({ description: "the URL each digest is POSTed to (the target rules of a job's url)" }),
     headers: targetFields.headers.optional(),
     throttledForMs: z.number().int().min(THROTTLED_FOR_MS.min).max(THROTTLED_FOR_MS.max).nullable().optional().meta({
       description:
-        "also report a flow key of the tenant that its target throttled (429/503 Retry-After) without a break for longer than this (README Alerts); null or absent: never",
+        "also report a flow key of the tenant that its target throttled (429/503 Retry-After) without a break for longer than this (docs/alerts.md); null or absent: never",
     }),
   })
   .meta({ id: "AlertTargetInput" });
@@ -279,9 +279,9 @@ export const CreateJobInput = z.strictObject({
   labels: LabelsInput.optional(),
   trace: TraceInput.optional(),
   debounce: DebounceInput.optional(),
-  callback: CallbackInput.optional().meta({ description: "told each execution that succeeded (README Callbacks)" }),
+  callback: CallbackInput.optional().meta({ description: "told each execution that succeeded (docs/callbacks.md)" }),
   failureCallback: CallbackInput.optional().meta({
-    description: "told each execution that died after its last attempt (README Callbacks)",
+    description: "told each execution that died after its last attempt (docs/callbacks.md)",
   }),
   priority: PriorityInput.optional(),
 });

@@ -1,5 +1,5 @@
 /**
- * The history archive (README "History archive"): with an R2 bucket bound as ARCHIVE, the scan
+ * The history archive (docs/deploying.md, "History archive"): with an R2 bucket bound as ARCHIVE, the scan
  * writes finished executions to it before their rows leave D1 (scanner/scan.ts), and
  * GET /v1/executions/:id reads one back once D1 no longer has it.
  *

@@ -221,7 +221,7 @@ function deliverLease(lease: Lease, env: Env, config: Config, keys: SigningKeys)
 
 /**
  * A traced attempt as one structured log line: Workers Logs keep it, and export it with the
- * Worker's OpenTelemetry logs (README "Trace context"), so a collector joins it to the trace.
+ * Worker's OpenTelemetry logs (docs/trace-context.md), so a collector joins it to the trace.
  */
 function logTracedAttempt(lease: Lease, trace: TraceContext, outcome: DeliveryOutcome, startedAt: number): void {
   const parent = parseTraceparent(trace.traceparent);

@@ -1,5 +1,5 @@
 /**
- * Debounce by key (README "Debounce"): the pure rule of what a create with a debounce key does,
+ * Debounce by key (docs/debounce.md): the pure rule of what a create with a debounce key does,
  * given the key's open window (if any). A key's window opens with the first create and closes at
  * min(last create + delay, first create + maxDelay):
  * - trailing: one job runs when the window closes, with the latest create's payload and target;

@@ -1,5 +1,5 @@
 /**
- * Debounce keys (README "Debounce"): the single writer of a tenant's debounce keys, each key's
+ * Debounce keys (docs/debounce.md): the single writer of a tenant's debounce keys, each key's
  * open window (core/debounce.ts). A tenant's keys are spread over DEBOUNCE_SLOTS objects (api/debounce.ts) by the
  * key's hash ("<tenant>\n<slot>", as IdempotencyKeys), so a key has one home whatever D1 shard its
  * jobs are in. Creates with one key run here one at a time, each to its end (its D1 write and its

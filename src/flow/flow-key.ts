@@ -18,7 +18,7 @@
  * Durable Objects cannot be listed, so the first call that gives the key state (ask, pause,
  * resume, a limits change; never a read) lists it in D1's flow_keys for the metrics, once.
  *
- * Throttle alerts (README Alerts): the key follows its throttle episode (its target's slow-downs
+ * Throttle alerts (docs/alerts.md): the key follows its throttle episode (its target's slow-downs
  * chained, core/alert.ts). When one begins it asks its tenant's Alerts object once for the
  * threshold (throttledForMs); with one, the episode is stored and the key's alarm is set for the
  * moment it passes it, and an episode still throttled then is reported to the Alerts object, once.

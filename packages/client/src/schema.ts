@@ -302,7 +302,7 @@ export interface paths {
         };
         /** The tenant's alert target */
         get: operations["getAlertTarget"];
-        /** Set the tenant's alert target: its dead executions and (with throttledForMs) its throttled flow keys, as signed digests (README Alerts) */
+        /** Set the tenant's alert target: its dead executions and (with throttledForMs) its throttled flow keys, as signed digests (docs/alerts.md) */
         put: operations["setAlertTarget"];
         post?: never;
         /** Remove the tenant's alert target (deaths waiting for a digest are dropped) */
@@ -746,7 +746,7 @@ export interface components {
                 tracestate?: string;
             };
             debounce?: components["schemas"]["DebounceInput"];
-            /** @description told each execution that succeeded (README Callbacks) */
+            /** @description told each execution that succeeded (docs/callbacks.md) */
             callback?: {
                 /** @description an HTTP target: the URL called (give one of url, worker and pull) */
                 url?: string;
@@ -757,7 +757,7 @@ export interface components {
                 /** @description a handler Worker target: its name in HANDLER_WORKERS, granted to your tenant (give one of url, worker and pull) */
                 worker?: string;
             };
-            /** @description told each execution that died after its last attempt (README Callbacks) */
+            /** @description told each execution that died after its last attempt (docs/callbacks.md) */
             failureCallback?: {
                 /** @description an HTTP target: the URL called (give one of url, worker and pull) */
                 url?: string;
@@ -926,7 +926,7 @@ export interface components {
              * @description RFC 3339, UTC
              */
             finishedAt: string | null;
-            /** @description the callback its outcome fired, if its job names one (README Callbacks) */
+            /** @description the callback its outcome fired, if its job names one (docs/callbacks.md) */
             callbacks: components["schemas"]["Callback"][];
             /** @description attempts made */
             attempts: number;
@@ -1121,7 +1121,7 @@ export interface components {
              * @description RFC 3339, UTC
              */
             finishedAt: string | null;
-            /** @description the callback its outcome fired, if its job names one (README Callbacks) */
+            /** @description the callback its outcome fired, if its job names one (docs/callbacks.md) */
             callbacks: components["schemas"]["Callback"][];
             attempts: components["schemas"]["Attempt"][];
         };
@@ -1178,7 +1178,7 @@ export interface components {
              * @description RFC 3339, UTC
              */
             finishedAt: string | null;
-            /** @description the callback its outcome fired, if its job names one (README Callbacks) */
+            /** @description the callback its outcome fired, if its job names one (docs/callbacks.md) */
             callbacks: components["schemas"]["Callback"][];
             /** @description attempts made */
             attempts: number;
@@ -1225,7 +1225,7 @@ export interface components {
              * @description RFC 3339, UTC
              */
             finishedAt: string | null;
-            /** @description the callback its outcome fired, if its job names one (README Callbacks) */
+            /** @description the callback its outcome fired, if its job names one (docs/callbacks.md) */
             callbacks: components["schemas"]["Callback"][];
             /** @description attempts made */
             attempts: number;
@@ -1251,7 +1251,7 @@ export interface components {
             headers?: {
                 [key: string]: string;
             };
-            /** @description also report a flow key of the tenant that its target throttled (429/503 Retry-After) without a break for longer than this (README Alerts); null or absent: never */
+            /** @description also report a flow key of the tenant that its target throttled (429/503 Retry-After) without a break for longer than this (docs/alerts.md); null or absent: never */
             throttledForMs?: number | null;
         };
         FlowKey: {
