@@ -185,7 +185,7 @@ async function main() {
 }
 
 /**
- * The message shape the stack runs (README "Delivery groups"), to compare with the runtime's floor
+ * The message shape the stack runs (docs/guarantees.md "Delivery groups"), to compare with the runtime's floor
  * of the same shape (../shared/floor: [consumerBatch, executionsPerMessage]): the fire consumers'
  * batch in the local config the code writes, executions per message, deliveries at once per
  * invocation.

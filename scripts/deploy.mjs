@@ -1,5 +1,5 @@
 // `npm run deploy`: the scheduler on a Cloudflare account, from nothing or as an upgrade, in one
-// command (README "Deploying"). After `npx wrangler login` (or with CLOUDFLARE_API_TOKEN and
+// command (docs/deploying.md). After `npx wrangler login` (or with CLOUDFLARE_API_TOKEN and
 // CLOUDFLARE_ACCOUNT_ID in CI) it reads wrangler.toml and, each step checking before it acts:
 //
 //   0. preflight, reads only, before anything is created: the account has a workers.dev subdomain
@@ -41,7 +41,7 @@
 // LOCATION_HINT in wrangler.toml [vars] (kept for every deploy) or SCHEDULER_LOCATION_HINT (this
 // run; it wins, as SCHEDULER_<NAME> does for the local stack: scripts/lib/env.mjs), databases and
 // buckets are created with that hint and the Worker reads it as LOCATION_HINT, so its objects can
-// be placed near them (README "Deploying").
+// be placed near them (docs/deploying.md).
 //
 // Options: --dry-run (offline: `wrangler deploy --dry-run --outdir .wrangler/dry-run`, what
 // `npm run deploy:check` does), --tenant <name> (the first API key's tenant; default "default"),
@@ -85,7 +85,7 @@ export function isPlaceholderId(id) {
   return id === undefined || id === "" || /^00000000-0000-0000-0000-00000000\d{4}$/.test(id);
 }
 
-/** WEBHOOK_SECRET's format: whsec_ and base64 of 32 random bytes (README "Security") */
+/** WEBHOOK_SECRET's format: whsec_ and base64 of 32 random bytes (docs/security.md) */
 export function newWebhookSecret() {
   return `whsec_${randomBytes(32).toString("base64")}`;
 }
@@ -438,7 +438,7 @@ async function preflight(plan, accountId, { skipPlanCheck }) {
     );
   else
     console.log(
-      '  Location hint: none: new D1 databases and R2 buckets are placed near this machine (LOCATION_HINT in wrangler.toml [vars], README "Deploying")',
+      '  Location hint: none: new D1 databases and R2 buckets are placed near this machine (LOCATION_HINT in wrangler.toml [vars], docs/deploying.md)',
     );
 
   if (problems.length > 0) throw new PreflightError(problems.join("\n"));

@@ -146,7 +146,7 @@ export const LOCAL_CONFIG = join(ROOT, ".wrangler-local.toml");
  * connections per invocation, and fewer, larger consumer invocations are most of its floor
  * (../shared/floor). 10 × 10: a batch of 100 groups (1,000 executions) held the flow-control
  * permits of the leases waiting for a lane and sent a fifth of a burst back to its buckets, and
- * cost more CPU per delivery than 10 × 10 (npm run bench, burst of 5,000). README "Delivery groups".
+ * cost more CPU per delivery than 10 × 10 (npm run bench, burst of 5,000). docs/guarantees.md "Delivery groups".
  */
 export const LOCAL_FIRE_BATCH = 10;
 

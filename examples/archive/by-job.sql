@@ -1,5 +1,5 @@
 -- The history archive by job and outcome: executions, attempts, and the first attempt's mean lag.
--- Reads what `edge-scheduler archive pull` wrote into ./archive (README "History archive"); on R2
+-- Reads what `edge-scheduler archive pull` wrote into ./archive (docs/deploying.md "History archive"); on R2
 -- itself, replace the path with 'r2://scheduler-archive/executions/tenant=<you>/**/*.ndjson.gz'.
 SELECT
   jobName,

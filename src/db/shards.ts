@@ -67,7 +67,7 @@ export class ShardsFull extends Error {
       (s) => `${s.index} (${shardBinding(s.index)}${s.bytes === null ? ", refused a write as full" : `, ${gb(s.bytes)}`})`,
     );
     super(
-      `no D1 shard has room for new jobs: ${full.length === 1 ? "shard" : "shards"} ${which.join(", ")} ${full.length === 1 ? "is" : "are"} above SHARD_MAX_BYTES (${gb(maxBytes)}): live jobs, or history the purge could not remove yet (see archive_write_failures_total); this request stored no job without an idempotency key, and every job already accepted runs as before. Add a shard (bind ${shardBinding(count)}: README "Shards"), or let live jobs finish`,
+      `no D1 shard has room for new jobs: ${full.length === 1 ? "shard" : "shards"} ${which.join(", ")} ${full.length === 1 ? "is" : "are"} above SHARD_MAX_BYTES (${gb(maxBytes)}): live jobs, or history the purge could not remove yet (see archive_write_failures_total); this request stored no job without an idempotency key, and every job already accepted runs as before. Add a shard (bind ${shardBinding(count)}: docs/deploying.md "Shards"), or let live jobs finish`,
     );
   }
 }
