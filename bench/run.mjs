@@ -9,8 +9,10 @@ import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { effectiveConfig } from "../scripts/config.mjs";
 import { envBool, envList, envNumber, envString, parseNumber, settingOverrides } from "../scripts/lib/env.mjs";
+import { fireShape } from "./lib/shape.mjs";
 import { codeIdentity, snapshot, sourceHash } from "./lib/snapshot.mjs";
 import { credentials, killAllStacks, useCodeRoot } from "./lib/stack.mjs";
+import { DEFAULT_ENQUEUE_RATE } from "./lib/workload.mjs";
 import { burst } from "./scenarios/burst.mjs";
 import { crash } from "./scenarios/crash.mjs";
 import { delayed } from "./scenarios/delayed.mjs";
@@ -67,7 +69,7 @@ async function main() {
   const burstEnqueueRate = envNumber("BENCH_BURST_ENQUEUE_RATE", null, { min: 1 });
   const params = {
     delayed: { n, drainTimeoutMs, sample: count("BENCH_STAGE_SAMPLE", 100) },
-    burst: { n, drainTimeoutMs, expectedEnqueueRate: burstEnqueueRate ?? 4000, sample: count("BENCH_STAGE_SAMPLE", 100) },
+    burst: { n, drainTimeoutMs, expectedEnqueueRate: burstEnqueueRate ?? DEFAULT_ENQUEUE_RATE, sample: count("BENCH_STAGE_SAMPLE", 100) },
     crash: {
       n: count("BENCH_CRASH_N", 1000),
       handlerMs: envNumber("BENCH_CRASH_HANDLER_MS", 2000),
@@ -96,7 +98,7 @@ async function main() {
       backlog: count("BENCH_NOISY_BACKLOG", 100_000),
       smallRate: envNumber("BENCH_NOISY_SMALL_RATE", 20, { min: 1 }),
       smallSeconds: envNumber("BENCH_NOISY_SMALL_SECONDS", 60),
-      expectedEnqueueRate: burstEnqueueRate ?? 4000,
+      expectedEnqueueRate: burstEnqueueRate ?? DEFAULT_ENQUEUE_RATE,
       // the backlog drains at the local runtime's pace (hundreds per second): minutes, not the default minute
       drainTimeoutMs: envNumber("BENCH_NOISY_DRAIN_TIMEOUT_S", 900) * 1000,
     },
@@ -182,23 +184,4 @@ async function main() {
   await Promise.all(sent);
   process.exitCode = failed ? 1 : 0;
   process.disconnect();
-}
-
-/**
- * The message shape the stack runs (docs/guarantees.md "Delivery groups"), to compare with the runtime's floor
- * of the same shape (../shared/floor: [consumerBatch, executionsPerMessage]): the fire consumers'
- * batch in the local config the code writes, executions per message, deliveries at once per
- * invocation.
- */
-async function fireShape(codeRoot, settings) {
-  const { withLocalFireBatches } = await import(join(codeRoot, "scripts", "local-env.mjs"));
-  const local = withLocalFireBatches(readFileSync(join(codeRoot, "wrangler.toml"), "utf8"));
-  const batch = /queue = "fire"\nmax_batch_size = (\d+)/.exec(local);
-  const groupSize = Number(settings.FIRE_GROUP_SIZE ?? 1);
-  return {
-    consumerBatch: batch ? Number(batch[1]) : null,
-    executionsPerMessage: groupSize,
-    deliveryConcurrency: Number(settings.DELIVERY_CONCURRENCY),
-    floorShape: batch ? [Number(batch[1]), groupSize] : null,
-  };
 }

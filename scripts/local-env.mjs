@@ -144,7 +144,7 @@ export const LOCAL_CONFIG = join(ROOT, ".wrangler-local.toml");
  * The local stack's fire consumers take batches of this many messages (groups of FIRE_GROUP_SIZE,
  * 10 in .dev.vars.example), not production's one: the local runtime has no limit of 6 open
  * connections per invocation, and fewer, larger consumer invocations are most of its floor
- * (../shared/floor). 10 × 10: a batch of 100 groups (1,000 executions) held the flow-control
+ * (npm run bench:floor). 10 × 10: a batch of 100 groups (1,000 executions) held the flow-control
  * permits of the leases waiting for a lane and sent a fifth of a burst back to its buckets, and
  * cost more CPU per delivery than 10 × 10 (npm run bench, burst of 5,000). docs/guarantees.md "Delivery groups".
  */

@@ -4,6 +4,7 @@
 // VmHWM (the kernel's peak RSS of the process) from /proc/<pid>/status.
 import { execFileSync } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
+import { sleep } from "./stats.mjs";
 
 export let clockTicks = 100;
 try {
@@ -181,4 +182,37 @@ export function machineTicks() {
 export function benchCpuSeconds(since) {
   const u = process.cpuUsage(since);
   return Math.round((u.user + u.system) / 1e4) / 100;
+}
+
+/** CPU seconds (utime + stime, every thread) of one process by its pid; null once it is gone. */
+export function pidCpuSeconds(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return (Number(f[11]) + Number(f[12])) / clockTicks;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Other work on this 2-core machine (tests of other sessions) skews every figure, so a scenario
+ * waits, at most `maxWaitMs`, until the machine has been nearly idle for 2 s (busy < 0.3 core,
+ * this process excluded). Returns what it saw; the figures say whether it ran on a quiet machine.
+ */
+export async function waitForQuiet(maxWaitMs, thresholdCores = 0.3) {
+  const startedAt = Date.now();
+  let lastBusyCores = null;
+  if (maxWaitMs <= 0) return { waitedMs: 0, quiet: null, busyCores: null };
+  while (Date.now() - startedAt <= maxWaitMs) {
+    const a = machineTicks();
+    const u = process.cpuUsage();
+    await sleep(2000);
+    const b = machineTicks();
+    const own = (process.cpuUsage(u).user + process.cpuUsage(u).system) / 1e6;
+    lastBusyCores = Math.max(0, (b.busy - a.busy) / clockTicks - own) / 2; // cores busy over the 2 s window
+    if (lastBusyCores < thresholdCores)
+      return { waitedMs: Date.now() - startedAt, quiet: true, busyCores: Math.round(lastBusyCores * 100) / 100 };
+  }
+  return { waitedMs: Date.now() - startedAt, quiet: false, busyCores: Math.round(lastBusyCores * 100) / 100 };
 }

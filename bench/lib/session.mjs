@@ -3,9 +3,8 @@
 import { loadavg } from "node:os";
 import { join } from "node:path";
 import { Api, schedulerFigures } from "./api.mjs";
-import { clockTicks, GroupSampler, machineTicks } from "./procstat.mjs";
+import { GroupSampler, waitForQuiet } from "./procstat.mjs";
 import { credentials, launch, removeState } from "./stack.mjs";
-import { sleep } from "./stats.mjs";
 import { Target } from "./target.mjs";
 
 /**
@@ -76,26 +75,4 @@ export async function withSession(name, options, body) {
     await target.close();
     removeState(persistTo);
   }
-}
-
-/**
- * Other work on this 2-core machine (tests of other sessions) skews every figure, so a scenario
- * waits, at most `maxWaitMs`, until the machine has been nearly idle for 2 s (busy < 0.3 core,
- * this process excluded). Returns what it saw; the figures say whether it ran on a quiet machine.
- */
-export async function waitForQuiet(maxWaitMs, thresholdCores = 0.3) {
-  const startedAt = Date.now();
-  let lastBusyCores = null;
-  if (maxWaitMs <= 0) return { waitedMs: 0, quiet: null, busyCores: null };
-  while (Date.now() - startedAt <= maxWaitMs) {
-    const a = machineTicks();
-    const u = process.cpuUsage();
-    await sleep(2000);
-    const b = machineTicks();
-    const own = (process.cpuUsage(u).user + process.cpuUsage(u).system) / 1e6;
-    lastBusyCores = Math.max(0, (b.busy - a.busy) / clockTicks - own) / 2; // cores busy over the 2 s window
-    if (lastBusyCores < thresholdCores)
-      return { waitedMs: Date.now() - startedAt, quiet: true, busyCores: Math.round(lastBusyCores * 100) / 100 };
-  }
-  return { waitedMs: Date.now() - startedAt, quiet: false, busyCores: Math.round(lastBusyCores * 100) / 100 };
 }

@@ -6,17 +6,17 @@ import { benchCpuSeconds } from "../lib/procstat.mjs";
 import { windowFigures } from "../lib/queue-latency.mjs";
 import { withSession } from "../lib/session.mjs";
 import { cpuMsPerDelivery, round, shuffle, sleep, summary, waitUntil } from "../lib/stats.mjs";
+import { burstLeadMs, LEAD_MS, SEED } from "../lib/workload.mjs";
 
 export async function burst(params, ctx) {
-  const { n, minLeadMs = 5000, expectedEnqueueRate, drainTimeoutMs, sample } = params;
+  const { n, minLeadMs = LEAD_MS, expectedEnqueueRate, drainTimeoutMs, sample } = params;
   return withSession("burst", ctx, async ({ quiet, loadAvgAtStart, target, first, api, sampler, alive, schedulerFigures }) => {
     const url = `${target.url}/burst`;
     const order = shuffle(
       Array.from({ length: n }, (_, i) => i),
-      7,
+      SEED.burst,
     );
-    const expectedEnqueueMs = Math.ceil((n * 1000) / expectedEnqueueRate);
-    const leadMs = Math.max(minLeadMs, expectedEnqueueMs + 2000);
+    const leadMs = burstLeadMs(n, expectedEnqueueRate, minLeadMs);
     const benchCpu0 = process.cpuUsage();
     sampler.mark("start");
     const t0 = Date.now();

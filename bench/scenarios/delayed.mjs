@@ -4,20 +4,21 @@ import { arrivalsPerSecond, deliveredCount, deliveryFigures, enqueueSequential, 
 import { benchCpuSeconds } from "../lib/procstat.mjs";
 import { withSession } from "../lib/session.mjs";
 import { cpuMsPerDelivery, round, shuffle, sleep, summary, waitUntil } from "../lib/stats.mjs";
+import { delayedDueAt, LEAD_MS, SEED, SPREAD_MS } from "../lib/workload.mjs";
 
 export async function delayed(params, ctx) {
-  const { n, leadMs = 5000, spreadMs = 10_000, drainTimeoutMs, sample } = params;
+  const { n, leadMs = LEAD_MS, spreadMs = SPREAD_MS, drainTimeoutMs, sample } = params;
   return withSession("delayed", ctx, async ({ quiet, loadAvgAtStart, target, first, api, sampler, alive, schedulerFigures }) => {
     const url = `${target.url}/delayed`;
     const order = shuffle(
       Array.from({ length: n }, (_, i) => i),
-      42,
+      SEED.delayed,
     );
     const due = new Float64Array(n);
     const benchCpu0 = process.cpuUsage();
     sampler.mark("start");
     const t0 = Date.now();
-    for (let i = 0; i < n; i++) due[i] = t0 + leadMs + Math.round((spreadMs * i) / n);
+    for (let i = 0; i < n; i++) due[i] = delayedDueAt(t0, i, n, leadMs, spreadMs);
     const enq = await enqueueSequential(api, order, (i) => jobSpec(url, i, due[i]), n);
     sampler.mark("enqueued");
     const benchCpuEnqueue = benchCpuSeconds(benchCpu0);
