@@ -438,7 +438,7 @@ async function preflight(plan, accountId, { skipPlanCheck }) {
     );
   else
     console.log(
-      '  Location hint: none: new D1 databases and R2 buckets are placed near this machine (LOCATION_HINT in wrangler.toml [vars], docs/deploying.md)',
+      "  Location hint: none: new D1 databases and R2 buckets are placed near this machine (LOCATION_HINT in wrangler.toml [vars], docs/deploying.md)",
     );
 
   if (problems.length > 0) throw new PreflightError(problems.join("\n"));
