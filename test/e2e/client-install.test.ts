@@ -62,12 +62,32 @@ function manifests(): Record<string, string> {
 
 /** git's view of the work tree: changed and untracked files (packages/client/dist is ignored) */
 async function gitStatus(): Promise<string> {
-  const run = await runProcess("git", ["-C", ROOT, "status", "--porcelain"], { timeoutMs: 30_000 });
-  expect(run.code, run.stderr).toBe(0);
-  return run.stdout;
+  const status = await run("git", ["-C", ROOT, "status", "--porcelain"], { timeoutMs: 30_000 });
+  expect(status.code, status.stderr).toBe(0);
+  return status.stdout;
 }
 
-const npmWarnings = (run: ProcessRun) => `${run.stdout}\n${run.stderr}`.split("\n").filter((line) => /^npm warn/i.test(line));
+/**
+ * Runs a command that reads no input to its end (harness runProcess writes to a stdin that a quick
+ * command may have closed); it is killed by its pid after `timeoutMs`.
+ */
+function run(command: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs: number }): Promise<ProcessRun> {
+  const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ["ignore", "pipe", "pipe"] });
+  let stdout = "";
+  let stderr = "";
+  child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d));
+  child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d));
+  const killer = setTimeout(() => child.kill("SIGKILL"), options.timeoutMs);
+  return new Promise((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code) => {
+      clearTimeout(killer);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+const npmWarnings = (done: ProcessRun) => `${done.stdout}\n${done.stderr}`.split("\n").filter((line) => /^npm warn/i.test(line));
 
 describe("the client installed into another project with the README's one command", () => {
   const project = mkdtempSync(join(tmpdir(), "client-install-"));
@@ -82,15 +102,15 @@ describe("the client installed into another project with the README's one comman
   beforeAll(async () => {
     before = { manifests: manifests(), status: await gitStatus() };
     const env = userEnv();
-    const node = await runProcess("node", ["--version"], { env, timeoutMs: 30_000 });
+    const node = await run("node", ["--version"], { env, timeoutMs: 30_000 });
     expect(node.code, `the user's shell has no node of its own: ${node.stderr}`).toBe(0);
     nodeVersion = node.stdout.trim();
     // what `npm install` in the clone runs after installing (the root's prepare): it builds packages/client/dist
-    const build = await runProcess("npm", ["run", "prepare"], { env, cwd: ROOT, timeoutMs: NPM_TIMEOUT_MS });
+    const build = await run("npm", ["run", "prepare"], { env, cwd: ROOT, timeoutMs: NPM_TIMEOUT_MS });
     expect(build.code, `${build.stdout}\n${build.stderr}`).toBe(0);
-    const init = await runProcess("npm", ["init", "-y"], { env, cwd: project, timeoutMs: NPM_TIMEOUT_MS });
+    const init = await run("npm", ["init", "-y"], { env, cwd: project, timeoutMs: NPM_TIMEOUT_MS });
     expect(init.code, init.stderr).toBe(0);
-    install = await runProcess("npm", INSTALL, { env, cwd: project, timeoutMs: NPM_TIMEOUT_MS });
+    install = await run("npm", INSTALL, { env, cwd: project, timeoutMs: NPM_TIMEOUT_MS });
   }, 3 * NPM_TIMEOUT_MS);
 
   afterAll(() => {
@@ -143,7 +163,7 @@ describe("the client installed into another project with the README's one comman
     // an unsigned request is refused
     expect((await fetch(`http://127.0.0.1:${HOOK_PORT}/hook`, { method: "POST", body: "{}" })).status).toBe(401);
 
-    const created = await runProcess("node", ["create.mjs"], {
+    const created = await run("node", ["create.mjs"], {
       cwd: project,
       env: userEnv({ KEY: creds.apiKey, SCHEDULER_URL: local.stack.url, HOOK_URL: `http://127.0.0.1:${HOOK_PORT}/hook` }),
       timeoutMs: 60_000,
@@ -186,28 +206,28 @@ describe("the client installed into another project with the README's one comman
       const tampered = await post('{"n":666}');
       console.log(JSON.stringify({ real: real.status, tampered: tampered.status, refusal: await tampered.json() }));
     `;
-    const run = await runProcess("node", ["--input-type=module", "-e", driver], {
+    const routed = await runProcess("node", ["--input-type=module", "-e", driver], {
       cwd: project,
       env: userEnv({ SECRET: creds.secret }),
       input: JSON.stringify({ headers: delivered.headers, body: delivered.body }),
       timeoutMs: 30_000,
     });
-    expect(run.stderr).toBe("");
-    expect(run.code).toBe(0);
-    const lines = run.stdout.trim().split("\n");
+    expect(routed.stderr).toBe("");
+    expect(routed.code).toBe(0);
+    const lines = routed.stdout.trim().split("\n");
     expect(lines[0]).toBe(`attempt 1 of ${delivered.webhookId} {"n":1}`);
     expect(JSON.parse(lines.at(-1)!)).toEqual({ real: 200, tampered: 401, refusal: { error: "bad_signature" } });
   });
 
   it("runs the CLI the package installs (edge-scheduler, from its build)", async () => {
     expect(jobId).not.toBe("");
-    const run = await runProcess(join(project, "node_modules", ".bin", "edge-scheduler"), ["jobs", "get", jobId, "--json"], {
+    const cli = await run(join(project, "node_modules", ".bin", "edge-scheduler"), ["jobs", "get", jobId, "--json"], {
       cwd: project,
       env: userEnv({ SCHEDULER_URL: local.stack.url, SCHEDULER_KEY: creds.apiKey }),
       timeoutMs: 30_000,
     });
-    expect(run.stderr).toBe("");
-    expect(run.code).toBe(0);
-    expect(JSON.parse(run.stdout)).toMatchObject({ id: jobId, latestExecution: { status: "succeeded" } });
+    expect(cli.stderr).toBe("");
+    expect(cli.code).toBe(0);
+    expect(JSON.parse(cli.stdout)).toMatchObject({ id: jobId, latestExecution: { status: "succeeded" } });
   });
 });
