@@ -91,46 +91,49 @@ const child = spawn(
 );
 
 let ready = false;
+let exited = false;
+/** @type {ReturnType<typeof startCron> | null} */
+let cron = null;
 /** what wrangler printed before it was ready, printed if it exits before */
 let early = "";
+
+/** The stack answers: from now on wrangler's output shows, and the cron fires (not racing wrangler's start). */
+const becomeReady = () => {
+  ready = true;
+  if (crons.length > 0 && !exited) cron = startCron({ url, crons });
+};
+
 /**
- * Until ready, wrangler's output goes to the log (its warnings and errors to stderr too); the line
- * "Ready on ..." makes it ready; from then on everything passes through to `out`.
+ * wrangler's output, a line at a time. Until it says "Ready on" it goes to the log only (its
+ * warnings and errors to the terminal too); from then on it shows, except the table of bindings
+ * wrangler prints again whenever the example handler connects or the config reloads (to the log).
  * @param {NodeJS.WriteStream} out
  */
 const relay = (out) => {
   let partial = "";
+  let inBindings = false;
   return (data) => {
-    const text = String(data);
-    if (ready) {
-      out.write(partial + text);
-      partial = "";
-      return;
-    }
-    log(text);
-    early += text;
-    const lines = (partial + text).split("\n");
+    if (!ready) early += data;
+    const lines = (partial + data).split("\n");
     partial = lines.pop() ?? "";
     for (const line of lines) {
       const plain = stripVTControlCharacters(line);
-      if (ready) out.write(`${line}\n`);
-      else if (/Ready on /.test(plain)) {
-        ready = true;
-        out.write(`${line}\n`);
-      } else if (WRANGLER_PROBLEM.test(plain)) process.stderr.write(`${line}\n`);
-    }
-    if (ready && partial) {
-      out.write(partial);
-      partial = "";
+      if (!ready) {
+        log(`${line}\n`);
+        if (/Ready on /.test(plain)) {
+          out.write(`${line}\n`);
+          becomeReady();
+        } else if (WRANGLER_PROBLEM.test(plain)) process.stderr.write(`${line}\n`);
+      } else if (inBindings || / has access to the following bindings:$/.test(plain)) {
+        log(`${line}\n`);
+        inBindings = plain.trim() !== ""; // the table ends at a blank line
+      } else out.write(`${line}\n`);
     }
   };
 };
 child.stdout.setEncoding("utf8").on("data", relay(process.stdout));
 child.stderr.setEncoding("utf8").on("data", relay(process.stderr));
 
-let exited = false;
-/** @type {ReturnType<typeof startCron> | null} */
-let cron = null;
 for (const signal of ["SIGINT", "SIGTERM"]) process.on(signal, () => child.kill(signal));
 child.on("exit", (code, signal) => {
   exited = true;
@@ -142,22 +145,16 @@ child.on("exit", (code, signal) => {
   process.exit(code ?? 0);
 });
 
-// the cron starts once the server answers, so its first run does not race wrangler's start
-for (;;) {
-  if (exited) break;
-  const up = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(5000) }).then(
-    (res) => res.ok,
-    () => false,
-  );
-  if (up) {
-    if (crons.length > 0) cron = startCron({ url, crons });
-    // wrangler says "Ready on" as it starts answering; should it stop saying so, its output must not stay held
-    setTimeout(() => {
-      if (ready) return;
-      ready = true;
+// should a later wrangler stop saying "Ready on", the server answering is the sign, so its output is not held for good
+setTimeout(async () => {
+  while (!ready && !exited) {
+    const up = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(5000) }).then(
+      (res) => res.ok,
+      () => false,
+    );
+    if (up && !ready) {
       console.log(`Ready on ${url}`);
-    }, 2000).unref();
-    break;
+      becomeReady();
+    } else await new Promise((resolve) => setTimeout(resolve, 1000));
   }
-  await new Promise((resolve) => setTimeout(resolve, 500));
-}
+}, 60_000).unref();

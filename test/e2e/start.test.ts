@@ -1,7 +1,8 @@
 /**
  * `npm start` is quiet (issue 37 item 5): before wrangler's "Ready on" it prints a few lines of its
  * own, where it listens, the API key (which opens the API) and one line per D1 shard saying what
- * it migrated, and none of wrangler's tables, which go to start.log beside the state. Run as a
+ * it migrated, and none of wrangler's tables (migrations, bindings), which go to start.log beside
+ * the state. Run as a
  * user runs it (`npm start`, its own process group, stopped by its id) on a fresh state directory
  * (PERSIST_TO), then on the same one (up to date), then on a path wrangler cannot use: the
  * migration's failure is printed and the start exits 1.
@@ -101,6 +102,9 @@ describe("npm start", () => {
     expect(before).toContain(`API key (tenant "local", in .dev.vars): export KEY=${key}`);
     const jobs = await fetch(`${URL_}/v1/jobs`, { headers: { authorization: `Bearer ${key}` } });
     expect(jobs.status).toBe(200);
+
+    // nor later the table of bindings wrangler prints again when the example handler connects
+    expect(started.output()).not.toContain("has access to the following bindings");
 
     // wrangler's own output until then is kept beside the state, its tables among it
     const log = readFileSync(join(dir, "start.log"), "utf8");
