@@ -1,9 +1,10 @@
 // Shared by `npm start`, the end-to-end tests and the benchmark: local state, .dev.vars, migrations.
-import { execFileSync } from "node:child_process";
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { stripVTControlCharacters } from "node:util";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const WRANGLER = join(ROOT, "node_modules", "wrangler", "bin", "wrangler.js");
@@ -123,15 +124,96 @@ export function migrationsCommand(binding, persistTo, shards = LOCAL_SHARDS) {
   return [WRANGLER, "d1", "migrations", "apply", binding, "--local", "-c", localConfigPath(shards), "--persist-to", persistTo];
 }
 
-/** Applies D1 migrations to every local shard under `persistTo` (call writeLocalConfig first). */
-export function applyMigrations(persistTo) {
-  for (const binding of shardBindings()) {
-    execFileSync(process.execPath, migrationsCommand(binding, persistTo), {
-      cwd: ROOT,
-      stdio: ["ignore", "inherit", "inherit"],
-      env: { ...process.env, ...LOCAL_RUNTIME_ENV, CI: "true" },
+/** how much of a failed migration's output its error message quotes */
+const MIGRATION_TAIL_CHARS = 2000;
+
+/**
+ * @typedef {{ binding: string, applied: string[] | null }} ShardMigrations
+ *   applied: the migrations this run applied, in order ([] when the shard was up to date; null when
+ *   wrangler's output said neither, which a changed wrangler could do)
+ */
+
+/**
+ * Applies the D1 migrations to one local shard under `persistTo` (`shards`: the stack's shard count,
+ * whose local config names the shard) and answers what it applied. wrangler's output (a table of
+ * every migration for each one it runs: about 300 lines for a new database) goes to `log` only. A
+ * failure rejects with an Error quoting the output's end, its whole output in `error.output`.
+ * @param {string} binding
+ * @param {string} persistTo
+ * @param {{ shards?: number, log?: (text: string) => void }} [options]
+ * @returns {Promise<ShardMigrations>}
+ */
+export function applyShardMigrations(binding, persistTo, { shards = LOCAL_SHARDS, log = () => {} } = {}) {
+  const child = spawn(process.execPath, migrationsCommand(binding, persistTo, shards), {
+    cwd: ROOT,
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...LOCAL_RUNTIME_ENV, CI: "true" },
+  });
+  let output = "";
+  const take = (data) => {
+    output += String(data);
+    log(String(data));
+  };
+  child.stdout.setEncoding("utf8").on("data", take);
+  child.stderr.setEncoding("utf8").on("data", take);
+  return new Promise((resolve, reject) => {
+    child.on("error", reject);
+    child.on("close", (code, signal) => {
+      if (code === 0) return resolve({ binding, applied: migrationsApplied(output) });
+      const error = new Error(
+        `wrangler d1 migrations apply ${binding} failed (${signal ?? `exit ${code}`}); its last output:\n${output.slice(-MIGRATION_TAIL_CHARS)}`,
+      );
+      reject(Object.assign(error, { output }));
     });
-  }
+  });
+}
+
+/**
+ * Applies the D1 migrations to every local shard under `persistTo`, one after the other (the local
+ * config written first), and answers what each applied; as applyShardMigrations says.
+ * @param {string} persistTo
+ * @param {{ shards?: number, log?: (text: string) => void }} [options]
+ * @returns {Promise<ShardMigrations[]>}
+ */
+export async function applyMigrations(persistTo, { shards = LOCAL_SHARDS, log = () => {} } = {}) {
+  writeLocalConfig({ shards });
+  const results = [];
+  for (const binding of shardBindings(shards)) results.push(await applyShardMigrations(binding, persistTo, { shards, log }));
+  return results;
+}
+
+/**
+ * The migrations one run of `wrangler d1 migrations apply` applied, read from its output: the
+ * names its tables list ("Migrations to be applied", then one status table per migration run), or
+ * none when it said "No migrations to apply!"; null when it says neither.
+ * @param {string} output
+ * @returns {string[] | null}
+ */
+export function migrationsApplied(output) {
+  const text = stripVTControlCharacters(output); // colours, when wrangler thinks it may
+  if (/No migrations to apply/.test(text)) return [];
+  const names = [...text.matchAll(/│\s*([^\s│]+\.sql)\s*│/g)].map((m) => m[1]);
+  return names.length > 0 ? [...new Set(names)] : null;
+}
+
+/** The D1 migrations in migrations/, in the order they apply. */
+export function migrationFiles() {
+  return readdirSync(join(ROOT, "migrations"))
+    .filter((name) => name.endsWith(".sql"))
+    .sort();
+}
+
+/**
+ * One line for a person about a shard's migrations: "DB: 10 migrations applied (0001_init.sql …
+ * 0010_callbacks.sql)", "DB_1: up to date (10 migrations)".
+ * @param {ShardMigrations} result
+ * @param {number} [known] how many migrations migrations/ holds
+ */
+export function describeMigrations({ binding, applied }, known = migrationFiles().length) {
+  if (applied === null) return `${binding}: migrations applied (wrangler's output did not say which)`;
+  if (applied.length === 0) return `${binding}: up to date (${known} migration${known === 1 ? "" : "s"})`;
+  const which = applied.length === 1 ? applied[0] : `${applied[0]} … ${applied.at(-1)}`;
+  return `${binding}: ${applied.length} migration${applied.length === 1 ? "" : "s"} applied (${which})`;
 }
 
 /** The example handler Worker (examples/handler), which every local stack runs beside the scheduler. */

@@ -12,16 +12,7 @@ import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readCrons, startCron } from "./lib/cron.mjs";
-import {
-  LOCAL_RUNTIME_ENV,
-  LOCAL_SHARDS,
-  localProfile,
-  migrationsCommand,
-  ROOT,
-  shardBindings,
-  WRANGLER,
-  writeLocalConfig,
-} from "./local-env.mjs";
+import { applyMigrations, LOCAL_RUNTIME_ENV, LOCAL_SHARDS, localProfile, ROOT, WRANGLER, writeLocalConfig } from "./local-env.mjs";
 
 /** how much of wrangler's last output a start failure quotes */
 const TAIL_CHARS = 2000;
@@ -39,7 +30,8 @@ export async function startStack(options) {
   const persistTo = options.persistTo ?? mkdtempSync(join(tmpdir(), "scheduler-state-"));
   const output = tailOf(options.log ?? (() => {}));
   const shards = options.shards ?? LOCAL_SHARDS;
-  await applyMigrations(persistTo, output, shards);
+  // wrangler's migration output (a table per migration) goes to `log` only, as local-env.mjs says
+  await applyMigrations(persistTo, { shards, log: output.log });
   const args = [
     WRANGLER,
     "dev",
@@ -116,36 +108,6 @@ export async function startStack(options) {
   }
   await stack.stop();
   throw new Error(`wrangler dev did not become ready within 60 s; its last output:\n${output.tail()}`);
-}
-
-/**
- * Applies the D1 migrations to every local shard under `persistTo`, as local-env.mjs's
- * applyMigrations does for `npm start`, but with wrangler's output (a table per migration) sent
- * to `output` instead of the terminal.
- * @param {string} persistTo
- * @param {ReturnType<typeof tailOf>} output
- */
-async function applyMigrations(persistTo, output, shards) {
-  writeLocalConfig({ shards });
-  for (const binding of shardBindings(shards)) {
-    const child = spawn(process.execPath, migrationsCommand(binding, persistTo, shards), {
-      cwd: ROOT,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, ...LOCAL_RUNTIME_ENV, CI: "true" },
-    });
-    child.stdout.on("data", (d) => output.log(String(d)));
-    child.stderr.on("data", (d) => output.log(String(d)));
-    await new Promise((resolve, reject) => {
-      child.on("error", reject);
-      child.on("close", (code, signal) => {
-        if (code === 0) resolve(undefined);
-        else
-          reject(
-            new Error(`wrangler d1 migrations apply ${binding} failed (${signal ?? `exit ${code}`}); its last output:\n${output.tail()}`),
-          );
-      });
-    });
-  }
 }
 
 /**
