@@ -15,17 +15,9 @@
  */
 
 import * as scheduler from "../index";
+import { configureProfile, platformReport, resetReport, runAsInvocation, runHandler } from "./invocations";
 import { INVOCATION_WALL_MS, QUEUE_MAX_CONCURRENCY } from "./limits";
-import {
-  configureProfile,
-  limitedEnv,
-  limitedFetch,
-  limitState,
-  platformReport,
-  resetReport,
-  runAsInvocation,
-  runHandler,
-} from "./profile";
+import { limitedEnv, limitedFetch, limitState } from "./profile";
 
 globalThis.fetch = limitedFetch(globalThis.fetch);
 

@@ -12,7 +12,7 @@ for (let shard = 0; bound[shard === 0 ? "DB" : `DB_${shard}`]; shard++) {
 // exceeded, also where the code caught the error: any is a failure of the test it happened in (a
 // test that provokes one on purpose takes it with takeViolations()).
 import { afterEach } from "vitest";
-import { takeViolations } from "../../src/platform/profile";
+import { takeViolations } from "../../src/platform/invocations";
 
 afterEach(() => {
   const seen = takeViolations();

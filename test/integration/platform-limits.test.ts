@@ -19,8 +19,9 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import { ConfigSchema } from "../../src/config";
+import { runAsInvocation, takeViolations } from "../../src/platform/invocations";
 import worker from "../../src/platform/local-worker";
-import { limitedEnv, runAsInvocation, takeViolations } from "../../src/platform/profile";
+import { limitedEnv } from "../../src/platform/profile";
 import { captureFiresForFile, dispatchOf, fileClock, KEYS, newExecution, receiverUrl, startFire, uniquePath } from "./helpers";
 
 const clock = fileClock(10 * 60_000);
