@@ -3,11 +3,11 @@
  * beside it), mounted with app.route() as Hono's examples do, behind one error envelope. Every /v1
  * route and /metrics need a bearer key; /healthz and /openapi.json do not.
  */
-import { Hono } from "hono";
+import { type Context, Hono } from "hono";
 import { checkShardCount, describeFailure, ShardsFull, ShardsLowered, ShardUnavailable, shardsOf } from "../db/shards";
+import { ApiError, errorBody } from "../use-cases/errors";
 import { requireApiKey } from "./auth";
 import type { ApiEnv } from "./context";
-import { ApiError, errorBody, respondError } from "./errors";
 import { openApiDocument } from "./openapi";
 import { actions } from "./routes/actions";
 import { alerts } from "./routes/alerts";
@@ -73,6 +73,11 @@ app.route("/", alerts);
 app.route("/", flowControl);
 app.route("/", pull);
 app.route("/", metrics);
+
+function respondError(c: Context, error: ApiError): Response {
+  for (const [name, value] of Object.entries(error.headers)) c.header(name, value);
+  return c.json(errorBody(error.code, error.message, error.field), error.status);
+}
 
 let routeMethods: { pattern: RegExp; method: string }[] | undefined;
 

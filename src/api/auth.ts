@@ -1,8 +1,8 @@
 /** Bearer API keys: API_KEYS="tenant:key,tenant:key", compared in constant time, never logged. */
 import type { MiddlewareHandler } from "hono";
 import { configOf } from "../config";
+import { ApiError } from "../use-cases/errors";
 import type { ApiEnv } from "./context";
-import { ApiError } from "./errors";
 
 export interface ApiKey {
   tenant: string;

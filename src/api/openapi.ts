@@ -9,7 +9,7 @@
  * route lists equal, and `npm run openapi` writes the committed openapi.json that another test compares.
  */
 import { OpenAPIRegistry, OpenApiGeneratorV31, type ResponseConfig } from "@asteasolutions/zod-to-openapi";
-import { Health } from "./responses";
+import { Health } from "../schemas/responses";
 import { type ApiRoute, error, json } from "./route-doc";
 import { ACTION_ROUTES } from "./routes/actions.openapi";
 import { ALERT_ROUTES } from "./routes/alerts.openapi";

@@ -3,10 +3,10 @@ import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { parseJsonBytes } from "../core/json-text";
 import { type TraceContext, traceOfHeaders } from "../core/trace";
+import { MAX_JSON_DEPTH } from "../schemas/job-input";
+import { ApiError, fieldPath } from "../use-cases/errors";
+import { decodeCursor } from "../use-cases/present";
 import type { ApiEnv } from "./context";
-import { ApiError, fieldPath } from "./errors";
-import { decodeCursor } from "./present";
-import { MAX_JSON_DEPTH } from "./schemas";
 
 export const SINGLE_BODY_BYTES = 128 * 1024;
 export const BATCH_BODY_BYTES = 16 * 1024 * 1024;

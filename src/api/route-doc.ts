@@ -4,7 +4,7 @@
  */
 import type { ResponseConfig, RouteConfig } from "@asteasolutions/zod-to-openapi";
 import { z } from "zod";
-import { ErrorEnvelope } from "./responses";
+import { ErrorEnvelope } from "../schemas/responses";
 
 /** A route as documented; `keyed: false` routes need no API key. */
 export interface ApiRoute extends Omit<RouteConfig, "responses"> {

@@ -1,8 +1,8 @@
 /** The OpenAPI entries of actions.ts. */
 import { z } from "zod";
-import { ActionView } from "../responses";
+import { BulkJobsInput, BulkRedriveInput } from "../../schemas/requests";
+import { ActionView } from "../../schemas/responses";
 import { type ApiRoute, BODY_ERRORS, error, json, jsonBody } from "../route-doc";
-import { BulkJobsInput, BulkRedriveInput } from "../schemas";
 
 const BulkJobs = BulkJobsInput.meta({ id: "BulkJobs" });
 const BulkRedrive = BulkRedriveInput.meta({ id: "BulkRedrive" });

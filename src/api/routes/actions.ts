@@ -8,11 +8,11 @@ import { type ActionState, BULK_JOB_KINDS, type BulkKind, bulkActionName, type S
 import { newId } from "../../core/id";
 import { toRfc3339 } from "../../core/when";
 import { objectOf } from "../../placement";
+import { BulkJobsInput, BulkRedriveInput } from "../../schemas/requests";
+import type { ActionView } from "../../schemas/responses";
+import { ApiError, fromZodError } from "../../use-cases/errors";
 import type { ApiEnv } from "../context";
-import { ApiError, fromZodError } from "../errors";
 import { idempotencyKeyHeader, limit, notFound, readJson, SINGLE_BODY_BYTES } from "../request";
-import type { ActionView } from "../responses";
-import { BulkJobsInput, BulkRedriveInput } from "../schemas";
 
 export const actions = new Hono<ApiEnv>();
 

@@ -1,8 +1,8 @@
 /** The OpenAPI entries of alerts.ts. */
 
-import { AlertTargetView } from "../responses";
+import { AlertTargetInput } from "../../schemas/job-input";
+import { AlertTargetView } from "../../schemas/responses";
 import { type ApiRoute, BODY_ERRORS, error, json, jsonBody } from "../route-doc";
-import { AlertTargetInput } from "../schemas";
 
 export const ALERT_ROUTES: ApiRoute[] = [
   {

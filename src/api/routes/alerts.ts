@@ -3,11 +3,11 @@ import { Hono } from "hono";
 import { type AlertTarget, alertsOf } from "../../alerts/alerts";
 import { configOf } from "../../config";
 import { DIGEST_INTERVAL_MS, DIGEST_MAX_LISTED } from "../../core/alert";
+import { AlertTargetInput } from "../../schemas/job-input";
+import { ApiError, fromZodError } from "../../use-cases/errors";
+import { alertTargetOf } from "../../use-cases/targets";
 import type { ApiEnv } from "../context";
-import { alertTargetOf } from "../create";
-import { ApiError, fromZodError } from "../errors";
 import { limit, readJson, SINGLE_BODY_BYTES } from "../request";
-import { AlertTargetInput } from "../schemas";
 
 export const alerts = new Hono<ApiEnv>();
 

@@ -1,8 +1,8 @@
 /** The OpenAPI entries of archive.ts. */
 
-import { ArchiveList } from "../responses";
+import { ArchiveObjectQuery, ListArchiveQuery } from "../../schemas/requests";
+import { ArchiveList } from "../../schemas/responses";
 import { type ApiRoute, BODY_ERRORS, error, json } from "../route-doc";
-import { ArchiveObjectQuery, ListArchiveQuery } from "../schemas";
 
 export const ARCHIVE_ROUTES: ApiRoute[] = [
   {

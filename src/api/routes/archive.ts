@@ -1,10 +1,10 @@
 /** The tenant's history archive (docs/deploying.md, "History archive"). Documented in archive.openapi.ts. */
 import { Hono } from "hono";
 import { listArchive, r2CursorOf, tenantPrefix } from "../../archive/archive";
+import { ArchiveObjectQuery, ListArchiveQuery } from "../../schemas/requests";
+import { ApiError, fromZodError } from "../../use-cases/errors";
 import type { ApiEnv } from "../context";
-import { ApiError, fromZodError } from "../errors";
 import { badCursor, singleQuery } from "../request";
-import { ArchiveObjectQuery, ListArchiveQuery } from "../schemas";
 
 export const archive = new Hono<ApiEnv>();
 

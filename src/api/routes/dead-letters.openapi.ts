@@ -1,8 +1,8 @@
 /** The OpenAPI entries of dead-letters.ts. */
 
-import { ExecutionList, RedrivenView } from "../responses";
+import { ListDeadQuery } from "../../schemas/requests";
+import { ExecutionList, RedrivenView } from "../../schemas/responses";
 import { type ApiRoute, BODY_ERRORS, error, executionId, json } from "../route-doc";
-import { ListDeadQuery } from "../schemas";
 
 export const DEAD_LETTER_ROUTES: ApiRoute[] = [
   {

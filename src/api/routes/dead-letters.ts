@@ -2,13 +2,13 @@
 import { Hono } from "hono";
 import { configOf } from "../../config";
 import { shardOfOrNull, shardsOf } from "../../db/shards";
+import { ListDeadQuery } from "../../schemas/requests";
+import { fromZodError } from "../../use-cases/errors";
+import { type Deps, redriveExecution } from "../../use-cases/job-changes";
+import { encodeCursor, presentExecution, viewOfDeadLetter } from "../../use-cases/present";
+import { findExecution, listDeadPage } from "../../use-cases/read-model";
 import type { ApiEnv } from "../context";
-import { fromZodError } from "../errors";
-import { type Deps, redriveExecution } from "../job-changes";
-import { encodeCursor, presentExecution, viewOfDeadLetter } from "../present";
-import { findExecution, listDeadPage } from "../read-model";
 import { cursorOf, notFound, singleQuery } from "../request";
-import { ListDeadQuery } from "../schemas";
 
 export const deadLetters = new Hono<ApiEnv>();
 

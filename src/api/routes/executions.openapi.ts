@@ -1,8 +1,8 @@
 /** The OpenAPI entries of executions.ts. */
 import { z } from "zod";
-import { ArchivedExecutionView, ExecutionList, ExecutionView, JobExecutions } from "../responses";
+import { ListExecutionsQuery } from "../../schemas/requests";
+import { ArchivedExecutionView, ExecutionList, ExecutionView, JobExecutions } from "../../schemas/responses";
 import { type ApiRoute, BODY_ERRORS, error, executionId, jobId, json } from "../route-doc";
-import { ListExecutionsQuery } from "../schemas";
 
 export const EXECUTION_ROUTES: ApiRoute[] = [
   {

@@ -3,12 +3,12 @@ import { Hono } from "hono";
 import { executionOfArchived, findArchived } from "../../archive/archive";
 import { configOf } from "../../config";
 import { parseSpec } from "../../core/job";
+import { ListExecutionsQuery } from "../../schemas/requests";
+import { fromZodError } from "../../use-cases/errors";
+import { encodeCursor, presentExecution, presentExecutionWithAttempts } from "../../use-cases/present";
+import { executionsOfJob, findExecution, jobOf, listExecutionsOfJobPage, listExecutionsPage } from "../../use-cases/read-model";
 import type { ApiEnv } from "../context";
-import { fromZodError } from "../errors";
-import { encodeCursor, presentExecution, presentExecutionWithAttempts } from "../present";
-import { executionsOfJob, findExecution, jobOf, listExecutionsOfJobPage, listExecutionsPage } from "../read-model";
 import { badCursor, cursorOf, notFound, singleQuery } from "../request";
-import { ListExecutionsQuery } from "../schemas";
 
 export const executions = new Hono<ApiEnv>();
 

@@ -1,8 +1,8 @@
 /** The OpenAPI entries of flow-control.ts. */
 import { z } from "zod";
-import { FlowKeyView } from "../responses";
+import { FlowLimitsInput } from "../../schemas/job-input";
+import { FlowKeyView } from "../../schemas/responses";
 import { type ApiRoute, BODY_ERRORS, json, jsonBody } from "../route-doc";
-import { FlowLimitsInput } from "../schemas";
 
 const flowKey = z.object({
   key: z.string().meta({

@@ -3,11 +3,11 @@ import { type Context, Hono } from "hono";
 import { configOf } from "../../config";
 import { isOriginKey, ORIGIN_KEY_PREFIX } from "../../core/flow";
 import { type FlowKeyControl, type FlowKeyView, flowKeyOf, originKeyControl } from "../../flow/flow-key";
+import { FlowKeyName, FlowLimitsInput } from "../../schemas/job-input";
+import type { FlowKeyView as FlowKeyResponse } from "../../schemas/responses";
+import { ApiError, fromZodError } from "../../use-cases/errors";
 import type { ApiEnv } from "../context";
-import { ApiError, fromZodError } from "../errors";
 import { limit, readJson, SINGLE_BODY_BYTES } from "../request";
-import type { FlowKeyView as FlowKeyResponse } from "../responses";
-import { FlowKeyName, FlowLimitsInput } from "../schemas";
 
 export const flowControl = new Hono<ApiEnv>();
 

@@ -1,8 +1,9 @@
 /** The OpenAPI entries of jobs.ts, in the order of the README's API table. */
 import { z } from "zod";
-import { BatchResults, JobList, JobView, JobWithLatestView } from "../responses";
+import { CreateJobInput, PatchJobInput } from "../../schemas/job-input";
+import { ListJobsQuery } from "../../schemas/requests";
+import { BatchResults, JobList, JobView, JobWithLatestView } from "../../schemas/responses";
 import { type ApiRoute, BODY_ERRORS, error, jobId, json, jsonBody } from "../route-doc";
-import { CreateJobInput, ListJobsQuery, PatchJobInput } from "../schemas";
 
 /** What a create may answer when no D1 shard has room for new jobs (db/shards.ts ShardsFull). */
 const FULL = error(

@@ -3,13 +3,15 @@ import { type Context, Hono } from "hono";
 import { type Config, configOf } from "../../config";
 import type { JobRow } from "../../db/schema";
 import { ShardsFull, shardsOf } from "../../db/shards";
+import { CreateJobBatchInput, ListJobsQuery } from "../../schemas/requests";
+import { createJobs } from "../../use-cases/create";
+import { submitDebounced } from "../../use-cases/debounce";
+import { ApiError, errorBody, fromZodError } from "../../use-cases/errors";
+import { type ChangeResult, cancelJob, type Deps, patchJob, pauseJob, resumeJob } from "../../use-cases/job-changes";
+import { encodeCursor, presentExecution, presentJob } from "../../use-cases/present";
+import { executionsOfJob, jobOf, listJobsPage } from "../../use-cases/read-model";
+import { type PreparedJob, prepareJob } from "../../use-cases/validation";
 import type { ApiEnv } from "../context";
-import { createJobs, type PreparedJob, prepareJob } from "../create";
-import { submitDebounced } from "../debounce";
-import { ApiError, errorBody, fromZodError } from "../errors";
-import { type ChangeResult, cancelJob, type Deps, patchJob, pauseJob, resumeJob } from "../job-changes";
-import { encodeCursor, presentExecution, presentJob } from "../present";
-import { executionsOfJob, jobOf, listJobsPage } from "../read-model";
 import {
   BATCH_BODY_BYTES,
   cursorOf,
@@ -21,7 +23,6 @@ import {
   singleQuery,
   traceHeaders,
 } from "../request";
-import { CreateJobBatchInput, ListJobsQuery } from "../schemas";
 
 export const jobs = new Hono<ApiEnv>();
 

@@ -1,6 +1,6 @@
 /** The OpenAPI entries of metrics.ts. */
 
-import { Metrics } from "../responses";
+import { Metrics } from "../../schemas/responses";
 import { type ApiRoute, json } from "../route-doc";
 
 export const METRICS_ROUTES: ApiRoute[] = [

@@ -5,9 +5,9 @@ import { type BucketMetrics, summarize, toPrometheus } from "../../core/metrics"
 import { highestBucketOfAll } from "../../db/shards";
 import { type FlowKeyView, flowKeyOf } from "../../flow/flow-key";
 import { bucketObject } from "../../placement";
+import { errorBody } from "../../use-cases/errors";
+import { listFlowKeysOfAll, shardGauges } from "../../use-cases/read-model";
 import type { ApiEnv } from "../context";
-import { errorBody } from "../errors";
-import { listFlowKeysOfAll, shardGauges } from "../read-model";
 import { presentFlowKey } from "./flow-control";
 
 export const metrics = new Hono<ApiEnv>();

@@ -1,8 +1,8 @@
 /** The OpenAPI entries of pull.ts. */
 import { z } from "zod";
-import { PullHeartbeatView, PullLeasesView, PullQueueStatusView, PullReportView } from "../responses";
+import { PullFailInput, PullLeaseInput } from "../../schemas/requests";
+import { PullHeartbeatView, PullLeasesView, PullQueueStatusView, PullReportView } from "../../schemas/responses";
 import { type ApiRoute, BODY_ERRORS, error, json, jsonBody } from "../route-doc";
-import { PullFailInput, PullLeaseInput } from "../schemas";
 
 const pullQueue = z.object({ queue: z.string().meta({ description: "the pull queue's name (lower case letters, digits, - and _)" }) });
 const pullToken = z.object({ token: z.string().meta({ description: "a lease token from POST /v1/pull/{queue}/lease" }) });

@@ -12,11 +12,12 @@ import { attemptTraceHeaders } from "../../core/trace";
 import { toRfc3339 } from "../../core/when";
 import { bucketObject } from "../../placement";
 import { type PullLease, pullQueueOf } from "../../pull/pull-queue";
+import { PullQueueName } from "../../schemas/job-input";
+import { PullFailInput, PullLeaseInput } from "../../schemas/requests";
+import type { PullLeaseView } from "../../schemas/responses";
+import { ApiError, fromZodError } from "../../use-cases/errors";
 import type { ApiEnv } from "../context";
-import { ApiError, fromZodError } from "../errors";
 import { limit, readJson, SINGLE_BODY_BYTES } from "../request";
-import type { PullLeaseView } from "../responses";
-import { PullFailInput, PullLeaseInput, PullQueueName } from "../schemas";
 
 export const pull = new Hono<ApiEnv>();
 

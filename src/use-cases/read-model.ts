@@ -9,7 +9,7 @@
  * Rows read per list page: each shard's page (limit + 1 for a full page; at most 2 × SCAN_ROWS a
  * source when a filter matches little), so S times one database's.
  */
-import type { LiveExecution } from "../bucket/protocol";
+
 import { configOf } from "../config";
 import { bucketOfExecution } from "../core/bucketing";
 import { jobIdOfOneOff, oneOffExecutionId } from "../core/id";
@@ -34,6 +34,7 @@ import {
 import type { DeadLetterRow, JobRow } from "../db/schema";
 import { shardOfOrNull, shardsOf } from "../db/shards";
 import { bucketObject } from "../placement";
+import type { LiveExecution } from "../protocol/bucket";
 import { type ExecutionView, viewOfDeadLetter, viewOfLive, viewOfOccurrence, viewOfOneOff } from "./present";
 
 export type Page<T> = { page: T[]; next: string | null };

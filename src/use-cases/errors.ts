@@ -1,5 +1,4 @@
-/** One error envelope for every HTTP error: { error: { code, message, field } }. */
-import type { Context } from "hono";
+/** The use-cases' refusals, each answered in one error envelope: { error: { code, message, field } } (api/app.ts). */
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
 import { findUnfaithful } from "../core/json-text";
@@ -18,11 +17,6 @@ export class ApiError extends Error {
 
 export function errorBody(code: string, message: string, field: string | null = null) {
   return { error: { code, message, field } };
-}
-
-export function respondError(c: Context, error: ApiError): Response {
-  for (const [name, value] of Object.entries(error.headers)) c.header(name, value);
-  return c.json(errorBody(error.code, error.message, error.field), error.status);
 }
 
 /** "jobs[3].target.url" from a zod path, with an optional prefix. */

@@ -33,12 +33,13 @@ import type { JobRow } from "../db/schema";
 import { describeFailure, isFullError, ShardsFull, ShardsLowered, ShardUnavailable, shardsOf } from "../db/shards";
 import { claimKeys, releaseKeys } from "../idempotency/key-claims";
 import { objectOf } from "../placement";
-import { type CreateResult, createJobs, type PreparedJob } from "./create";
+import type { CreateJobInput } from "../schemas/job-input";
+import type { JobView } from "../schemas/responses";
+import { type CreateResult, createJobs } from "./create";
 import { ApiError } from "./errors";
 import { patchJob } from "./job-changes";
 import { presentJob } from "./present";
-import type { JobView } from "./responses";
-import type { CreateJobInput } from "./schemas";
+import type { PreparedJob } from "./validation";
 
 /** A tenant's debounce keys are spread over this many objects. Never change it: a key's home would move. */
 export const DEBOUNCE_SLOTS = 64;

@@ -6,7 +6,6 @@
  * (a retried request re-sends an unsynced change instead of answering "done" without it).
  */
 
-import { RESULT_MESSAGES } from "../bucket/protocol";
 import type { Config } from "../config";
 import { canonicalTimeZone, occurrenceAfter } from "../core/cron";
 import { type CallbackTarget, type FlowControl, isHttpTarget, isPullTarget, isWorkerTarget, parseSpec, type Target } from "../core/job";
@@ -26,9 +25,10 @@ import {
 } from "../db/queries";
 import type { DeadLetterRow, JobRow } from "../db/schema";
 import { bucketObject } from "../placement";
-import { buildSpec, type JobInput } from "./create";
+import { RESULT_MESSAGES } from "../protocol/bucket";
+import { PatchJobInput } from "../schemas/job-input";
 import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
-import { PatchJobInput } from "./schemas";
+import { buildSpec, type JobInput } from "./validation";
 
 export interface Deps {
   env: Env;
