@@ -129,7 +129,7 @@ export class BulkAction extends DurableObject<Env> {
       try {
         // each job's change on its own shard (an id naming none is no job of this tenant's)
         const shard = await shardOfOrNull(shardsOf(this.env), id);
-        if (!shard) throw new ApiError(404, "not_found", "job not found", "id");
+        if (!shard) throw new ApiError("not_found", "job not found", "id");
         await this.change(state, { env: this.env, db: shard.db, config, tenant: state.tenant, now: Date.now() }, id);
         state.matched += 1;
         state.done += 1;
@@ -161,7 +161,7 @@ export class BulkAction extends DurableObject<Env> {
       // job's bucket completes it without raising its version, so the version-guarded write
       // cannot tell a job that completed since the page was read (issue 36 item 5)
       const job = await jobOf(this.env, state.tenant, id);
-      if (!job) throw new ApiError(404, "not_found", "job not found", "id");
+      if (!job) throw new ApiError("not_found", "job not found", "id");
       await JOB_CHANGES[state.kind](deps, job);
     }
   }

@@ -26,14 +26,14 @@ app.onError((error, c) => {
   // no shard has room for new jobs: 507, naming them and what to do
   if (error instanceof ShardsFull) {
     console.error(error);
-    return respondError(c, new ApiError(507, "shards_full", error.message));
+    return respondError(c, new ApiError("shards_full", error.message));
   }
   // a shard that did not answer: only what needs it fails, with a 503 naming it
   if (error instanceof ShardUnavailable || error instanceof ShardsLowered) {
     // the cause (D1's text: SQL, parameters) is logged, never answered
     console.error(describeFailure(error));
     const code = error instanceof ShardsLowered ? "shards_lowered" : "shard_unavailable";
-    return respondError(c, new ApiError(503, code, error.message, null, { "retry-after": "1" }));
+    return respondError(c, new ApiError(code, error.message, null, { "retry-after": "1" }));
   }
   console.error("unhandled API error", error);
   return c.json(errorBody("internal", "internal error; nothing you sent was lost"), 500);

@@ -15,7 +15,7 @@ export const limit = (maxSize: number) =>
   bodyLimit({
     maxSize,
     onError: () => {
-      throw new ApiError(413, "payload_too_large", `the request body is larger than ${maxSize} bytes`, "body");
+      throw new ApiError("payload_too_large", `the request body is larger than ${maxSize} bytes`, "body");
     },
   });
 
@@ -27,21 +27,16 @@ export const limit = (maxSize: number) =>
 export async function readJson(c: Context<ApiEnv>, options: { emptyIs?: unknown } = {}): Promise<unknown> {
   const type = c.req.header("content-type");
   if (type !== undefined && !isJsonMediaType(type)) {
-    throw new ApiError(
-      415,
-      "unsupported_media_type",
-      `send the body as application/json (UTF-8), not ${type.slice(0, 100)}`,
-      "content-type",
-    );
+    throw new ApiError("unsupported_media_type", `send the body as application/json (UTF-8), not ${type.slice(0, 100)}`, "content-type");
   }
   const bytes = new Uint8Array(await c.req.arrayBuffer());
   if (bytes.byteLength === 0 && "emptyIs" in options) return options.emptyIs;
   const parsed = parseJsonBytes(bytes, MAX_JSON_DEPTH);
   if (parsed.ok) return parsed.value;
-  if (parsed.problem === "not_json") throw new ApiError(400, "invalid_json", "the request body is not valid JSON", "body");
-  if (parsed.problem === "not_utf8") throw new ApiError(400, "invalid_body", "the request body is not valid UTF-8", "body");
+  if (parsed.problem === "not_json") throw new ApiError("invalid_json", "the request body is not valid JSON", "body");
+  if (parsed.problem === "not_utf8") throw new ApiError("invalid_body", "the request body is not valid UTF-8", "body");
   const field = fieldPath(parsed.path) || "body";
-  throw new ApiError(400, "invalid_field", `${field}: must not nest deeper than ${MAX_JSON_DEPTH} levels`, field);
+  throw new ApiError("invalid_field", `${field}: must not nest deeper than ${MAX_JSON_DEPTH} levels`, field);
 }
 
 /** application/json or application/*+json, in UTF-8 (the only charset JSON has, RFC 8259). */
@@ -64,7 +59,7 @@ export function traceHeaders(c: Context<ApiEnv>): TraceContext | null {
 export function idempotencyKeyHeader(c: Context<ApiEnv>): string | undefined {
   const key = c.req.header("idempotency-key");
   if (key !== undefined && (key.length === 0 || key.length > 200 || !key.isWellFormed())) {
-    throw new ApiError(400, "invalid_field", "Idempotency-Key must be 1 to 200 characters", "Idempotency-Key");
+    throw new ApiError("invalid_field", "Idempotency-Key must be 1 to 200 characters", "Idempotency-Key");
   }
   return key;
 }
@@ -73,7 +68,7 @@ export function idempotencyKeyHeader(c: Context<ApiEnv>): string | undefined {
 export function singleQuery(c: Context<ApiEnv>): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [name, values] of Object.entries(c.req.queries())) {
-    if (values.length > 1) throw new ApiError(400, "invalid_field", `${name} is given ${values.length} times; give it once`, name);
+    if (values.length > 1) throw new ApiError("invalid_field", `${name} is given ${values.length} times; give it once`, name);
     out[name] = values[0]!;
   }
   return out;
@@ -88,10 +83,10 @@ export function cursorOf(cursor: string | undefined): { at: number; id: string }
 }
 
 export function badCursor(): ApiError {
-  return new ApiError(400, "invalid_field", "cursor is not one this API returned", "cursor");
+  return new ApiError("invalid_field", "cursor is not one this API returned", "cursor");
 }
 
 export function notFound(what: string): ApiError {
   // another tenant's id is indistinguishable from a missing one
-  return new ApiError(404, "not_found", `${what} not found`, "id");
+  return new ApiError("not_found", `${what} not found`, "id");
 }

@@ -101,7 +101,6 @@ export async function createJobs(env: Env, config: Config, tenant: string, prepa
       return {
         status: 409,
         error: new ApiError(
-          409,
           "idempotency_key_reused",
           "this Idempotency-Key was used for a different request within the dedupe window",
           field,
@@ -114,7 +113,6 @@ export async function createJobs(env: Env, config: Config, tenant: string, prepa
     return {
       status: 409,
       error: new ApiError(
-        409,
         "idempotency_job_purged",
         `the job this Idempotency-Key names (${owner.jobId}) is no longer in D1: it finished and the purge of history took it ` +
           "(or its create failed and was not sent again before that purge); it is not created or run again. Its outcome is in " +

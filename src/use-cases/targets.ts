@@ -23,7 +23,6 @@ export function targetOf(
   const kinds = TARGET_KINDS.filter((kind) => input[kind] !== undefined);
   if (kinds.length > 1) {
     throw new ApiError(
-      400,
       "invalid_field",
       "give one of url (an HTTP target), worker (a handler Worker) and pull (a pull queue), not several",
       field(`${name}.${kinds[1]}`),
@@ -31,14 +30,13 @@ export function targetOf(
   }
   if (input.worker !== undefined || input.pull !== undefined) {
     const http = HTTP_FIELDS.find((f) => input[f] !== undefined);
-    if (http) throw new ApiError(400, "invalid_field", `${name}.${http} applies to HTTP targets (url) only`, field(`${name}.${http}`));
+    if (http) throw new ApiError("invalid_field", `${name}.${http} applies to HTTP targets (url) only`, field(`${name}.${http}`));
   }
   if (input.pull !== undefined) return { pull: input.pull, payload: jsonTextOf(input.payload, field(`${name}.payload`)) };
   if (input.worker !== undefined) {
     if (grantedBinding(ctx.config.HANDLER_WORKERS, ctx.tenant, input.worker) === null) {
       // the same answer for a Worker that exists but is not granted: grants are not disclosed
       throw new ApiError(
-        400,
         "invalid_field",
         `${name}.worker: no handler Worker "${input.worker}" is granted to your tenant`,
         field(`${name}.worker`),
@@ -48,7 +46,6 @@ export function targetOf(
   }
   if (input.url === undefined) {
     throw new ApiError(
-      400,
       "invalid_field",
       `${name}.url: give url (an HTTP target), worker (a handler Worker) or pull (a pull queue)`,
       field(`${name}.url`),
@@ -56,20 +53,18 @@ export function targetOf(
   }
   if (input.payload !== undefined) {
     throw new ApiError(
-      400,
       "invalid_field",
       `${name}.payload applies to handler Worker and pull targets only; an HTTP target sends body`,
       field(`${name}.payload`),
     );
   }
   const verdict = checkTargetUrl(input.url, ctx.config.ALLOW_LOOPBACK_TARGETS);
-  if (!verdict.ok) throw new ApiError(400, "invalid_field", `${name}.url ${verdict.reason}`, field(`${name}.url`));
+  if (!verdict.ok) throw new ApiError("invalid_field", `${name}.url ${verdict.reason}`, field(`${name}.url`));
   const method = input.method ?? "POST";
   const headers: Record<string, string> = {};
   for (const [header, value] of Object.entries(input.headers ?? {})) {
     if (isReservedHeader(header) && kept[header] !== value) {
       throw new ApiError(
-        400,
         "invalid_field",
         `header "${header}" is reserved: the scheduler or the connection sets it`,
         field(`${name}.headers.${header}`),
@@ -79,13 +74,13 @@ export function targetOf(
   }
   let body: string | null = null;
   if (input.body !== undefined && input.body !== null) {
-    if (method === "GET") throw new ApiError(400, "invalid_field", "a GET request carries no body", field(`${name}.body`));
+    if (method === "GET") throw new ApiError("invalid_field", "a GET request carries no body", field(`${name}.body`));
     body = typeof input.body === "string" ? input.body : JSON.stringify(input.body);
     if (typeof input.body !== "string" && !Object.keys(headers).some((h) => h.toLowerCase() === "content-type")) {
       headers["content-type"] = "application/json";
     }
     if (encoder.encode(body).byteLength > LIMITS.bodyBytes) {
-      throw new ApiError(400, "invalid_field", `${name}.body is larger than ${LIMITS.bodyBytes} bytes`, field(`${name}.body`));
+      throw new ApiError("invalid_field", `${name}.body is larger than ${LIMITS.bodyBytes} bytes`, field(`${name}.body`));
     }
   }
   return { url: verdict.url.toString(), method, headers, body };
@@ -96,7 +91,7 @@ function jsonTextOf(value: unknown, name: string): string | null {
   if (value === undefined || value === null) return null;
   const text = JSON.stringify(value);
   if (encoder.encode(text).byteLength > LIMITS.bodyBytes) {
-    throw new ApiError(400, "invalid_field", `${name} is larger than ${LIMITS.bodyBytes} bytes`, name);
+    throw new ApiError("invalid_field", `${name} is larger than ${LIMITS.bodyBytes} bytes`, name);
   }
   return text;
 }
@@ -107,7 +102,7 @@ export function alertTargetOf(
   ctx: { config: Config; tenant: string },
 ) {
   const target = targetOf(input, ctx, (name) => name.replace(/^alert\./, ""), {}, "alert");
-  if (!isHttpTarget(target)) throw new ApiError(400, "invalid_field", "url: give a URL", "url");
+  if (!isHttpTarget(target)) throw new ApiError("invalid_field", "url: give a URL", "url");
   return { url: target.url, headers: target.headers, throttledForMs: input.throttledForMs ?? null };
 }
 
@@ -120,6 +115,6 @@ export function callbackOf(
 ): CallbackTarget | null {
   if (input === undefined || input === null) return null;
   const target = targetOf(input, ctx, field, {}, name);
-  if (isPullTarget(target)) throw new ApiError(400, "invalid_field", `${name}: give url or worker`, field(`${name}.url`));
+  if (isPullTarget(target)) throw new ApiError("invalid_field", `${name}: give url or worker`, field(`${name}.url`));
   return target;
 }

@@ -89,25 +89,20 @@ export function buildSpec(
   const field = (name: string) => (prefix ? `${prefix}.${name}` : name);
   const target = targetOf(input.target, ctx, field, kept);
   if (input.metadata !== undefined && encoder.encode(JSON.stringify(input.metadata)).byteLength > LIMITS.metadataBytes) {
-    throw new ApiError(400, "invalid_field", `metadata is larger than ${LIMITS.metadataBytes} bytes`, field("metadata"));
+    throw new ApiError("invalid_field", `metadata is larger than ${LIMITS.metadataBytes} bytes`, field("metadata"));
   }
   const debounce = debounceOf(input, field);
   const schedule = scheduleOf(input, field);
   const dueAt = debounce ? opening(debounce, now).runAt : schedule ? firstOccurrence(schedule, now, field) : dueAtOf(input, now, field);
   if (isPullTarget(target) && input.flowControl) {
     // a pull queue is paced by its workers (how many they lease), not pushed at a rate
-    throw new ApiError(
-      400,
-      "invalid_field",
-      "flowControl applies to pushed deliveries; pull workers set their own pace",
-      field("flowControl"),
-    );
+    throw new ApiError("invalid_field", "flowControl applies to pushed deliveries; pull workers set their own pace", field("flowControl"));
   }
   const callback = callbackOf(input.callback, ctx, field, "callback");
   const failureCallback = callbackOf(input.failureCallback, ctx, field, "failureCallback");
   const retry: RetryPolicy = { ...DEFAULT_RETRY_POLICY, ...input.retry };
   if (retry.maxDelayMs < retry.initialDelayMs) {
-    throw new ApiError(400, "invalid_field", "retry.maxDelayMs must be at least retry.initialDelayMs", field("retry.maxDelayMs"));
+    throw new ApiError("invalid_field", "retry.maxDelayMs must be at least retry.initialDelayMs", field("retry.maxDelayMs"));
   }
   return {
     spec: {
@@ -149,12 +144,11 @@ function debounceOf(input: JobInput, field: (name: string) => string): Debounce 
   const d = input.debounce;
   if (d === undefined) return null;
   if (input.cron !== undefined) {
-    throw new ApiError(400, "invalid_field", "debounce applies to one-off jobs: give either cron or debounce, not both", field("debounce"));
+    throw new ApiError("invalid_field", "debounce applies to one-off jobs: give either cron or debounce, not both", field("debounce"));
   }
   const timed = (["runAt", "delay"] as const).find((k) => input[k] !== undefined);
   if (timed) {
     throw new ApiError(
-      400,
       "invalid_field",
       `give either ${timed} or debounce: a debounced job runs when its key's window closes (debounce.delay)`,
       field(timed),
@@ -164,21 +158,20 @@ function debounceOf(input: JobInput, field: (name: string) => string): Debounce 
     const ms = parseDurationMs(value);
     if (ms === undefined) {
       throw new ApiError(
-        400,
         "invalid_field",
         `debounce.${name} must be a duration like "500ms", "30s", "5m", "2h", "1d" or milliseconds`,
         field(`debounce.${name}`),
       );
     }
     if (ms > LIMITS.horizonMs) {
-      throw new ApiError(400, "invalid_field", `must be within ${LIMITS.horizonMs / 86_400_000} days`, field(`debounce.${name}`));
+      throw new ApiError("invalid_field", `must be within ${LIMITS.horizonMs / 86_400_000} days`, field(`debounce.${name}`));
     }
     return ms;
   };
   const delayMs = duration("delay", d.delay);
   const maxDelayMs = d.maxDelay === undefined ? null : duration("maxDelay", d.maxDelay);
   if (maxDelayMs !== null && maxDelayMs < delayMs) {
-    throw new ApiError(400, "invalid_field", "debounce.maxDelay must be at least debounce.delay", field("debounce.maxDelay"));
+    throw new ApiError("invalid_field", "debounce.maxDelay must be at least debounce.delay", field("debounce.maxDelay"));
   }
   return { key: d.key, mode: d.mode, delayMs, maxDelayMs };
 }
@@ -186,29 +179,28 @@ function debounceOf(input: JobInput, field: (name: string) => string): Debounce 
 function scheduleOf(input: JobInput, field: (name: string) => string): Schedule | null {
   const scheduleOnly = (["timezone", "startAt", "endAt", "maxOccurrences", "catchUp"] as const).find((k) => input[k] !== undefined);
   if (input.cron === undefined) {
-    if (scheduleOnly)
-      throw new ApiError(400, "invalid_field", `${scheduleOnly} applies to recurring jobs: give cron too`, field(scheduleOnly));
+    if (scheduleOnly) throw new ApiError("invalid_field", `${scheduleOnly} applies to recurring jobs: give cron too`, field(scheduleOnly));
     return null;
   }
   if (input.runAt !== undefined || input.delay !== undefined) {
     const name = input.runAt !== undefined ? "runAt" : "delay";
-    throw new ApiError(400, "invalid_field", `give either cron or ${name}, not both`, field(name));
+    throw new ApiError("invalid_field", `give either cron or ${name}, not both`, field(name));
   }
   const problem = cronProblem(input.cron, input.timezone ?? "UTC");
-  if (problem) throw new ApiError(400, "invalid_field", `${problem.field}: ${problem.message}`, field(problem.field));
+  if (problem) throw new ApiError("invalid_field", `${problem.field}: ${problem.message}`, field(problem.field));
   const timezone = canonicalTimeZone(input.timezone ?? "UTC")!; // "europe/berlin" is stored and shown as Europe/Berlin
   const instant = (name: "startAt" | "endAt") => {
     const value = input[name];
     if (value === undefined) return null;
     const at = parseInstant(value);
     if (at === undefined)
-      throw new ApiError(400, "invalid_field", `${name} must be an RFC 3339 time with an offset or epoch milliseconds`, field(name));
+      throw new ApiError("invalid_field", `${name} must be an RFC 3339 time with an offset or epoch milliseconds`, field(name));
     return at;
   };
   const startAt = instant("startAt");
   const endAt = instant("endAt");
   if (startAt !== null && endAt !== null && endAt <= startAt)
-    throw new ApiError(400, "invalid_field", "endAt must be after startAt", field("endAt"));
+    throw new ApiError("invalid_field", "endAt must be after startAt", field("endAt"));
   return {
     cron: input.cron.trim(),
     timezone,
@@ -222,22 +214,21 @@ function scheduleOf(input: JobInput, field: (name: string) => string): Schedule 
 function firstOccurrence(schedule: Schedule, now: number, field: (name: string) => string): number {
   const at = occurrenceAfter(schedule, now - 1);
   if (at === null)
-    throw new ApiError(400, "invalid_field", "the schedule has no occurrence after now", field(schedule.endAt !== null ? "endAt" : "cron"));
+    throw new ApiError("invalid_field", "the schedule has no occurrence after now", field(schedule.endAt !== null ? "endAt" : "cron"));
   if (at > now + LIMITS.horizonMs)
-    throw new ApiError(400, "invalid_field", `the first occurrence must be within ${LIMITS.horizonMs / 86_400_000} days`, field("cron"));
+    throw new ApiError("invalid_field", `the first occurrence must be within ${LIMITS.horizonMs / 86_400_000} days`, field("cron"));
   return at;
 }
 
 function dueAtOf(input: JobInput, now: number, field: (name: string) => string): number {
   if (input.runAt !== undefined && input.delay !== undefined) {
-    throw new ApiError(400, "invalid_field", "give either runAt or delay, not both", field("delay"));
+    throw new ApiError("invalid_field", "give either runAt or delay, not both", field("delay"));
   }
   let dueAt = now;
   if (input.runAt !== undefined) {
     const at = parseInstant(input.runAt);
     if (at === undefined) {
       throw new ApiError(
-        400,
         "invalid_field",
         "runAt must be an RFC 3339 time with an offset (2026-01-02T15:04:05Z) or epoch milliseconds",
         field("runAt"),
@@ -247,18 +238,12 @@ function dueAtOf(input: JobInput, now: number, field: (name: string) => string):
   } else if (input.delay !== undefined) {
     const ms = parseDurationMs(input.delay);
     if (ms === undefined) {
-      throw new ApiError(
-        400,
-        "invalid_field",
-        'delay must be a duration like "500ms", "30s", "5m", "2h", "1d" or milliseconds',
-        field("delay"),
-      );
+      throw new ApiError("invalid_field", 'delay must be a duration like "500ms", "30s", "5m", "2h", "1d" or milliseconds', field("delay"));
     }
     dueAt = now + ms;
   }
   if (dueAt > now + LIMITS.horizonMs) {
     throw new ApiError(
-      400,
       "invalid_field",
       `must be within ${LIMITS.horizonMs / 86_400_000} days`,
       field(input.runAt !== undefined ? "runAt" : "delay"),

@@ -56,7 +56,6 @@ async function startAction(c: Context<ApiEnv>, kind: BulkKind, selector: Selecto
   });
   if (reused) {
     throw new ApiError(
-      409,
       "idempotency_key_reused",
       `Idempotency-Key started action ${id} with another selection; use a new key`,
       "Idempotency-Key",

@@ -22,7 +22,7 @@ alerts.put("/v1/alerts", limit(SINGLE_BODY_BYTES), async (c) => {
 
 alerts.get("/v1/alerts", async (c) => {
   const target = await alertsOf(c.env, c.get("tenant")).target();
-  if (!target) throw new ApiError(404, "not_found", "no alert target is set", null);
+  if (!target) throw new ApiError("not_found", "no alert target is set", null);
   return c.json(presentAlertTarget(target));
 });
 

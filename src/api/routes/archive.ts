@@ -31,13 +31,12 @@ archive.get("/v1/archive/object", async (c) => {
   const bucket = archiveOf(c.env);
   // another tenant's object is indistinguishable from a missing one
   const object = key.startsWith(tenantPrefix(c.get("tenant"))) ? await bucket.get(key) : null;
-  if (!object) throw new ApiError(404, "not_found", "archive object not found", "key");
+  if (!object) throw new ApiError("not_found", "archive object not found", "key");
   return c.body(object.body, 200, { "content-type": "application/gzip", "content-length": String(object.size) });
 });
 
 /** The archive bucket; a deployment without one answers 404 naming the setting. */
 function archiveOf(env: Env): R2Bucket {
-  if (!env.ARCHIVE)
-    throw new ApiError(404, "archive_not_configured", "this deployment has no history archive (bind an R2 bucket as ARCHIVE)");
+  if (!env.ARCHIVE) throw new ApiError("archive_not_configured", "this deployment has no history archive (bind an R2 bucket as ARCHIVE)");
   return env.ARCHIVE;
 }

@@ -36,7 +36,6 @@ function flowKeyStub(c: Context<ApiEnv>): FlowKeyControl {
   if (name.startsWith(ORIGIN_KEY_PREFIX)) {
     if (isOriginKey(name)) return originKeyControl(c.env, c.get("tenant"), name, configOf(c.env).ORIGIN_PARALLELISM);
     throw new ApiError(
-      400,
       "invalid_field",
       `key: an origin key is "${ORIGIN_KEY_PREFIX}" and an origin: scheme://host[:port], lower case, no path, no default port`,
       "key",

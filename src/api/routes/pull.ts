@@ -88,14 +88,13 @@ function pullLeaseOf(c: Context<ApiEnv>) {
   const decoded = decodePullToken(c.req.param("token") ?? "");
   // a bucket number beyond any the consumer accepts would make its object exist just to answer no
   if (!decoded || decoded.bucket >= MAX_BUCKET)
-    throw new ApiError(400, "invalid_field", "token: not a lease token this API handed out", "token");
+    throw new ApiError("invalid_field", "token: not a lease token this API handed out", "token");
   const stub = bucketObject(c.env, decoded.bucket);
   return { stub, ref: { executionId: decoded.executionId, token: decoded.token, tenant: c.get("tenant") } };
 }
 
 function staleLease(): ApiError {
   return new ApiError(
-    409,
     "stale_lease",
     "the lease is no longer yours: it expired (the execution may run again elsewhere) or was already reported",
     "token",
