@@ -5,7 +5,7 @@
  */
 import { type Context, Hono } from "hono";
 import { type ActionState, BULK_JOB_KINDS, type BulkKind, bulkActionName, type Selector } from "../../actions/bulk-action";
-import { newId } from "../../core/id";
+import { isId, newId } from "../../core/id";
 import { toRfc3339 } from "../../core/when";
 import { objectOf } from "../../placement";
 import { BulkJobsInput, BulkRedriveInput } from "../../schemas/requests";
@@ -34,7 +34,7 @@ actions.post("/v1/dlq/redrive", limit(SINGLE_BODY_BYTES), async (c) => {
 
 actions.get("/v1/actions/:id", async (c) => {
   const id = c.req.param("id");
-  if (!/^act_[0-9a-z]{26}$/.test(id)) throw notFound("action");
+  if (!isId("act", id)) throw notFound("action");
   const state = await objectOf(c.env, c.env.BULK_ACTION, bulkActionName(c.get("tenant"), id)).view();
   if (!state) throw notFound("action");
   return c.json(presentAction(state));

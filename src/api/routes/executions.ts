@@ -2,6 +2,7 @@
 import { Hono } from "hono";
 import { executionOfArchived, findArchived } from "../../archive/archive";
 import { configOf } from "../../config";
+import { isId } from "../../core/id";
 import { parseSpec } from "../../core/job";
 import { ListExecutionsQuery } from "../../schemas/requests";
 import { fromZodError } from "../../use-cases/errors";
@@ -35,7 +36,7 @@ executions.get("/v1/executions", async (c) => {
   if (!query.success) throw fromZodError(query.error);
   const { cursor, limit, jobId, ...filter } = query.data;
   const cursorId = cursorOf(cursor)?.id;
-  if (cursorId !== undefined && !/^exe_[0-9a-z]{26}$/.test(cursorId)) throw badCursor();
+  if (cursorId !== undefined && !isId("exe", cursorId)) throw badCursor();
   const tenant = c.get("tenant");
   const { page, next } =
     jobId === undefined
@@ -49,7 +50,7 @@ executions.get("/v1/executions/:id", async (c) => {
   const view = await findExecution(c.env, c.get("tenant"), configOf(c.env).BUCKETS, id);
   if (view) return c.json(presentExecution(view));
   // D1 no longer has it: the archive may (one R2 list per 1,000 objects of its hour, one read)
-  const archived = c.env.ARCHIVE && /^exe_[0-9a-z]{26}$/.test(id) ? await findArchived(c.env.ARCHIVE, c.get("tenant"), id) : undefined;
+  const archived = c.env.ARCHIVE && isId("exe", id) ? await findArchived(c.env.ARCHIVE, c.get("tenant"), id) : undefined;
   if (!archived) throw notFound("execution");
   return c.json({ ...executionOfArchived(archived.execution), archived: true as const, archiveKey: archived.key });
 });
