@@ -1,5 +1,5 @@
 /** The Worker: HTTP API, fire and dead-letter queue consumers, the cron scanner, and the Bucket class. */
-import { app } from "./api/routes";
+import { app } from "./api/app";
 import { handleDeadLetterBatch } from "./consumer/dead-letter";
 import { handleFireBatch } from "./consumer/fire";
 import { scan } from "./scanner/scan";

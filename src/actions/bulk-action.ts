@@ -2,22 +2,22 @@
  * A bulk action: cancel, pause or resume many jobs of one tenant, or redrive many of its dead
  * executions, by ids or by a filter, in pages, in the background. One Durable Object per tenant and action id (an Idempotency-Key names the
  * same object, so a repeated request finds the action already running instead of starting a
- * second). Each page runs the same change a single request would (api/job-changes.ts), on the job
+ * second). Each page runs the same change a single request would (use-cases/job-changes.ts), on the job
  * as D1 holds it when its turn comes (as the request reads it), which is safe to run twice: a job
  * already canceled, paused or resumed answers success again, and an execution already redriven is
  * no longer dead (counted as refused, not_found: nothing runs twice). Progress
  * (matched, done, failed, the first failures) is stored after every page; the alarm takes the next.
  */
 import { DurableObject } from "cloudflare:workers";
-import { ApiError } from "../api/errors";
-import type { ChangeResult, Deps } from "../api/job-changes";
-import { cancelJob, pauseJob, redriveExecution, resumeJob } from "../api/job-changes";
-import { decodeCursor, encodeCursor } from "../api/present";
-import { jobOf, listDeadPage, listJobsPage } from "../api/read-model";
 import { configOf } from "../config";
 import type { JobState } from "../core/lifecycle";
 import type { JobRow } from "../db/schema";
 import { shardOfOrNull, shardsOf } from "../db/shards";
+import { ApiError } from "../use-cases/errors";
+import type { ChangeResult, Deps } from "../use-cases/job-changes";
+import { cancelJob, pauseJob, redriveExecution, resumeJob } from "../use-cases/job-changes";
+import { decodeCursor, encodeCursor } from "../use-cases/present";
+import { jobOf, listDeadPage, listJobsPage } from "../use-cases/read-model";
 
 /** Changes of jobs (POST /v1/jobs/<kind>). */
 export const BULK_JOB_KINDS = ["cancel", "pause", "resume"] as const;
@@ -129,7 +129,7 @@ export class BulkAction extends DurableObject<Env> {
       try {
         // each job's change on its own shard (an id naming none is no job of this tenant's)
         const shard = await shardOfOrNull(shardsOf(this.env), id);
-        if (!shard) throw new ApiError(404, "not_found", "job not found", "id");
+        if (!shard) throw new ApiError("not_found", "job not found", "id");
         await this.change(state, { env: this.env, db: shard.db, config, tenant: state.tenant, now: Date.now() }, id);
         state.matched += 1;
         state.done += 1;
@@ -161,7 +161,7 @@ export class BulkAction extends DurableObject<Env> {
       // job's bucket completes it without raising its version, so the version-guarded write
       // cannot tell a job that completed since the page was read (issue 36 item 5)
       const job = await jobOf(this.env, state.tenant, id);
-      if (!job) throw new ApiError(404, "not_found", "job not found", "id");
+      if (!job) throw new ApiError("not_found", "job not found", "id");
       await JOB_CHANGES[state.kind](deps, job);
     }
   }

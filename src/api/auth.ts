@@ -1,8 +1,8 @@
 /** Bearer API keys: API_KEYS="tenant:key,tenant:key", compared in constant time, never logged. */
 import type { MiddlewareHandler } from "hono";
 import { configOf } from "../config";
+import { ApiError } from "../use-cases/errors";
 import type { ApiEnv } from "./context";
-import { ApiError } from "./errors";
 
 export interface ApiKey {
   tenant: string;
@@ -51,13 +51,13 @@ export const requireApiKey: MiddlewareHandler<ApiEnv> = async (c, next) => {
   const match = /^Bearer\s+(\S+)$/i.exec(header);
   const key = match ? matchKey(parseApiKeys(configOf(c.env).API_KEYS), match[1]!) : null;
   if (key === null) {
-    throw new ApiError(401, "unauthorized", "a valid API key is required: Authorization: Bearer <key>", "authorization", {
+    throw new ApiError("unauthorized", "a valid API key is required: Authorization: Bearer <key>", "authorization", {
       "www-authenticate": "Bearer",
     });
   }
   const limiter = c.env.API_RATE_LIMITER;
   if (limiter && !(await limiter.limit({ key: `${key.tenant}#${key.index}` })).success) {
-    throw new ApiError(429, "rate_limited", "too many requests for this API key; retry later", "authorization", {
+    throw new ApiError("rate_limited", "too many requests for this API key; retry later", "authorization", {
       "retry-after": String(RATE_LIMIT_PERIOD_SECONDS),
     });
   }

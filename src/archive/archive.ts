@@ -16,11 +16,11 @@
  * deleted from D1 before every object of its page is durable (put resolved).
  */
 
-import { type ExecutionView, presentAttempt, presentExecution } from "../api/present";
-import type { AttemptView, ExecutionView as ExecutionResponse } from "../api/responses";
-import type { AttemptRecord } from "../bucket/protocol";
 import { timeOfId } from "../core/id";
 import { toRfc3339 } from "../core/when";
+import type { AttemptRecord } from "../protocol/bucket";
+import type { AttemptView, ExecutionView as ExecutionResponse } from "../schemas/responses";
+import { type ExecutionView, presentAttempt, presentExecution } from "../use-cases/present";
 
 /** the format of a line; raised on any change a reader must know of */
 export const ARCHIVE_SCHEMA_VERSION = 1;

@@ -35,7 +35,7 @@ export function limitsOf(f: { rate: number | null; periodSeconds: number; parall
 
 /**
  * Names of the implicit origin keys: `origin:` and the target's origin. A job's own key may not
- * start with it (api/schemas.ts), so the two never meet.
+ * start with it (schemas/job-input.ts), so the two never meet.
  */
 export const ORIGIN_KEY_PREFIX = "origin:";
 

@@ -1,7 +1,34 @@
-/** Type-prefixed, time-sortable ids (job_..., exe_...): 10 chars of time, 16 of randomness. */
+/** Type-prefixed, time-sortable ids (job_..., exe_..., act_...): 10 chars of time, 16 of randomness. */
 const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz";
 
-export function newId(prefix: "job" | "exe" | "act", now: number, random: Uint8Array): string {
+/** A job, an execution, a bulk action. */
+export type IdKind = "job" | "exe" | "act";
+
+/**
+ * An id of `kind` as a regular expression's source (no anchors): its prefix and 26 digits. The one
+ * place the shape is spelled; every check of an id, and of a token holding one, builds on it.
+ */
+export function idPattern(kind: IdKind): string {
+  return `${kind}_[0-9a-z]{26}`;
+}
+
+const ID_SHAPES = { job: anchored("job"), exe: anchored("exe"), act: anchored("act") };
+
+function anchored(kind: IdKind): RegExp {
+  return new RegExp(`^${idPattern(kind)}$`);
+}
+
+/** An id of `kind` in its whole shape (anchored); the regular expression itself for a schema. */
+export function idShape(kind: IdKind): RegExp {
+  return ID_SHAPES[kind];
+}
+
+/** Whether `text` has the shape of an id of `kind`. */
+export function isId(kind: IdKind, text: string): boolean {
+  return ID_SHAPES[kind].test(text);
+}
+
+export function newId(prefix: IdKind, now: number, random: Uint8Array): string {
   let time = "";
   let t = now;
   for (let i = 0; i < 10; i++) {

@@ -6,6 +6,8 @@
  * the token part against its live lease and the tenant against the execution's.
  */
 
+import { idPattern } from "./id";
+
 /** A pull queue's name: lower case letters, digits, - and _ (it is a path segment of the API). */
 export const PULL_QUEUE_NAME = /^[a-z0-9][a-z0-9_-]*$/;
 
@@ -17,7 +19,7 @@ export interface PullLeaseRef {
   token: string;
 }
 
-const TOKEN_SHAPE = /^plt_(\d{1,6})_(exe_[0-9a-z]{26})_([0-9a-f-]{36})$/;
+const TOKEN_SHAPE = new RegExp(`^plt_(\\d{1,6})_(${idPattern("exe")})_([0-9a-f-]{36})$`);
 
 /** The worker's token: `plt_<bucket>_<execution id>_<lease token>` (no character needs escaping in a URL). */
 export function encodePullToken(ref: PullLeaseRef): string {

@@ -1,9 +1,9 @@
 /**
  * Debounce keys (docs/debounce.md): the single writer of a tenant's debounce keys, each key's
- * open window (core/debounce.ts). A tenant's keys are spread over DEBOUNCE_SLOTS objects (api/debounce.ts) by the
+ * open window (core/debounce.ts). A tenant's keys are spread over DEBOUNCE_SLOTS objects (use-cases/debounce.ts) by the
  * key's hash ("<tenant>\n<slot>", as IdempotencyKeys), so a key has one home whatever D1 shard its
  * jobs are in. Creates with one key run here one at a time, each to its end (its D1 write and its
- * bucket's copy, api/debounce.ts), so a later accepted create's change always lands after an
+ * bucket's copy, use-cases/debounce.ts), so a later accepted create's change always lands after an
  * earlier one's; creates with other keys do not wait for them.
  *
  * A create is decided at the object's clock when its turn comes, not at its request's stamp: with
@@ -15,10 +15,10 @@
  * when the window has closed (an alarm sweeps closed windows once a day).
  */
 import { DurableObject } from "cloudflare:workers";
-import type { PreparedJob } from "../api/create";
-import { type DebounceAnswer, settleDebounced } from "../api/debounce";
 import type { DebounceMode, DebounceWindow } from "../core/debounce";
 import { applyMigrations, type SqliteMigration } from "../sqlite-migrations";
+import { type DebounceAnswer, settleDebounced } from "../use-cases/debounce";
+import type { PreparedJob } from "../use-cases/validation";
 
 /** closed windows are swept this often */
 const SWEEP_MS = 86_400_000;

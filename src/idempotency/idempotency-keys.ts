@@ -8,7 +8,7 @@
  * claim within the window wins and every later one is told the winner (its job id and request
  * hash). The job row is inserted after the claim: if that insert fails, a retry of the same
  * request gets the same winner, finds no job under its id, and inserts the job under that id
- * (api/create.ts): the key never names two jobs, and an accepted request is never lost. A job the
+ * (use-cases/create.ts): the key never names two jobs, and an accepted request is never lost. A job the
  * purge of finished history took within the window (the watermark's purge takes history minutes
  * old) is never inserted again: a key claimed before the shard's purge mark (db/queries.ts
  * purgeMark) is answered from the archive or refused (409 idempotency_job_purged).

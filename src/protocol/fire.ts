@@ -6,8 +6,9 @@
  * (test/contract/README.md).
  */
 import { z } from "zod";
+import { idShape } from "../core/id";
 
-export const ExecutionIdSchema = z.string().regex(/^exe_[0-9a-z]{26}$/);
+export const ExecutionIdSchema = z.string().regex(idShape("exe"));
 
 /**
  * A bucket beyond BUCKETS is still a bucket: jobs keep the bucket they were created in, and a

@@ -8,10 +8,6 @@
 import { z } from "zod";
 import type { ActionState, Selector } from "../actions/bulk-action";
 import type { AlertTarget } from "../alerts/alerts";
-import type { PreparedJob } from "../api/create";
-import type { DebounceAnswer } from "../api/debounce";
-import { JobView } from "../api/responses";
-import { CreateJobInput } from "../api/schemas";
 import type { Death, Throttle } from "../core/alert";
 import type { FlowAnswer, FlowAsk, FlowLimits } from "../core/flow";
 import { JOB_STATES } from "../core/lifecycle";
@@ -19,6 +15,10 @@ import type { NewJob } from "../db/queries";
 import type { FlowKeyView, FlowRelease } from "../flow/flow-key";
 import type { KeyClaim, KeyOwner } from "../idempotency/key-claims";
 import type { PullLease, PullLeaseRequest, PullQueueView } from "../pull/pull-queue";
+import { CreateJobInput } from "../schemas/job-input";
+import { JobView } from "../schemas/responses";
+import type { DebounceAnswer } from "../use-cases/debounce";
+import type { PreparedJob } from "../use-cases/validation";
 import { LeaseGrantSchema } from "./bucket";
 import { JobSpecSchema, jsonText } from "./job";
 import { type Same, same } from "./same";
@@ -106,7 +106,7 @@ export const PreparedJobSchema = z.object({
   job: NewJobSchema,
   spec: JobSpecSchema,
   fieldPrefix: z.string(),
-  /** the create request as the API parsed it (api/schemas.ts CreateJobInput) */
+  /** the create request as the API parsed it (schemas/job-input.ts CreateJobInput) */
   debounced: CreateJobInput.optional(),
 });
 same<Same<z.infer<typeof PreparedJobSchema>, PreparedJob>>(true);

@@ -5,12 +5,12 @@
  * alarm heals within one scan period. Then old history leaves D1.
  */
 
-import { viewOfOccurrence, viewOfOneOff } from "../api/present";
 import { type ArchiveWrite, type LeavingExecution, writeArchive } from "../archive/archive";
 import { type Config, configOf } from "../config";
 import { type Db, type HistoryPage, type PurgedPage, purgeArchivedHistory, purgeHistory } from "../db/queries";
 import { checkShardCount, highestBucketOfAll, shardsOf } from "../db/shards";
 import { bucketObject } from "../placement";
+import { viewOfOccurrence, viewOfOneOff } from "../use-cases/present";
 
 const CONCURRENT_BUCKETS = 6;
 const PURGE_PAGE = 5000;

@@ -15,11 +15,11 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { DEBOUNCE_SLOTS } from "../../src/api/debounce";
 import { bucketOf } from "../../src/core/bucketing";
 import { DUE_MARGIN_MS } from "../../src/core/debounce";
 import { shardOfId } from "../../src/core/id";
 import type { DebounceKeys } from "../../src/debounce/debounce-keys";
+import { DEBOUNCE_SLOTS } from "../../src/use-cases/debounce";
 import {
   allShards,
   api,

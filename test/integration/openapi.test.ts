@@ -5,8 +5,8 @@
  */
 import { describe, expect, it } from "vitest";
 import committed from "../../openapi.json";
+import { app } from "../../src/api/app";
 import { ROUTES } from "../../src/api/openapi";
-import { app } from "../../src/api/routes";
 import { api } from "./helpers";
 
 describe("GET /openapi.json", () => {

@@ -12,10 +12,10 @@
 import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
-import type { PullLeaseView } from "../../src/api/responses";
 import type { FireMessage } from "../../src/bucket/protocol";
 import { pullQueueName } from "../../src/core/pull";
 import { OFFER_SWEEP_MS, type PullQueue } from "../../src/pull/pull-queue";
+import type { PullLeaseView } from "../../src/schemas/responses";
 import {
   api,
   captureFiresForFile,

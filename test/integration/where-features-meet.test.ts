@@ -20,12 +20,12 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
-import type { PullLeaseView } from "../../src/api/responses";
 import type { FireGroup } from "../../src/bucket/protocol";
 import { type CallbackKind, callbackExecutionId } from "../../src/core/callback";
 import { occurrenceId } from "../../src/core/id";
 import { pullQueueName } from "../../src/core/pull";
 import { BUCKET_ANSWER_MS, type PullQueue } from "../../src/pull/pull-queue";
+import type { PullLeaseView } from "../../src/schemas/responses";
 import {
   api,
   bucketStub,

@@ -1,5 +1,5 @@
 // The largest job the API accepts in a batch (POST /v1/jobs/batch: no per-item size cap but its
-// fields', src/core/job.ts LIMITS and src/api/schemas.ts), each field at its limit in the
+// fields', src/core/job.ts LIMITS and src/schemas/job-input.ts), each field at its limit in the
 // characters that cost the most once stored as JSON text in UTF-8: a body of control characters
 // (1 byte each, 6 escaped), header values of Latin-1 (2 bytes each), a name of 3-byte characters.
 // Its spec is about 0.84 MB; a single POST /v1/jobs (128 KiB) cannot carry it. Used by the

@@ -3,9 +3,9 @@
  * tenant and hour, lines in id order, the same bytes for the same executions (a retried write).
  */
 import { describe, expect, it } from "vitest";
-import type { ExecutionView } from "../../src/api/present";
 import { executionOfArchived, gunzip, gzip, hourPrefix, type LeavingExecution, objectsOf } from "../../src/archive/archive";
 import { newId, oneOffExecutionId } from "../../src/core/id";
+import type { ExecutionView } from "../../src/use-cases/present";
 
 const HOUR = 3_600_000;
 const at = Date.UTC(2026, 11, 2, 14, 30);

@@ -4,14 +4,14 @@
  * job that a good request becomes, and the request hash behind idempotency keys (invariant 8).
  */
 import { describe, expect, it } from "vitest";
-import { prepareJob } from "../../src/api/create";
-import { ApiError } from "../../src/api/errors";
-import { FlowKeyName } from "../../src/api/schemas";
 import { configOf } from "../../src/config";
 import { DEFAULT_RETRY_POLICY } from "../../src/core/backoff";
 import { bucketOfJob } from "../../src/core/bucketing";
 import { oneOffExecutionId } from "../../src/core/id";
 import { type HttpTarget, isHttpTarget, type JobSpec } from "../../src/core/job";
+import { FlowKeyName } from "../../src/schemas/job-input";
+import { ApiError } from "../../src/use-cases/errors";
+import { prepareJob } from "../../src/use-cases/validation";
 
 // configOf parses a plain env object; no FIRE_QUEUE_n bindings are needed to validate a job
 const config = configOf({ BUCKETS: "32", SCAN_WINDOW_MS: "60000" } as unknown as Env);

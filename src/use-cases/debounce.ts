@@ -33,12 +33,13 @@ import type { JobRow } from "../db/schema";
 import { describeFailure, isFullError, ShardsFull, ShardsLowered, ShardUnavailable, shardsOf } from "../db/shards";
 import { claimKeys, releaseKeys } from "../idempotency/key-claims";
 import { objectOf } from "../placement";
-import { type CreateResult, createJobs, type PreparedJob } from "./create";
-import { ApiError } from "./errors";
+import type { CreateJobInput } from "../schemas/job-input";
+import type { JobView } from "../schemas/responses";
+import { type CreateResult, createJobs } from "./create";
+import { ApiError, errorCodeOf } from "./errors";
 import { patchJob } from "./job-changes";
 import { presentJob } from "./present";
-import type { JobView } from "./responses";
-import type { CreateJobInput } from "./schemas";
+import type { PreparedJob } from "./validation";
 
 /** A tenant's debounce keys are spread over this many objects. Never change it: a key's home would move. */
 export const DEBOUNCE_SLOTS = 64;
@@ -57,7 +58,7 @@ export async function submitDebounced(env: Env, tenant: string, prepared: Prepar
   }
   if (answer.ok) return { status: answer.status, job: answer.job };
   const headers: Record<string, string> = answer.status === 503 ? { "retry-after": "1" } : {};
-  return { status: answer.status, error: new ApiError(answer.status, answer.code, answer.message, answer.field, headers) };
+  return { status: answer.status, error: new ApiError(errorCodeOf(answer.code), answer.message, answer.field, headers) };
 }
 
 /** A create's answer across the object's RPC (errors lose their class there: STYLE.md habit 7). */
@@ -167,7 +168,7 @@ async function onWindowJob(
         if (error.code !== "conflict") throw error;
       }
     }
-    throw new ApiError(409, "conflict", "the key's pending job kept changing meanwhile; try again", "debounce.key");
+    throw new ApiError("conflict", "the key's pending job kept changing meanwhile; try again", "debounce.key");
   } catch (error) {
     // nothing changed: a retry must run its payload, not be answered as a replay of the window's job
     await release(env, tenant, prepared, jobId, claim).catch((e: unknown) => console.error("releasing an idempotency key failed", e));
@@ -199,7 +200,7 @@ async function claimFor(env: Env, tenant: string, prepared: PreparedJob, jobId: 
   const field = prepared.fieldPrefix ? `${prepared.fieldPrefix}.idempotencyKey` : "idempotencyKey";
   if (owner.requestHash !== requestHash) {
     return refusal(
-      new ApiError(409, "idempotency_key_reused", "this Idempotency-Key was used for a different request within the dedupe window", field),
+      new ApiError("idempotency_key_reused", "this Idempotency-Key was used for a different request within the dedupe window", field),
     );
   }
   const shards = shardsOf(env);
@@ -207,7 +208,7 @@ async function claimFor(env: Env, tenant: string, prepared: PreparedJob, jobId: 
   const original = await shards.on(shard, () => getJob(shard.db, tenant, owner.jobId));
   if (!original)
     return refusal(
-      new ApiError(409, "idempotency_job_purged", "this Idempotency-Key names a job that left the history (send it with a new key)", field),
+      new ApiError("idempotency_job_purged", "this Idempotency-Key names a job that left the history (send it with a new key)", field),
     );
   return { ok: true, status: 200, job: presentJob(original, now) };
 }

@@ -9,10 +9,10 @@
  * Rows read per list page: each shard's page (limit + 1 for a full page; at most 2 × SCAN_ROWS a
  * source when a filter matches little), so S times one database's.
  */
-import type { LiveExecution } from "../bucket/protocol";
+
 import { configOf } from "../config";
 import { bucketOfExecution } from "../core/bucketing";
-import { jobIdOfOneOff, oneOffExecutionId } from "../core/id";
+import { isId, jobIdOfOneOff, oneOffExecutionId } from "../core/id";
 import { isHttpTarget, parseSpec } from "../core/job";
 import type { ShardGauges } from "../core/metrics";
 import { mergeScans } from "../core/page";
@@ -34,6 +34,7 @@ import {
 import type { DeadLetterRow, JobRow } from "../db/schema";
 import { shardOfOrNull, shardsOf } from "../db/shards";
 import { bucketObject } from "../placement";
+import type { LiveExecution } from "../protocol/bucket";
 import { type ExecutionView, viewOfDeadLetter, viewOfLive, viewOfOccurrence, viewOfOneOff } from "./present";
 
 export type Page<T> = { page: T[]; next: string | null };
@@ -122,7 +123,7 @@ export async function listExecutionsOfJobPage(
 
 /** An execution by id: a one-off job's, a live one in its bucket, an occurrence in its shard's history, or a dead letter. */
 export async function findExecution(env: Env, tenant: string, buckets: number, id: string): Promise<ExecutionView | undefined> {
-  if (!/^exe_[0-9a-z]{26}$/.test(id)) return undefined;
+  if (!isId("exe", id)) return undefined;
   const shard = await shardOfOrNull(shardsOf(env), id);
   if (!shard) return undefined;
   const on = <T>(read: () => Promise<T>) => shardsOf(env).on(shard, read);

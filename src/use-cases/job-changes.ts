@@ -6,7 +6,6 @@
  * (a retried request re-sends an unsynced change instead of answering "done" without it).
  */
 
-import { RESULT_MESSAGES } from "../bucket/protocol";
 import type { Config } from "../config";
 import { canonicalTimeZone, occurrenceAfter } from "../core/cron";
 import { type CallbackTarget, type FlowControl, isHttpTarget, isPullTarget, isWorkerTarget, parseSpec, type Target } from "../core/job";
@@ -26,9 +25,10 @@ import {
 } from "../db/queries";
 import type { DeadLetterRow, JobRow } from "../db/schema";
 import { bucketObject } from "../placement";
-import { buildSpec, type JobInput } from "./create";
-import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
-import { PatchJobInput } from "./schemas";
+import { RESULT_MESSAGES } from "../protocol/bucket";
+import { PatchJobInput } from "../schemas/job-input";
+import { ApiError, type ErrorCode, errorCodeOf, fromZodError, refuseUnfaithful } from "./errors";
+import { buildSpec, type JobInput } from "./validation";
 
 export interface Deps {
   env: Env;
@@ -54,8 +54,7 @@ export function cancelJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
 /** Pause stops new executions (what has not started is canceled, a running attempt finishes). */
 export function pauseJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
   return onLatest(deps, job, (latest) => {
-    if (latest.cron === null)
-      throw new ApiError(409, "not_recurring", "only recurring jobs can be paused; cancel a one-off job instead", "id");
+    if (latest.cron === null) throw new ApiError("not_recurring", "only recurring jobs can be paused; cancel a one-off job instead", "id");
     if (latest.status === "paused") return sync(deps, latest);
     return commit(deps, latest, "pause", { status: "paused" }, "not_active");
   });
@@ -64,7 +63,7 @@ export function pauseJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
 /** Resume continues from the next future occurrence; occurrences missed while paused do not fire. */
 export function resumeJob(deps: Deps, job: JobRow): Promise<ChangeResult> {
   return onLatest(deps, job, (latest) => {
-    if (latest.cron === null) throw new ApiError(409, "not_recurring", "only recurring jobs can be paused and resumed", "id");
+    if (latest.cron === null) throw new ApiError("not_recurring", "only recurring jobs can be paused and resumed", "id");
     if (latest.status === "active") return sync(deps, latest);
     const spec = parseSpec(latest.spec);
     const next = spec.schedule ? occurrenceAfter(spec.schedule, deps.now - 1) : null;
@@ -89,7 +88,7 @@ async function onLatest(deps: Deps, job: JobRow, change: (latest: JobRow) => Pro
     } catch (error) {
       if (!(error instanceof ApiError) || error.code !== "conflict" || tries >= CHANGE_TRIES) throw error;
       const again = await getJob(deps.db, deps.tenant, job.id);
-      if (!again) throw new ApiError(404, "not_found", "job not found", "id");
+      if (!again) throw new ApiError("not_found", "job not found", "id");
       latest = again;
     }
   }
@@ -137,7 +136,7 @@ function kindOf(target: Target): "http" | "worker" | "pull" {
  * first, then it runs again at the new time).
  */
 export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<ChangeResult> {
-  if (jobTransition(job.status, "patch") === null) throw new ApiError(409, "not_changeable", `the job is ${job.status}`, "id");
+  if (jobTransition(job.status, "patch") === null) throw new ApiError("not_changeable", `the job is ${job.status}`, "id");
   refuseUnfaithful(raw);
   const parsed = PatchJobInput.safeParse(raw);
   if (!parsed.success) throw fromZodError(parsed.error);
@@ -148,7 +147,7 @@ export async function patchJob(deps: Deps, job: JobRow, raw: unknown): Promise<C
     ? (["runAt", "delay"] as const).find((k) => patch[k] !== undefined)
     : (["cron", "timezone", "startAt", "endAt", "maxOccurrences", "catchUp"] as const).find((k) => patch[k] !== undefined);
   if (wrongKind) {
-    throw new ApiError(400, "invalid_field", `${wrongKind} does not apply to a ${recurring ? "recurring" : "one-off"} job`, wrongKind);
+    throw new ApiError("invalid_field", `${wrongKind} does not apply to a ${recurring ? "recurring" : "one-off"} job`, wrongKind);
   }
   const schedule = current.schedule;
   const input: JobInput = {
@@ -213,17 +212,17 @@ export async function redriveExecution(deps: Deps, id: string, exists: () => Pro
   const { db, tenant } = deps;
   const dead = await getDeadLetter(db, tenant, id);
   if (!dead || dead.redriveAt !== null) {
-    if (await exists()) throw new ApiError(409, "not_dead", "only dead executions can be redriven", "id");
-    throw new ApiError(404, "not_found", "execution not found", "id");
+    if (await exists()) throw new ApiError("not_dead", "only dead executions can be redriven", "id");
+    throw new ApiError("not_found", "execution not found", "id");
   }
   const job = await getJob(db, tenant, dead.jobId);
-  if (!job) throw new ApiError(404, "not_found", "execution not found", "id");
-  if (job.status === "canceled") throw new ApiError(409, "job_canceled", "the job was canceled", "id");
+  if (!job) throw new ApiError("not_found", "execution not found", "id");
+  if (job.status === "canceled") throw new ApiError("job_canceled", "the job was canceled", "id");
   if (job.cron === null) {
     await redriveOneOffJob(deps, job, id);
     return dead;
   }
-  if (job.status !== "active") throw new ApiError(409, "job_inactive", RESULT_MESSAGES.job_inactive!, "id");
+  if (job.status !== "active") throw new ApiError("job_inactive", RESULT_MESSAGES.job_inactive!, "id");
   await markRedrive(db, tenant, id, deps.now);
   try {
     const [result] = await bucketObject(deps.env, job.bucket).redrive(job.bucket, [
@@ -237,7 +236,7 @@ export async function redriveExecution(deps: Deps, id: string, exists: () => Pro
         attemptLog: (await getOccurrence(db, tenant, id))?.attemptLog ?? null,
       },
     ]);
-    if (result && !result.ok) throw new ApiError(409, result.code, RESULT_MESSAGES[result.code]!, "id");
+    if (result && !result.ok) throw new ApiError(errorCodeOf(result.code), RESULT_MESSAGES[result.code]!, "id");
     await clearRedrives(db, [{ tenant, executionId: id }]);
   } catch (error) {
     if (error instanceof ApiError) throw error;
@@ -248,16 +247,16 @@ export async function redriveExecution(deps: Deps, id: string, exists: () => Pro
 
 /** Redrive of a dead one-off job: active again, due now, with a fresh attempt budget. */
 async function redriveOneOffJob(deps: Deps, job: JobRow, executionId: string): Promise<ChangeResult> {
-  if (jobTransition(job.status, "redrive") === null) throw new ApiError(409, "job_canceled", `the job is ${job.status}`, "id");
+  if (jobTransition(job.status, "redrive") === null) throw new ApiError("job_canceled", `the job is ${job.status}`, "id");
   const updated = await redriveOneOff(deps.db, deps.tenant, job, executionId, deps.now);
   if (!updated) throw conflict();
   return sync(deps, updated);
 }
 
 /** Writes a change at the job's version (a concurrent change makes this one a 409), then syncs it. */
-async function commit(deps: Deps, job: JobRow, event: JobTransition, change: JobChange, refusal: string): Promise<ChangeResult> {
+async function commit(deps: Deps, job: JobRow, event: JobTransition, change: JobChange, refusal: ErrorCode): Promise<ChangeResult> {
   const to = jobTransition(job.status, event);
-  if (to === null) throw new ApiError(409, refusal, `the job is ${job.status}`, "id");
+  if (to === null) throw new ApiError(refusal, `the job is ${job.status}`, "id");
   const from = JOB_TRANSITIONS[event].from;
   const updated = await changeJob(deps.db, deps.tenant, job.id, job.version, from, { ...change, status: to }, deps.now);
   if (!updated) throw conflict();
@@ -279,7 +278,7 @@ async function sync(deps: Deps, job: JobRow): Promise<ChangeResult> {
 }
 
 function conflict(): ApiError {
-  return new ApiError(409, "conflict", "the job changed meanwhile; read it and try again", "id");
+  return new ApiError("conflict", "the job changed meanwhile; read it and try again", "id");
 }
 
 /** A stored flow control as the input it came from: a PATCH without flowControl keeps it (one with it replaces it whole). */

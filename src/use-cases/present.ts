@@ -1,5 +1,5 @@
 /** Rows as the API shows them: RFC 3339 at the edge, camelCase, effective settings. */
-import { type AttemptRecord, type LiveExecution, parseAttemptLog } from "../bucket/protocol";
+
 import { type CallbackState, parseCallbacks } from "../core/callback";
 import { occurrencesAfter } from "../core/cron";
 import { oneOffExecutionId } from "../core/id";
@@ -9,6 +9,7 @@ import { priorityOf } from "../core/priority";
 import { attemptSpanId } from "../core/trace";
 import { toRfc3339 } from "../core/when";
 import type { DeadLetterRow, JobRow, OccurrenceRow } from "../db/schema";
+import { type AttemptRecord, type LiveExecution, parseAttemptLog } from "../protocol/bucket";
 import type {
   AttemptView,
   CallbackTargetView,
@@ -16,7 +17,7 @@ import type {
   ExecutionWithAttemptsView,
   JobView,
   TargetView,
-} from "./responses";
+} from "../schemas/responses";
 
 /** A job as the API shows it; `upcoming` > 0 lists that many next occurrences of a recurring job. */
 export function presentJob(row: JobRow, now: number, upcoming = 0): JobView {
