@@ -58,17 +58,17 @@ export interface ScheduleProjection {
 }
 
 /**
- * writeOutcomes: one atomic batch.
- * - one-off: the job row gets its execution's outcome (1 row). It completes (succeeded or dead)
- *   only while active and still due at the run time this execution was for (a PATCH of the run
- *   time meanwhile keeps it active); guard: attempts never go backwards.
- * - recurring: an occurrence history row (insert or a reopened one's update); guard: attempts
- *   never go backwards.
- * - dead: a dead-letter row.
- * - schedules: next_run_at, fired and completion, only at the version the bucket holds.
- * - callbacks: a callback's outcome on the execution it told of (1 row each; none without callbacks);
- *   guard: the column still names that callback (a redriven execution's later outcome, with its
- *   own callback, is never overwritten by the earlier callback's late outcome).
+ * writeOutcomes: one atomic batch of six named statements, in this order.
+ * - one-off: the job row gets its execution's outcome (writeOneOffOutcomes).
+ * - recurring: an occurrence history row (upsertOccurrences).
+ * - dead: a dead-letter row (upsertDeadLetters).
+ * - redriven: a redriven execution that finished leaves the dead-letter list, even if its redrive
+ *   was never acknowledged (redrive.ts deleteRedriven).
+ * - schedules: next_run_at, fired and completion, only at the version the bucket holds
+ *   (projectSchedules).
+ * - callbacks: a callback's outcome on the execution it told of (writeCallbackOutcome; none
+ *   without callbacks).
+ * Each takes its rows as JSON chunks (kit.ts jsonChunks). Returns the rows written.
  */
 export async function writeOutcomes(
   db: Db,
@@ -77,8 +77,40 @@ export async function writeOutcomes(
   now: number,
   callbacks: CallbackOutcome[] = [],
 ): Promise<number> {
-  const f = element<FinishedExecution>();
-  const statements: BatchItem<"sqlite">[] = [];
+  const redriven = finished.filter((e) => e.status !== "dead").map((e) => ({ tenant: e.tenant, id: e.id }));
+  const statements: BatchItem<"sqlite">[] = [
+    ...jsonChunks(finished.filter((e) => !e.recurring)).map((chunk) => writeOneOffOutcomes(db, chunk, now)),
+    ...jsonChunks(finished.filter((e) => e.recurring)).map((chunk) => upsertOccurrences(db, chunk)),
+    ...jsonChunks(finished.filter((e) => e.status === "dead")).map((chunk) => upsertDeadLetters(db, chunk)),
+    ...jsonChunks(redriven).map((chunk) => deleteRedriven(db, chunk, "id")),
+    ...jsonChunks(schedules).map((chunk) => projectSchedules(db, chunk, now)),
+    ...callbacks.map((c) => writeCallbackOutcome(db, c)),
+  ];
+  return rowsWritten(await batchRun(db, statements));
+}
+
+/** A field of a FinishedExecution in a JSON chunk. */
+const f = element<FinishedExecution>();
+
+/** The outcome columns a one-off job row and an occurrence row share, by their schema names. */
+function outcomeColumns() {
+  return {
+    attempts: f("attempts"),
+    lastHttpStatus: f("lastHttpStatus"),
+    lastError: f("lastError"),
+    deadReason: f("deadReason"),
+    finishedAt: f("finishedAt"),
+    attemptLog: f("attemptLog"),
+    callbacks: f("callbacks"),
+  };
+}
+
+/**
+ * writeOneOffOutcomes: each one-off job row of `chunk` gets its execution's outcome (1 row). It
+ * completes (succeeded or dead) only while active and still due at the run time this execution
+ * was for (a PATCH of the run time meanwhile keeps it active); guard: attempts never go backwards.
+ */
+function writeOneOffOutcomes(db: Db, chunk: string, now: number) {
   // a one-off job completes when its execution ends succeeded or dead while the job is still due
   // at the run time that execution was for (the job table's "complete")
   const completesOneOff = and(
@@ -89,132 +121,120 @@ export async function writeOutcomes(
     ),
     eq(jobs.nextRunAt, f("occurrenceAt")),
   );
-  // the outcome columns a one-off job row and an occurrence row share, by their schema names
-  const outcome = {
-    attempts: f("attempts"),
-    lastHttpStatus: f("lastHttpStatus"),
-    lastError: f("lastError"),
-    deadReason: f("deadReason"),
-    finishedAt: f("finishedAt"),
-    attemptLog: f("attemptLog"),
-    callbacks: f("callbacks"),
-  };
-  for (const chunk of jsonChunks(finished.filter((e) => !e.recurring))) {
-    statements.push(
+  return db
+    .update(jobs)
+    .set({
+      runStatus: f("status"),
+      ...outcomeColumns(),
+      status: sql`CASE WHEN ${completesOneOff} THEN ${COMPLETED} ELSE ${jobs.status} END`,
+      updatedAt: sql`CASE WHEN ${completesOneOff} THEN ${now} ELSE ${jobs.updatedAt} END`,
+    })
+    .from(each(chunk))
+    .where(and(eq(jobs.tenant, f("tenant")), eq(jobs.id, f("jobId")), lte(jobs.attempts, f("attempts"))));
+}
+
+/**
+ * upsertOccurrences: an occurrence history row for each recurring execution of `chunk` (insert, or
+ * a reopened one's update); guard: attempts never go backwards.
+ */
+function upsertOccurrences(db: Db, chunk: string) {
+  const outcome = outcomeColumns();
+  return db
+    .insert(occurrences)
+    .select(
       db
-        .update(jobs)
-        .set({
-          runStatus: f("status"),
-          ...outcome,
-          status: sql`CASE WHEN ${completesOneOff} THEN ${COMPLETED} ELSE ${jobs.status} END`,
-          updatedAt: sql`CASE WHEN ${completesOneOff} THEN ${now} ELSE ${jobs.updatedAt} END`,
-        })
+        .select(
+          insertRow({
+            id: f("id"),
+            tenant: f("tenant"),
+            jobId: f("jobId"),
+            dueAt: f("occurrenceAt"),
+            occurrence: f("occurrence"),
+            status: f("status"),
+            ...outcome,
+          }),
+        )
         .from(each(chunk))
-        .where(and(eq(jobs.tenant, f("tenant")), eq(jobs.id, f("jobId")), lte(jobs.attempts, f("attempts")))),
-    );
-  }
-  for (const chunk of jsonChunks(finished.filter((e) => e.recurring))) {
-    statements.push(
+        .where(sql`true`), // ends the FROM before ON CONFLICT (see insert-jobs.ts)
+    )
+    .onConflictDoUpdate({
+      target: [occurrences.tenant, occurrences.id],
+      set: takeProposed(occurrences, ["status", ...(Object.keys(outcome) as (keyof typeof outcome)[])]),
+      setWhere: lte(occurrences.attempts, proposed(occurrences.attempts)),
+    });
+}
+
+/** upsertDeadLetters: a dead-letter row for each dead execution of `chunk` (a redrive's mark cleared). */
+function upsertDeadLetters(db: Db, chunk: string) {
+  return db
+    .insert(deadLetters)
+    .select(
       db
-        .insert(occurrences)
         .select(
-          db
-            .select(
-              insertRow({
-                id: f("id"),
-                tenant: f("tenant"),
-                jobId: f("jobId"),
-                dueAt: f("occurrenceAt"),
-                occurrence: f("occurrence"),
-                status: f("status"),
-                ...outcome,
-              }),
-            )
-            .from(each(chunk))
-            .where(sql`true`), // ends the FROM before ON CONFLICT (see insertJobs)
+          insertRow({
+            tenant: f("tenant"),
+            executionId: f("id"),
+            jobId: f("jobId"),
+            bucket: f("bucket"),
+            dueAt: f("occurrenceAt"),
+            occurrence: f("occurrence"),
+            attempts: f("attempts"),
+            lastHttpStatus: f("lastHttpStatus"),
+            lastError: f("lastError"),
+            deadReason: f("deadReason"),
+            deadAt: f("finishedAt"),
+            redriveAt: bound(null),
+          }),
         )
-        .onConflictDoUpdate({
-          target: [occurrences.tenant, occurrences.id],
-          set: takeProposed(occurrences, ["status", ...(Object.keys(outcome) as (keyof typeof outcome)[])]),
-          setWhere: lte(occurrences.attempts, proposed(occurrences.attempts)),
-        }),
-    );
-  }
-  for (const chunk of jsonChunks(finished.filter((e) => e.status === "dead"))) {
-    statements.push(
-      db
-        .insert(deadLetters)
-        .select(
-          db
-            .select(
-              insertRow({
-                tenant: f("tenant"),
-                executionId: f("id"),
-                jobId: f("jobId"),
-                bucket: f("bucket"),
-                dueAt: f("occurrenceAt"),
-                occurrence: f("occurrence"),
-                attempts: f("attempts"),
-                lastHttpStatus: f("lastHttpStatus"),
-                lastError: f("lastError"),
-                deadReason: f("deadReason"),
-                deadAt: f("finishedAt"),
-                redriveAt: bound(null),
-              }),
-            )
-            .from(each(chunk))
-            .where(sql`true`), // ends the FROM before ON CONFLICT (see insertJobs)
-        )
-        .onConflictDoUpdate({
-          target: [deadLetters.tenant, deadLetters.executionId],
-          set: { ...takeProposed(deadLetters, ["attempts", "lastHttpStatus", "lastError", "deadReason", "deadAt"]), redriveAt: null },
-        }),
-    );
-  }
-  // a redriven execution that finished leaves the list even if its redrive was never acknowledged
-  const redriven = finished.filter((e) => e.status !== "dead").map((e) => ({ tenant: e.tenant, id: e.id }));
-  for (const chunk of jsonChunks(redriven)) statements.push(deleteRedriven(db, chunk, "id"));
+        .from(each(chunk))
+        .where(sql`true`), // ends the FROM before ON CONFLICT (see insert-jobs.ts)
+    )
+    .onConflictDoUpdate({
+      target: [deadLetters.tenant, deadLetters.executionId],
+      set: { ...takeProposed(deadLetters, ["attempts", "lastHttpStatus", "lastError", "deadReason", "deadAt"]), redriveAt: null },
+    });
+}
+
+/**
+ * projectSchedules: each recurring job of `chunk` (ScheduleProjection[]) takes its bucket's
+ * next_run_at, fired and completion, only at the version the bucket holds, and only forward.
+ */
+function projectSchedules(db: Db, chunk: string, now: number) {
   const s = element<ScheduleProjection>();
   const completesSchedule = and(s("completed"), inArray(jobs.status, COMPLETE_FROM));
-  for (const chunk of jsonChunks(schedules)) {
-    statements.push(
-      db
+  return db
+    .update(jobs)
+    .set({
+      nextRunAt: sql`COALESCE(${s("nextRunAt")}, ${jobs.nextRunAt})`,
+      fired: sql`MAX(${jobs.fired}, ${s("fired")})`,
+      status: sql`CASE WHEN ${completesSchedule} THEN ${COMPLETED} ELSE ${jobs.status} END`,
+      updatedAt: sql`CASE WHEN ${completesSchedule} THEN ${now} ELSE ${jobs.updatedAt} END`,
+    })
+    .from(each(chunk))
+    .where(
+      and(
+        eq(jobs.tenant, s("tenant")),
+        eq(jobs.id, s("jobId")),
+        eq(jobs.version, s("version")),
+        or(and(isNotNull(s("nextRunAt")), sql`${jobs.nextRunAt} IS NOT ${s("nextRunAt")}`), lt(jobs.fired, s("fired")), completesSchedule),
+      ),
+    );
+}
+
+/**
+ * writeCallbackOutcome: a callback's outcome on the execution it told of (1 row); guard: the column
+ * still names that callback (a redriven execution's later outcome, with its own callback, is never
+ * overwritten by the earlier callback's late outcome).
+ */
+function writeCallbackOutcome(db: Db, c: CallbackOutcome) {
+  const names = (column: typeof jobs.callbacks | typeof occurrences.callbacks) => sql`json_extract(${column}, '$[0].id') = ${c.callbackId}`;
+  return c.oneOff
+    ? db
         .update(jobs)
-        .set({
-          nextRunAt: sql`COALESCE(${s("nextRunAt")}, ${jobs.nextRunAt})`,
-          fired: sql`MAX(${jobs.fired}, ${s("fired")})`,
-          status: sql`CASE WHEN ${completesSchedule} THEN ${COMPLETED} ELSE ${jobs.status} END`,
-          updatedAt: sql`CASE WHEN ${completesSchedule} THEN ${now} ELSE ${jobs.updatedAt} END`,
-        })
-        .from(each(chunk))
-        .where(
-          and(
-            eq(jobs.tenant, s("tenant")),
-            eq(jobs.id, s("jobId")),
-            eq(jobs.version, s("version")),
-            or(
-              and(isNotNull(s("nextRunAt")), sql`${jobs.nextRunAt} IS NOT ${s("nextRunAt")}`),
-              lt(jobs.fired, s("fired")),
-              completesSchedule,
-            ),
-          ),
-        ),
-    );
-  }
-  for (const c of callbacks) {
-    const names = (column: typeof jobs.callbacks | typeof occurrences.callbacks) =>
-      sql`json_extract(${column}, '$[0].id') = ${c.callbackId}`;
-    statements.push(
-      c.oneOff
-        ? db
-            .update(jobs)
-            .set({ callbacks: c.callbacks })
-            .where(and(eq(jobs.tenant, c.tenant), eq(jobs.id, c.jobId), names(jobs.callbacks)))
-        : db
-            .update(occurrences)
-            .set({ callbacks: c.callbacks })
-            .where(and(eq(occurrences.tenant, c.tenant), eq(occurrences.id, c.executionId), names(occurrences.callbacks))),
-    );
-  }
-  return rowsWritten(await batchRun(db, statements));
+        .set({ callbacks: c.callbacks })
+        .where(and(eq(jobs.tenant, c.tenant), eq(jobs.id, c.jobId), names(jobs.callbacks)))
+    : db
+        .update(occurrences)
+        .set({ callbacks: c.callbacks })
+        .where(and(eq(occurrences.tenant, c.tenant), eq(occurrences.id, c.executionId), names(occurrences.callbacks)));
 }
