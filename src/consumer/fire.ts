@@ -18,6 +18,7 @@ import { isHttpTarget, isWorkerTarget, LIMITS } from "../core/job";
 import { SYSTEM_TENANT } from "../core/metrics";
 import { pullQueueName } from "../core/pull";
 import type { DeliveryOutcome } from "../core/response";
+import { SigningKeys } from "../core/signing";
 import { attemptSpanId, attemptTraceHeaders, parseTraceparent, type TraceContext } from "../core/trace";
 import { bucketObject } from "../placement";
 import { CONSUMER_TRIES } from "../protocol/fire";
@@ -26,7 +27,6 @@ import { deliverToWorker } from "./handler";
 import { acceptFireMessages, groupByBucket, type ReceivedFire } from "./message";
 import { Permits } from "./permits";
 import { RoundTrips } from "./round-trips";
-import { SigningKeys } from "./signing";
 import { deliver } from "./webhook";
 
 type Lease = LeaseGrant;

@@ -2,7 +2,7 @@
  * The job as its bucket applies it: the columns of a job row a bucket reads (the sync pass, a
  * change's push, a create's), never its outcome's, labels or callbacks.
  */
-import type { JobDefinition } from "../bucket/protocol";
+import type { JobDefinition } from "../protocol/bucket";
 import { type JobRow, jobs } from "./schema";
 
 /** A job's columns its bucket applies (definitionOf): not its outcome's, labels or callbacks. */

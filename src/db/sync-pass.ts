@@ -4,7 +4,7 @@
  * then acknowledges the versions it holds (markSynced, the bucket's write).
  */
 import { and, eq, isNotNull, lte, type SQL, sql } from "drizzle-orm";
-import type { JobDefinition, RedriveOrder } from "../bucket/protocol";
+import type { JobDefinition, RedriveOrder } from "../protocol/bucket";
 import { DEFINITION, definitionOf } from "./job-definition";
 import { batchRun, type Db, each, element, jsonChunks, ROW_BYTES, rowsWritten } from "./kit";
 import { deadLetters, jobs, occurrences } from "./schema";
