@@ -5,9 +5,9 @@
  * once per env.
  */
 import { z } from "zod";
-import type { FireGroup } from "./bucket/protocol";
 import type { HandlerWorkers } from "./core/handler-workers";
 import type { QueueDelay } from "./core/queue-delay";
+import type { FireGroup } from "./protocol/fire";
 
 /** A handler Worker's name, as jobs name it in target.worker (core/handler-workers.ts). */
 export const WorkerName = z

@@ -13,9 +13,8 @@
  */
 import { DurableObject } from "cloudflare:workers";
 import { configOf } from "../config";
-import { SigningKeys } from "../consumer/signing";
-import { sign } from "../consumer/webhook";
 import { addPending, addThrottle, type Death, DIGEST_INTERVAL_MS, digestOf, nextDigestAt, type Throttle } from "../core/alert";
+import { SigningKeys, sign } from "../core/signing";
 import { bucketObject, objectOf } from "../placement";
 
 /** An alert target: a URL and the headers sent with it, and when a throttled flow key is reported (null: never). */

@@ -9,7 +9,7 @@
  * occurrence time, so an id alone names its hour's prefix. An object is gzip-compressed NDJSON,
  * one ArchivedExecution per line, in id order; its custom metadata says its last id and count.
  *
- * Written once: a purge page is chosen in a fixed order (db/queries.ts purgeArchivedHistory), so a
+ * Written once: a purge page is chosen in a fixed order (db/purge-archived.ts purgeArchivedHistory), so a
  * retried write after a failure produces the same key and the same bytes; the key ends with a hash
  * of the content, so an object is never overwritten with other content (a page whose rows changed
  * in between is another object, and an execution may then be in two: dedupe on id). Nothing is

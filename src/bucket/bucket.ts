@@ -21,8 +21,10 @@ import { type Config, configOf } from "../config";
 import { nextAlarmAt } from "../core/alarm";
 import { fireQueueOf } from "../core/bucketing";
 import { type BucketMetrics, type CounterName, SYSTEM_TENANT } from "../core/metrics";
-import { clearRedrives, markSynced, pendingJobs, pendingRedrives, unsyncedJobs, writeOutcomes } from "../db/queries";
+import { clearRedrives } from "../db/redrive";
 import { type Shard, shardsOf } from "../db/shards";
+import { markSynced, pendingJobs, pendingRedrives, unsyncedJobs } from "../db/sync-pass";
+import { writeOutcomes } from "../db/write-outcomes";
 import { pullQueueOf } from "../pull/pull-queue";
 import { type Dispatches, fireBatches, takeDispatches, unsend, windowRoom } from "./dispatch";
 import { applyDeferred, flushDue, remark, settle, takeOutcomes } from "./flush";
@@ -153,7 +155,7 @@ export class Bucket extends DurableObject<Env> {
   private async pullShard(bucket: number, { db, index }: Shard): Promise<{ pulled: number; synced: number; redriven: number }> {
     let pulled = 0;
     let after: { at: number; tenant: string; id: string } | null = null;
-    // pages are cut by count or by bytes (db/queries.ts SYNC_PAGE_BYTES): a short page is not the end, `more` says
+    // pages are cut by count or by bytes (db/sync-pass.ts SYNC_PAGE_BYTES): a short page is not the end, `more` says
     for (let page = 0; page < PULL_PAGES; page++) {
       const { rows, more } = await pendingJobs(db, bucket, Date.now() + this.config.LOOKAHEAD_MS, after, PULL_PAGE);
       if (rows.length === 0) break;

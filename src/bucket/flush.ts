@@ -6,7 +6,7 @@
 import { callbackBody, callbackExecutionId, callbackFor, callbackSpec, type StoredCallback } from "../core/callback";
 import { oneOffExecutionId, shardOfId } from "../core/id";
 import { type JobSpec, parseSpec } from "../core/job";
-import type { CallbackOutcome, FinishedExecution, ScheduleProjection } from "../db/queries";
+import type { CallbackOutcome, FinishedExecution, ScheduleProjection } from "../db/write-outcomes";
 import type { Closing } from "./flight";
 import { applyAll } from "./jobs";
 import { type BucketState, insert, leave, noteSpec } from "./state";

@@ -14,19 +14,19 @@ import type { Bucket } from "../bucket/bucket";
 import type { CompletionReport, FireGroup, FireRef, LeaseGrant, LeaseRef, PullOffer } from "../bucket/protocol";
 import { type Config, configOf } from "../config";
 import { fireQueueOf } from "../core/bucketing";
-import { type FlowAnswer, type FlowAsk, type GoverningKey, governingKey } from "../core/flow";
 import { isHttpTarget, isWorkerTarget, LIMITS } from "../core/job";
 import { SYSTEM_TENANT } from "../core/metrics";
 import { pullQueueName } from "../core/pull";
 import type { DeliveryOutcome } from "../core/response";
+import { SigningKeys } from "../core/signing";
 import { attemptSpanId, attemptTraceHeaders, parseTraceparent, type TraceContext } from "../core/trace";
-import { type FlowKey, type FlowRelease, flowKeyName, flowKeyOf } from "../flow/flow-key";
 import { bucketObject } from "../placement";
 import { CONSUMER_TRIES } from "../protocol/fire";
 import { pullQueueOf } from "../pull/pull-queue";
 import { deliverToWorker } from "./handler";
 import { acceptFireMessages, groupByBucket, type ReceivedFire } from "./message";
-import { SigningKeys } from "./signing";
+import { Permits } from "./permits";
+import { RoundTrips } from "./round-trips";
 import { deliver } from "./webhook";
 
 type Lease = LeaseGrant;
@@ -58,65 +58,39 @@ export async function handleFireBatch(batch: MessageBatch<unknown>, env: Env): P
 }
 
 /**
- * Delivers claimed executions under one concurrency limit; each outcome is reported as soon as
- * it is known (batched per bucket while a report is in flight), and a lease is heartbeated until
- * its report is in: an early finisher must not lose its lease while slower targets still run.
+ * Delivers claimed executions under one concurrency limit, each with its flow-control permit
+ * (permits.ts); each outcome is reported as soon as it is known (batched per bucket while a report
+ * is in flight), and a lease is heartbeated until its report is in: an early finisher must not
+ * lose its lease while slower targets still run.
  */
 async function deliverAll(claimed: { lease: Lease; stub: BucketStub }[], env: Env, config: Config): Promise<void> {
   const keys = signingKeysOf(config);
   const unreported = new Map(claimed.map((l) => [l.lease.executionId, l]));
   const stopHeartbeat = startHeartbeat(unreported, config);
-  // completions per bucket and flow releases per key, each in as few round trips as they allow
+  // completions per bucket, in as few round trips as they allow
   const reporters = new Map<BucketStub, RoundTrips<CompletionReport>>();
-  const releasers = new Map<string, RoundTrips<FlowRelease>>();
   try {
     const report = (stub: BucketStub, r: CompletionReport) =>
       getOrMake(reporters, stub, () => completionsTo(stub, (id) => unreported.delete(id))).add(r);
-    const releaserOf = (tenant: string, key: string) =>
-      getOrMake(releasers, flowKeyName(tenant, key), () => releasesTo(flowKeyOf(env, tenant, key)));
-    // each lease's key: its job's own, else its HTTP target's origin's (a handler Worker has none)
-    const governed = claimed.map((c) => {
-      const url = isHttpTarget(c.lease.target) ? c.lease.target.url : null;
-      return { ...c, flow: governingKey(c.lease.flowControl, url, config.ORIGIN_PARALLELISM, c.lease.executionId) };
-    });
-    // permits are asked for a lane's worth of leases at a time, when the first of them is about to
-    // start: asked all at once, the leases of a large batch waiting for a lane would hold their
-    // keys' permits meanwhile, and a busy key would send the rest back to their buckets
-    const answers = new Map<string, Promise<FlowAnswer>>();
-    let asked = 0;
-    const askAhead = (index: number) => {
-      if (index < asked) return;
-      const next = governed.slice(asked, asked + config.DELIVERY_CONCURRENCY);
-      asked += next.length;
-      for (const [id, answer] of askFlowKeys(next, env, config)) answers.set(id, answer);
-    };
+    const permits = new Permits(claimed, env, config);
     // one limit for the whole batch: a request queued behind the connection limit would already
     // be spending its timeout
-    await forEachLimited(governed, config.DELIVERY_CONCURRENCY, async ({ lease, stub, flow }, index) => {
-      askAhead(index);
-      // flow control first: a short wait is spent here, asking again; what its key holds back
-      // longer goes back to its bucket, due again later
-      const first = answers.get(lease.executionId) ?? (flow ? askAgain(env, config, lease, flow) : undefined);
-      const { answer, waitedMs: flowWaitMs } =
-        first && flow ? await waitForPermit(await first, () => askAgain(env, config, lease, flow)) : { answer: undefined, waitedMs: 0 };
-      if (answer && !answer.granted) {
-        report(stub, { executionId: lease.executionId, token: lease.token, outcome: { kind: "wait", retryAt: answer.retryAt } });
-        return;
-      }
-      // after a wait here, start only if the lease is still ours and the job still active (a
-      // cancel or pause meanwhile): else free the permit and report a wait, which ends it canceled
-      if (flow && flowWaitMs > 0 && !(await stillToStart(stub, lease))) {
-        releaserOf(lease.tenant, flow.key).add({ executionId: lease.executionId });
-        report(stub, { executionId: lease.executionId, token: lease.token, outcome: { kind: "wait", retryAt: Date.now() } });
+    await forEachLimited(claimed, config.DELIVERY_CONCURRENCY, async ({ lease, stub }) => {
+      // flow control first: what its key holds back longer than a short wait goes back to its
+      // bucket, due again later
+      const permit = await permits.acquire(lease);
+      if (!permit.start) {
+        report(stub, { executionId: lease.executionId, token: lease.token, outcome: { kind: "wait", retryAt: permit.retryAt } });
         return;
       }
       const startedAt = Date.now();
       const outcome = await deliverLease(lease, env, config, keys);
       if (lease.trace) logTracedAttempt(lease, lease.trace, outcome, startedAt);
-      if (flow) releaserOf(lease.tenant, flow.key).add(flowReleaseOf(lease, outcome));
+      permits.release(lease, outcome);
+      const { flowWaitMs } = permit;
       report(stub, { executionId: lease.executionId, token: lease.token, outcome, ...(flowWaitMs > 0 ? { flowWaitMs } : {}) });
     });
-    await Promise.all([...reporters.values(), ...releasers.values()].map((r) => r.drained()));
+    await Promise.all([...[...reporters.values()].map((r) => r.drained()), permits.drained()]);
   } finally {
     stopHeartbeat();
   }
@@ -242,138 +216,6 @@ function logTracedAttempt(lease: Lease, trace: TraceContext, outcome: DeliveryOu
   );
 }
 
-/**
- * Asks each flow-control key once (one RPC per key per lane's worth of leases, an origin's
- * included) which of its leases may start now: each governed lease's answer, by execution id.
- * The others (no key, origin keys off) start without waiting for it.
- */
-function askFlowKeys(leases: { lease: Lease; flow: GoverningKey | null }[], env: Env, config: Config): Map<string, Promise<FlowAnswer>> {
-  const byKey = new Map<string, { flow: GoverningKey; group: Lease[] }>();
-  for (const { lease, flow } of leases)
-    if (flow) getOrMake(byKey, flowKeyName(lease.tenant, flow.key), () => ({ flow, group: [] })).group.push(lease);
-  const answers = new Map<string, Promise<FlowAnswer>>();
-  for (const { flow, group } of byKey.values()) {
-    const asks = group.map((lease) => flowAskOf(lease, config));
-    const asked = askKey(env, group[0]!.tenant, flow, asks);
-    for (const [i, a] of asks.entries())
-      answers.set(
-        a.executionId,
-        asked.then((all) => all[i]!),
-      );
-  }
-  return answers;
-}
-
-/**
- * A wait for a permit this short is spent in the consumer, asking the key again when it said to,
- * instead of in the bucket: a slot freed by a delivery that just ended is taken a round trip
- * later, not after an alarm, a queue and a claim (about 100 ms locally, which held a key limited
- * to 50/s near 22/s), and no row moves. The lease is heartbeated meanwhile. A longer wait (a
- * pause, a Retry-After, a far rate slot) goes back to the bucket at once.
- */
-const CONSUMER_WAIT = { eachMaxMs: 500, totalMs: 2_000, eachMinMs: 20 } as const;
-
-/**
- * Asks again while each wait is short and their sum within CONSUMER_WAIT.totalMs (at least
- * eachMinMs apiece: at most 100 asks); returns the last answer and the time waited here.
- */
-async function waitForPermit(first: FlowAnswer, askAgain: () => Promise<FlowAnswer>): Promise<{ answer: FlowAnswer; waitedMs: number }> {
-  let answer = first;
-  let waitedMs = 0;
-  while (!answer.granted) {
-    const wait = Math.max(CONSUMER_WAIT.eachMinMs, answer.retryAt - Date.now());
-    if (wait > CONSUMER_WAIT.eachMaxMs || waitedMs + wait > CONSUMER_WAIT.totalMs) break;
-    await scheduler.wait(wait);
-    waitedMs += wait;
-    answer = await askAgain();
-  }
-  return { answer, waitedMs };
-}
-
-/** Whether a lease that waited may start: still live (a heartbeat, which also extends it) and its job not canceled or paused. */
-async function stillToStart(stub: BucketStub, lease: Lease): Promise<boolean> {
-  try {
-    const [result] = await stub.heartbeat([{ executionId: lease.executionId, token: lease.token }]);
-    return result?.ok === true && result.canceled !== true;
-  } catch (error) {
-    // unknown: start it (at-least-once; a stale lease's outcome is fenced off by the bucket)
-    console.error("heartbeat before a waited start failed", error);
-    return true;
-  }
-}
-
-/** One lease's ask again, after a wait. */
-async function askAgain(env: Env, config: Config, lease: Lease, flow: GoverningKey): Promise<FlowAnswer> {
-  return (await askKey(env, lease.tenant, flow, [flowAskOf(lease, config)]))[0]!;
-}
-
-/** A lease's ask: its permit may be held for its timeout plus the lease (a dead consumer's slot comes back then). */
-function flowAskOf(lease: Lease, config: Config): FlowAsk {
-  return {
-    executionId: lease.executionId,
-    firstDueAt: lease.firstDueAt,
-    holdMs: lease.timeoutMs + config.LEASE_MS,
-    priority: lease.priority,
-  };
-}
-
-/** Asks a key; an unreachable key holds its asks for a second (its limits are never assumed away). */
-function askKey(env: Env, tenant: string, flow: GoverningKey, asks: FlowAsk[]): Promise<FlowAnswer[]> {
-  return flowKeyOf(env, tenant, flow.key)
-    .ask(flow.limits, asks)
-    .catch((error: unknown): FlowAnswer[] => {
-      console.error(`flow key ${flow.key} unreachable`, error);
-      return asks.map((a) => ({ executionId: a.executionId, granted: false, retryAt: Date.now() + 1_000 }));
-    });
-}
-
-/** Frees the delivery's slot of its key; a 429 or 503 with Retry-After slows the whole key that long (at most FLOW_WAIT_MAX_MS: FlowGate.release caps it). */
-function flowReleaseOf(lease: Lease, outcome: DeliveryOutcome): FlowRelease {
-  const slowDown =
-    outcome.kind === "failed" && (outcome.httpStatus === 429 || outcome.httpStatus === 503) ? outcome.retryAfterMs : undefined;
-  return { executionId: lease.executionId, ...(slowDown === undefined ? {} : { retryAfterMs: slowDown }) };
-}
-
-/**
- * Items a batch's deliveries report to one object wait this long for the others that finish
- * with them: a batch's deliveries to a fast target end within a few milliseconds of each other,
- * and sending the first alone cost a round trip (a billed request, and on the local runtime about
- * half a millisecond of its one thread) per batch and object. Holding a lease or a permit 10 ms
- * longer changes nothing a user sees.
- */
-const GATHER_MS = 10;
-
-/**
- * Sends items to one object: GATHER_MS after the first when nothing is in flight, else together
- * with the others that arrive meanwhile (one RPC per round trip, however many finish). `send`
- * never throws.
- */
-class RoundTrips<T> {
-  private pending: T[] = [];
-  private inFlight: Promise<void> | null = null;
-
-  constructor(private readonly send: (items: T[]) => Promise<void>) {}
-
-  add(item: T): void {
-    this.pending.push(item);
-    this.inFlight ??= this.flush();
-  }
-
-  async drained(): Promise<void> {
-    while (this.inFlight !== null) await this.inFlight;
-  }
-
-  private async flush(): Promise<void> {
-    await scheduler.wait(GATHER_MS);
-    while (this.pending.length > 0) {
-      const items = this.pending;
-      this.pending = [];
-      await this.send(items);
-    }
-    this.inFlight = null;
-  }
-}
-
 /** A bucket's completion reports; a report counts as delivered once its round trip ended, answered or not. */
 function completionsTo(stub: BucketStub, onReported: (executionId: string) => void): RoundTrips<CompletionReport> {
   return new RoundTrips(async (reports) => {
@@ -385,13 +227,6 @@ function completionsTo(stub: BucketStub, onReported: (executionId: string) => vo
     }
     for (const r of reports) onReported(r.executionId);
   });
-}
-
-/** A flow key's releases; one that fails is not retried: its permits lapse. */
-function releasesTo(key: DurableObjectStub<FlowKey>): RoundTrips<FlowRelease> {
-  return new RoundTrips((releases) =>
-    key.release(releases).catch((error: unknown) => console.error("flow release failed (the permits lapse)", error)),
-  );
 }
 
 /** The value under `key`, made and stored first if there is none. */
@@ -459,13 +294,10 @@ function startHeartbeat(running: Map<string, { lease: Lease; stub: BucketStub }>
   return () => clearInterval(timer);
 }
 
-async function forEachLimited<T>(items: T[], limit: number, run: (item: T, index: number) => Promise<void>): Promise<void> {
+async function forEachLimited<T>(items: T[], limit: number, run: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
   const worker = async () => {
-    while (next < items.length) {
-      const index = next++;
-      await run(items[index]!, index);
-    }
+    while (next < items.length) await run(items[next++]!);
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
 }

@@ -5,6 +5,7 @@
 
 import type { HttpTarget } from "../core/job";
 import { classifyStatus, type DeliveryOutcome, EXCERPT_LENGTH, excerpt, parseRetryAfterMs } from "../core/response";
+import { sign } from "../core/signing";
 import type { AttemptTrace } from "../core/trace";
 
 export interface Delivery {
@@ -15,14 +16,6 @@ export interface Delivery {
   timeoutMs: number;
   /** the attempt's W3C trace headers (core/trace.ts), when the job has a trace */
   trace?: AttemptTrace | null;
-}
-
-/** `v1,<base64 HMAC-SHA256 of "id.timestamp.body">` */
-export async function sign(key: CryptoKey, id: string, timestampSeconds: number, body: string): Promise<string> {
-  const mac = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${id}.${timestampSeconds}.${body}`));
-  let binary = "";
-  for (const b of new Uint8Array(mac)) binary += String.fromCharCode(b);
-  return `v1,${btoa(binary)}`;
 }
 
 /** Calls the target once; `keys` are the tenant's active signing keys (two during a rotation). */

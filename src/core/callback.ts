@@ -128,7 +128,7 @@ export function callbackSpec(parent: JobSpec, target: CallbackTarget, body: Reco
 /**
  * The callbacks column as stored: each state with its callback's execution id, so the write of a
  * callback's outcome lands only while the column still tells of that callback (a redriven
- * execution's later outcome has replaced it: db/queries.ts writeOutcomes).
+ * execution's later outcome has replaced it: db/write-outcomes.ts writeOutcomes).
  */
 export type StoredCallback = CallbackState & { id: string };
 

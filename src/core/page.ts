@@ -1,5 +1,5 @@
 /**
- * Pages of newest-first lists read by bounded range scans (src/db/queries.ts): each source reads
+ * Pages of newest-first lists read by bounded range scans (src/db/range-scan.ts): each source reads
  * at most a budget of keys a page, so its part may be short; merging the parts keeps only what
  * every source has examined, so no row is skipped and none is listed twice.
  */

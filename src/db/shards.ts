@@ -11,7 +11,8 @@
  * list answers 503), while everything that touches only other shards goes on.
  */
 import { MAX_SHARDS, shardOfId } from "../core/id";
-import { type Db, dbOf, highestBucket, mostShards, recordShardCount, sizeOf } from "./queries";
+import { type Db, dbOf } from "./kit";
+import { highestBucket, mostShards, recordShardCount, sizeOf } from "./shard-meta";
 
 export interface Shard {
   index: number;

@@ -40,7 +40,7 @@ import {
   originKeyParts,
   originPartParallelism,
 } from "../core/flow";
-import { registerFlowKey } from "../db/queries";
+import { registerFlowKey } from "../db/flow-keys";
 import { shardsOf } from "../db/shards";
 import { objectOf } from "../placement";
 import { applyMigrations, type SqliteMigration } from "../sqlite-migrations";

@@ -10,7 +10,7 @@
  * request gets the same winner, finds no job under its id, and inserts the job under that id
  * (use-cases/create.ts): the key never names two jobs, and an accepted request is never lost. A job the
  * purge of finished history took within the window (the watermark's purge takes history minutes
- * old) is never inserted again: a key claimed before the shard's purge mark (db/queries.ts
+ * old) is never inserted again: a key claimed before the shard's purge mark (db/purge-mark.ts
  * purgeMark) is answered from the archive or refused (409 idempotency_job_purged).
  *
  * Cost: one request per slot a create touches, 1 row written per new key (WITHOUT ROWID, no

@@ -11,7 +11,7 @@ import type { AlertTarget } from "../alerts/alerts";
 import type { Death, Throttle } from "../core/alert";
 import type { FlowAnswer, FlowAsk, FlowLimits } from "../core/flow";
 import { JOB_STATES } from "../core/lifecycle";
-import type { NewJob } from "../db/queries";
+import type { NewJob } from "../db/insert-jobs";
 import type { FlowKeyView, FlowRelease } from "../flow/flow-key";
 import type { KeyClaim, KeyOwner } from "../idempotency/key-claims";
 import type { PullLease, PullLeaseRequest, PullQueueView } from "../pull/pull-queue";

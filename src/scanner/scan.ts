@@ -7,7 +7,9 @@
 
 import { type ArchiveWrite, type LeavingExecution, writeArchive } from "../archive/archive";
 import { type Config, configOf } from "../config";
-import { type Db, type HistoryPage, type PurgedPage, purgeArchivedHistory, purgeHistory } from "../db/queries";
+import type { Db } from "../db/kit";
+import { type PurgedPage, purgeHistory } from "../db/purge";
+import { type HistoryPage, purgeArchivedHistory } from "../db/purge-archived";
 import { checkShardCount, highestBucketOfAll, shardsOf } from "../db/shards";
 import { bucketObject } from "../placement";
 import { viewOfOccurrence, viewOfOneOff } from "../use-cases/present";
@@ -17,7 +19,7 @@ const PURGE_PAGE = 5000;
 /** the purge runs page by page until caught up or this much time has passed (the next scan goes on), every shard's together */
 const PURGE_BUDGET_MS = 20_000;
 /**
- * Shards whose history is archived at once. Each holds a page (db/queries.ts ARCHIVE_PAGE_BYTES)
+ * Shards whose history is archived at once. Each holds a page (db/purge-archived.ts ARCHIVE_PAGE_BYTES)
  * and what is made of it in this invocation's isolate (128 MB): two at a time over three shards of
  * the largest history took the isolate's live heap from 6.4 to 23 MiB (scripts/heap-peak.mjs
  * purge; every shard at once with 16 MB pages took it to 334 MiB). Two overlap one shard's D1 and

@@ -10,7 +10,11 @@ import { bucketOfJob } from "../core/bucketing";
 import { oneOffExecutionId } from "../core/id";
 import { isNear } from "../core/job";
 import { JOB_TRANSITIONS } from "../core/lifecycle";
-import { definitionOf, getJobsByIds, hasLegacyKeys, historyPurgedBefore, insertJobs, legacyKeyOwners, type NewJob } from "../db/queries";
+import { insertJobs, type NewJob } from "../db/insert-jobs";
+import { definitionOf } from "../db/job-definition";
+import { hasLegacyKeys, legacyKeyOwners } from "../db/legacy-keys";
+import { getJobsByIds } from "../db/list-jobs";
+import { historyPurgedBefore } from "../db/purge-mark";
 import type { JobRow } from "../db/schema";
 import { isFullError, type Shards, ShardsFull, shardsOf } from "../db/shards";
 import { claimKeys, type KeyClaim, type KeyOwner, releaseKeys } from "../idempotency/key-claims";
@@ -125,7 +129,7 @@ export async function createJobs(env: Env, config: Config, tenant: string, prepa
 
 /**
  * Of replays whose original job D1 does not hold, those the purge may have taken (`ids`): claimed
- * before the shard's purge mark (db/queries.ts purgeMark: the purge takes only jobs last changed
+ * before the shard's purge mark (db/purge-mark.ts purgeMark: the purge takes only jobs last changed
  * before its cutoff), or longer ago than HISTORY_RETENTION_MS (a purge from before the mark). Such
  * a job is never stored again, whatever the window says: it ran. `answers`: those the archive holds,
  * as the replay answers them (purgedOriginalOf). Reads one D1 row per shard among them (only

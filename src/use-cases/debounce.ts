@@ -28,7 +28,7 @@ import { bucketOf } from "../core/bucketing";
 import { type DebounceDecision, type DebounceWindow, decideDebounce, isPending, opening } from "../core/debounce";
 import { LIMITS, parseSpec } from "../core/job";
 import type { TraceContext } from "../core/trace";
-import { getJob } from "../db/queries";
+import { getJob } from "../db/list-jobs";
 import type { JobRow } from "../db/schema";
 import { describeFailure, isFullError, ShardsFull, ShardsLowered, ShardUnavailable, shardsOf } from "../db/shards";
 import { claimKeys, releaseKeys } from "../idempotency/key-claims";

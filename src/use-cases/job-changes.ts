@@ -10,20 +10,15 @@ import type { Config } from "../config";
 import { canonicalTimeZone, occurrenceAfter } from "../core/cron";
 import { type CallbackTarget, type FlowControl, isHttpTarget, isPullTarget, isWorkerTarget, parseSpec, type Target } from "../core/job";
 import { JOB_TRANSITIONS, type JobTransition, jobTransition } from "../core/lifecycle";
-import {
-  changeJob,
-  clearRedrives,
-  type Db,
-  definitionOf,
-  getDeadLetter,
-  getJob,
-  getOccurrence,
-  type JobChange,
-  markRedrive,
-  markSynced,
-  redriveOneOff,
-} from "../db/queries";
+import { changeJob, type JobChange } from "../db/change-job";
+import { definitionOf } from "../db/job-definition";
+import type { Db } from "../db/kit";
+import { getDeadLetter } from "../db/list-dead-letters";
+import { getOccurrence } from "../db/list-executions";
+import { getJob } from "../db/list-jobs";
+import { clearRedrives, markRedrive, redriveOneOff } from "../db/redrive";
 import type { DeadLetterRow, JobRow } from "../db/schema";
+import { markSynced } from "../db/sync-pass";
 import { bucketObject } from "../placement";
 import { RESULT_MESSAGES } from "../protocol/bucket";
 import { PatchJobInput } from "../schemas/job-input";

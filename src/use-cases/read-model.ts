@@ -17,21 +17,18 @@ import { isHttpTarget, parseSpec } from "../core/job";
 import type { ShardGauges } from "../core/metrics";
 import { mergeScans } from "../core/page";
 import { toRfc3339 } from "../core/when";
+import { listFlowKeys } from "../db/flow-keys";
+import { getDeadLetter, listDead } from "../db/list-dead-letters";
 import {
   type ExecutionFilter,
-  getDeadLetter,
-  getJob,
   getOccurrence,
-  type JobFilter,
-  listDead,
-  listFlowKeys,
-  listJobs,
   listOccurrenceExecutions,
   listOccurrences,
   listOneOffExecutions,
-  shardHistory,
-} from "../db/queries";
+} from "../db/list-executions";
+import { getJob, type JobFilter, listJobs } from "../db/list-jobs";
 import type { DeadLetterRow, JobRow } from "../db/schema";
+import { shardHistory } from "../db/shard-meta";
 import { shardOfOrNull, shardsOf } from "../db/shards";
 import { bucketObject } from "../placement";
 import type { LiveExecution } from "../protocol/bucket";

@@ -14,7 +14,7 @@ import { isPullTarget, type JobSpec, LIMITS } from "../core/job";
 import { PRIORITY } from "../core/priority";
 import { formatTraceparent, parseTraceparent, type TraceContext } from "../core/trace";
 import { parseDurationMs, parseInstant } from "../core/when";
-import type { NewJob } from "../db/queries";
+import type { NewJob } from "../db/insert-jobs";
 import { CreateJobInput } from "../schemas/job-input";
 import { ApiError, fromZodError, refuseUnfaithful } from "./errors";
 import { callbackOf, targetOf } from "./targets";

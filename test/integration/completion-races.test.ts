@@ -1,7 +1,7 @@
 /**
  * The window a single change and a bulk action's change share (issue 36 item 5): a job's completion
  * reaches D1 between the request's read of the job and its version-guarded write. Failed until
- * changeJob guards the from-state in SQL (db/queries.ts changeJob); the D1 UPDATE is held while the
+ * changeJob guards the from-state in SQL (db/change-job.ts changeJob); the D1 UPDATE is held while the
  * bucket's flush writes the completion.
  */
 import { describe, expect, it } from "vitest";

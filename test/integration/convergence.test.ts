@@ -16,7 +16,8 @@ import { describe, expect, it, onTestFinished, vi } from "vitest";
 import type { Bucket } from "../../src/bucket/bucket";
 import type { FireMessage, JobDefinition } from "../../src/bucket/protocol";
 import { oneOffExecutionId } from "../../src/core/id";
-import { dbOf, type FinishedExecution, jsonChunks, writeOutcomes } from "../../src/db/queries";
+import { dbOf, jsonChunks } from "../../src/db/kit";
+import { type FinishedExecution, writeOutcomes } from "../../src/db/write-outcomes";
 import {
   api,
   bucketSql,

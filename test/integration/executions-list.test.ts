@@ -9,7 +9,7 @@
 import { env } from "cloudflare:workers";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { oneOffExecutionId } from "../../src/core/id";
-import { SCAN_ROWS } from "../../src/db/queries";
+import { SCAN_ROWS } from "../../src/db/range-scan";
 import { api, captureFiresForFile, createJob, d1Of, deliverAll, fileClock, type JobJson, KEYS, receiverUrl, uniquePath } from "./helpers";
 
 // an hour ahead of the real clock: the platform never fires an alarm on its own during the file

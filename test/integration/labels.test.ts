@@ -6,7 +6,9 @@
  */
 import { describe, expect, it } from "vitest";
 import { JOB_TRANSITIONS } from "../../src/core/lifecycle";
-import { changeJob, dbOf, purgeHistory } from "../../src/db/queries";
+import { changeJob } from "../../src/db/change-job";
+import { dbOf } from "../../src/db/kit";
+import { purgeHistory } from "../../src/db/purge";
 import { api, countAll, createJob, d1Of, type JobJson, KEYS, receiverUrl } from "./helpers";
 
 const target = () => ({ url: `${receiverUrl()}/ok` });

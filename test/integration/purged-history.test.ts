@@ -9,7 +9,7 @@
  *   was purged, a retried keyed create is answered from the archive (200, the original id, finished)
  *   or, the archive not holding it, with `409 idempotency_job_purged`; never a new `active` job,
  *   never a second delivery under the same webhook-id. A create whose insert failed is still stored
- *   by its retry when its key was claimed after the shard's purge mark (db/queries.ts purgeMark).
+ *   by its retry when its key was claimed after the shard's purge mark (db/purge-mark.ts purgeMark).
  *
  * Time: one file-wide virtual clock; fire-queue sends are captured and fed to the consumer by the
  * test. Its own file: the purges it provokes reach every finished row of the file's storage.

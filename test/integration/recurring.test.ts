@@ -35,7 +35,9 @@ import type { ClaimResult, FireMessage, LiveExecution } from "../../src/bucket/p
 import { occurrenceId, oneOffExecutionId } from "../../src/core/id";
 import type { HttpTarget, JobSpec } from "../../src/core/job";
 import type { DeliveryOutcome } from "../../src/core/response";
-import { dbOf, definitionOf, getJob } from "../../src/db/queries";
+import { definitionOf } from "../../src/db/job-definition";
+import { dbOf } from "../../src/db/kit";
+import { getJob } from "../../src/db/list-jobs";
 import {
   alarmOf,
   api,

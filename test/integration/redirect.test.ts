@@ -18,8 +18,8 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
 import type { AttemptRecord } from "../../src/bucket/protocol";
-import { SigningKeys } from "../../src/consumer/signing";
 import { deliver } from "../../src/consumer/webhook";
+import { SigningKeys } from "../../src/core/signing";
 import {
   api,
   bucketRow,

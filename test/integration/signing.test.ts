@@ -18,8 +18,8 @@ import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import type { FireMessage } from "../../src/bucket/protocol";
-import { MAX_ACTIVE_SECRETS, SigningKeys, secretsOf } from "../../src/consumer/signing";
 import { deliver } from "../../src/consumer/webhook";
+import { MAX_ACTIVE_SECRETS, SigningKeys, secretsOf } from "../../src/core/signing";
 import worker from "../../src/platform/local-worker";
 import {
   api,

@@ -4,7 +4,7 @@
  * (the platform never settles I/O of a request that is gone); a request that awaited it would hang.
  */
 import { describe, expect, it } from "vitest";
-import { dbOf } from "../../src/db/queries";
+import { dbOf } from "../../src/db/kit";
 import { checkShardCount, Shards, ShardsLowered } from "../../src/db/shards";
 
 /** A D1 binding whose first query never settles (its request was canceled), then answers `recorded` as shard 0's shard count. */

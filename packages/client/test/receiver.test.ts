@@ -35,7 +35,7 @@ function schedulerHeaders({ body = BODY, secrets = [SECRET], id = EXECUTION_ID, 
   return headers;
 }
 
-/** src/consumer/webhook.ts's own signing (WebCrypto), to check the receiver against the real producer. */
+/** the scheduler's own signing (src/core/signing.ts) (WebCrypto), to check the receiver against the real producer. */
 async function schedulerSign(secret: string, id: string, timestamp: number, body: string): Promise<string> {
   const raw = Uint8Array.from(atob(secret.slice("whsec_".length)), (c) => c.charCodeAt(0));
   const key = await crypto.subtle.importKey("raw", raw, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);

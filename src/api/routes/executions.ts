@@ -26,7 +26,7 @@ executions.get("/v1/jobs/:id/executions", async (c) => {
  * job's creation), filtered, by cursor. Without jobId: what D1 holds, every one-off job's execution
  * (pending until its outcome reaches D1) and recurring jobs' finished occurrences; with jobId, the
  * job's bucket adds its live executions, as GET /v1/jobs/:id/executions does. Each source is a
- * bounded range scan (queries.ts SCAN_ROWS), so a page may be short, with a cursor. Cost in D1 rows
+ * bounded range scan (db/range-scan.ts SCAN_ROWS), so a page may be short, with a cursor. Cost in D1 rows
  * read (meta.rows_read, measured in test/integration/executions-list.test.ts): a full page about
  * limit + 1 a source (51 for 50); a page whose filter matches nothing at most 2 × SCAN_ROWS = 1,000
  * a source, plus one a key examined for a label or url on occurrences. It writes nothing.

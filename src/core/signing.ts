@@ -1,14 +1,21 @@
 /**
- * Signing secrets per tenant, with rotation: WEBHOOK_SECRETS="acme:whsec_current whsec_next,..."
- * gives a tenant up to two active secrets (the webhook-signature header then carries one
- * signature per secret, space-separated, so a receiver holding either verifies); every other
- * tenant signs with WEBHOOK_SECRET.
+ * Standard Webhooks signatures, as every request the scheduler sends is signed (a delivery:
+ * consumer/webhook.ts; an alert digest: alerts/alerts.ts). Signing secrets per tenant, with
+ * rotation: WEBHOOK_SECRETS="acme:whsec_current whsec_next,..." gives a tenant up to two active
+ * secrets (the webhook-signature header then carries one signature per secret, space-separated, so
+ * a receiver holding either verifies); every other tenant signs with WEBHOOK_SECRET. Computation
+ * only (WebCrypto's HMAC): the settings come in.
  */
-import type { Config } from "../config";
+
+/** The settings a tenant's secrets are read from (config.ts). */
+export interface SigningSettings {
+  WEBHOOK_SECRET: string;
+  WEBHOOK_SECRETS: string;
+}
 
 export const MAX_ACTIVE_SECRETS = 2;
 
-export function secretsOf(config: Pick<Config, "WEBHOOK_SECRET" | "WEBHOOK_SECRETS">, tenant: string): string[] {
+export function secretsOf(config: SigningSettings, tenant: string): string[] {
   for (const entry of config.WEBHOOK_SECRETS.split(",")) {
     const at = entry.indexOf(":");
     if (at <= 0 || entry.slice(0, at).trim() !== tenant) continue;
@@ -34,7 +41,7 @@ export async function importSecret(secret: string): Promise<CryptoKey> {
 export class SigningKeys {
   private readonly keys = new Map<string, Promise<CryptoKey[]>>();
 
-  constructor(private readonly config: Pick<Config, "WEBHOOK_SECRET" | "WEBHOOK_SECRETS">) {}
+  constructor(private readonly config: SigningSettings) {}
 
   forTenant(tenant: string): Promise<CryptoKey[]> {
     let keys = this.keys.get(tenant);
@@ -48,4 +55,12 @@ export class SigningKeys {
     }
     return keys;
   }
+}
+
+/** `v1,<base64 HMAC-SHA256 of "id.timestamp.body">` */
+export async function sign(key: CryptoKey, id: string, timestampSeconds: number, body: string): Promise<string> {
+  const mac = await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${id}.${timestampSeconds}.${body}`));
+  let binary = "";
+  for (const b of new Uint8Array(mac)) binary += String.fromCharCode(b);
+  return `v1,${btoa(binary)}`;
 }
