@@ -7,11 +7,11 @@ import { executionOfArchived, findArchived, listArchive, r2CursorOf, tenantPrefi
 import { type Config, configOf } from "../config";
 import { MAX_BUCKET } from "../consumer/message";
 import { DIGEST_INTERVAL_MS, DIGEST_MAX_LISTED } from "../core/alert";
-import { isOriginKey, ORIGIN_KEY_PREFIX } from "../core/flow";
 import { newId } from "../core/id";
 import { isPullTarget, parseSpec } from "../core/job";
 import { parseJsonBytes } from "../core/json-text";
 import { type BucketMetrics, summarize, toPrometheus } from "../core/metrics";
+import { isOriginKey, ORIGIN_KEY_PREFIX } from "../core/origin-key";
 import { decodePullToken, encodePullToken } from "../core/pull";
 import type { DeliveryOutcome } from "../core/response";
 import { attemptTraceHeaders, type TraceContext, traceOfHeaders } from "../core/trace";

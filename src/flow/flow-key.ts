@@ -29,17 +29,9 @@ import { alertsOf } from "../alerts/alerts";
 import { configOf } from "../config";
 import { type ThrottleEpisode, throttleAlertDue, throttleCheckAt, throttleEpisodeAfter } from "../core/alert";
 import { bucketOf } from "../core/bucketing";
-import {
-  type FlowAnswer,
-  type FlowAsk,
-  FlowGate,
-  type FlowLimits,
-  type FlowView,
-  originKeyOfPart,
-  originKeyPart,
-  originKeyParts,
-  originPartParallelism,
-} from "../core/flow";
+import type { FlowAnswer, FlowAsk, FlowLimits, FlowView } from "../core/flow";
+import { FlowGate } from "../core/flow-gate";
+import { originKeyOfPart, originKeyPart, originKeyParts, originPartParallelism } from "../core/origin-key";
 import { registerFlowKey } from "../db/queries";
 import { shardsOf } from "../db/shards";
 import { objectOf } from "../placement";
