@@ -86,6 +86,19 @@ export interface FlowView {
   throttledTotal: number;
 }
 
+/** A key as the API shows it: its gate's view and where its limits come from. */
+export interface FlowKeyView extends FlowView {
+  /** "api": set with PATCH and kept until changed; "job": as the latest job asking carries them */
+  limitsFrom: "api" | "job" | null;
+}
+
+/** A delivery that ended, as the consumer tells its key. */
+export interface FlowRelease {
+  executionId: string;
+  /** a 429/503 Retry-After from the target: the whole key waits this long, at most FLOW_WAIT_MAX_MS */
+  retryAfterMs?: number;
+}
+
 /** a waiter that stopped asking is forgotten this long after the time it was told to ask again */
 export const WAITER_GRACE_MS = 2_000;
 /** how soon a waiter of a paused key asks again: grows with its wait, within these bounds */
