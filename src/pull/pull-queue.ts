@@ -14,7 +14,7 @@
  * every OFFER_SWEEP_MS while it holds offers, an alarm asks their buckets which they still stand
  * by and drops the rest (one request per bucket per SWEEP_ROWS offers, rows read, no row written
  * but the deletes). A bucket that grants a lease after the request stopped waiting for it gets the
- * lease back (giveBack), so no worker-less lease uses an attempt.
+ * lease back (bucket-leases.ts giveBack), so no worker-less lease uses an attempt.
  */
 import { DurableObject } from "cloudflare:workers";
 import type { LeaseGrant, OfferRef } from "../bucket/protocol";
