@@ -11,25 +11,23 @@
  *
  * This class is the shell: each RPC and alarm step is a short call into an operation module
  * (jobs.ts, leases.ts, outcomes.ts, dispatch.ts, flush.ts, observe.ts) over the shared state
- * (state.ts: storage, the execution state machine of flight.ts, the tally); only the shell calls
- * the queue and D1. Every RPC and the alarm go through `change`, which runs the step, commits
- * and re-arms the alarm: "every change re-arms the alarm" holds by construction.
+ * (state.ts: storage, the execution state machine of flight.ts, the tally); the calls out are
+ * modules of their own (sync-pass.ts: D1 reads; fire-send.ts: the queue; flush-write.ts: D1
+ * writes and alerts; reoffer.ts: pull queues), each run by the shell between changes. Every RPC
+ * and the alarm go through `change`, which runs the step, commits and re-arms the alarm (wake.ts):
+ * "every change re-arms the alarm" holds by construction.
  */
 import { DurableObject } from "cloudflare:workers";
-import { alertsOf } from "../alerts/alerts";
 import { type Config, configOf } from "../config";
-import { nextAlarmAt } from "../core/alarm";
-import { fireQueueOf } from "../core/bucketing";
 import { type BucketMetrics, type CounterName, SYSTEM_TENANT } from "../core/metrics";
-import { clearRedrives } from "../db/redrive";
-import { type Shard, shardsOf } from "../db/shards";
-import { markSynced, pendingJobs, pendingRedrives, unsyncedJobs } from "../db/sync-pass";
-import { writeOutcomes } from "../db/write-outcomes";
-import { pullQueueOf } from "../pull/pull-queue";
-import { type Dispatches, fireBatches, takeDispatches, unsend, windowRoom } from "./dispatch";
+import { shardsOf } from "../db/shards";
+import { type Dispatches, takeDispatches, unsend } from "./dispatch";
+import { sendFires } from "./fire-send";
 import { applyDeferred, flushDue, remark, settle, takeOutcomes } from "./flush";
+import { writeFlush } from "./flush-write";
 import { applyAll, createOccurrences, offerAgainUntold, redriveAll } from "./jobs";
 import { claimOne, heartbeatOne, leaseOfferedOne, standsBy } from "./leases";
+import { COUNTER_WRITE_MS, METER_COUNTERS, RowMeter } from "./meter";
 import { countByState, inspect, readMetrics } from "./observe";
 import { completeOne, expireLeases, poisonOne } from "./outcomes";
 import type {
@@ -41,7 +39,6 @@ import type {
   CompletionResult,
   D1Meter,
   ExecutionRef,
-  FireRef,
   HeartbeatResult,
   JobDefinition,
   LeaseRef,
@@ -52,21 +49,15 @@ import type {
   RedriveOrder,
   RedriveResult,
 } from "./protocol";
+import { tellPullQueues } from "./reoffer";
 import { migrateBucket } from "./schema";
 import { type BucketState, close, countD1Rows, countOutside, newState } from "./state";
 import * as store from "./store";
+import { type SyncResult, syncPass } from "./sync-pass";
+import { nextWakeAt } from "./wake";
 
-const PULL_PAGE = 500;
-const PULL_PAGES = 40;
 const FLUSH_RETRY_MS = 1000;
 const DISPATCH_RETRY_MS = 1000;
-/**
- * Counters and the lag histogram are written at most this often: a row per counter per write, so
- * at low rates writing them with every outcome flush would cost more than the outcomes. Reads
- * add what is not written yet; a crash loses at most this much of the counts.
- */
-const COUNTER_WRITE_MS = 10_000;
-const METER_COUNTERS: CounterName[] = ["do_rows_written_total", "d1_rows_written_total", "alarms_set_total", "do_requests_total"];
 
 export class Bucket extends DurableObject<Env> {
   /** what the operation modules share (state.ts) */
@@ -76,23 +67,15 @@ export class Bucket extends DurableObject<Env> {
   private counterWriteAt = 0;
   private flushing = false;
   private armedAt: number | null = null;
-  /** this object's SQL cursors not yet counted (rowsWritten is final once a statement ran) */
-  private readonly cursors: SqlStorageCursor<Record<string, SqlStorageValue>>[] = [];
+  /** the rows this object's SQL writes (meter.ts) */
+  private readonly meter: RowMeter;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
-    // every statement goes through one exec that remembers its cursor: rows written are counted
-    // from the platform's own counter (what Cloudflare bills), not estimated
-    const raw = ctx.storage.sql;
-    const sql = Object.create(raw, {
-      exec: {
-        value: (query: string, ...bindings: SqlStorageValue[]) => {
-          const cursor = raw.exec(query, ...bindings);
-          this.cursors.push(cursor);
-          return cursor;
-        },
-      },
-    }) as SqlStorage;
+    // every statement goes through the meter: rows written are counted from the platform's own
+    // counter (what Cloudflare bills), not estimated
+    this.meter = new RowMeter(ctx.storage.sql);
+    const sql = this.meter.sql;
     const config = configOf(env);
     this.config = config;
     const { epoch, rows, priorities } = ctx.storage.transactionSync(() => {
@@ -126,69 +109,21 @@ export class Bucket extends DurableObject<Env> {
   }
 
   /**
-   * The scanner's call: pull this bucket's jobs due before now + lookahead (overdue included),
-   * the changes not yet acknowledged and the redrives on their way, from D1; then acknowledge.
-   * Running it twice, or concurrently, applies nothing twice.
+   * The scanner's call: the sync pass (sync-pass.ts) of this bucket's jobs due before now +
+   * lookahead, the changes not yet acknowledged and the redrives on their way, from every D1 shard.
    */
-  async pullWindow(bucket: number): Promise<{ pulled: number; synced: number; redriven: number; failedShards: number[] }> {
+  async pullWindow(bucket: number): Promise<SyncResult> {
     this.countRequest();
     // the safety net for a dropped alarm: trust storage, not memory, about what is armed
     if ((await this.ctx.storage.getAlarm()) === null) this.armedAt = null;
     await this.change(bucket, () => undefined);
-    // every shard holds some of this bucket's jobs; one that fails delays only its own
-    const total = { pulled: 0, synced: 0, redriven: 0, failedShards: [] as number[] };
-    for (const shard of shardsOf(this.env).all) {
-      try {
-        const pulled = await this.pullShard(bucket, shard);
-        total.pulled += pulled.pulled;
-        total.synced += pulled.synced;
-        total.redriven += pulled.redriven;
-      } catch (error) {
-        console.error(`sync pass of bucket ${bucket} on D1 shard ${shard.index} failed`, error);
-        total.failedShards.push(shard.index);
-      }
-    }
-    return total;
-  }
-
-  /** One shard's part of the sync pass: D1 reads and acknowledgements here, each apply a change. */
-  private async pullShard(bucket: number, { db, index }: Shard): Promise<{ pulled: number; synced: number; redriven: number }> {
-    let pulled = 0;
-    let after: { at: number; tenant: string; id: string } | null = null;
-    // pages are cut by count or by bytes (db/sync-pass.ts SYNC_PAGE_BYTES): a short page is not the end, `more` says
-    for (let page = 0; page < PULL_PAGES; page++) {
-      const { rows, more } = await pendingJobs(db, bucket, Date.now() + this.config.LOOKAHEAD_MS, after, PULL_PAGE);
-      if (rows.length === 0) break;
-      const applied = await this.change(bucket, () => applyAll(this.s, rows, Date.now(), "pull"));
-      pulled += applied.length;
-      const last = rows[rows.length - 1]!;
-      after = { at: last.nextRunAt ?? 0, tenant: last.tenant, id: last.jobId };
-      if (!more) break;
-    }
-    // acknowledged changes leave the partial index, so each page starts from its beginning; a page
-    // that acknowledged nothing (newer versions meanwhile) waits for the next pass
-    let synced = 0;
-    let syncRows = 0;
-    for (let page = 0; page < PULL_PAGES; page++) {
-      const { rows: unsynced, more } = await unsyncedJobs(db, bucket, PULL_PAGE);
-      const applied = await this.change(bucket, () => applyAll(this.s, unsynced, Date.now(), "pull"));
-      const held = unsynced.filter((d) => applied.some((a) => a.jobId === d.jobId && a.version >= d.version));
-      const written = await markSynced(
-        db,
-        held.map((d) => ({ tenant: d.tenant, jobId: d.jobId, version: d.version })),
-      );
-      synced += held.length;
-      syncRows += written;
-      if (!more || written === 0) break;
-    }
-    const orders = await pendingRedrives(db, bucket, PULL_PAGE);
-    const results = await this.change(bucket, () => redriveAll(this.s, orders, Date.now()));
-    const redriveRows = await clearRedrives(
-      db,
-      orders.filter((_o, i) => results[i]!.ok).map((o) => ({ tenant: o.tenant, executionId: o.executionId })),
-    );
-    countD1Rows(this.s.tally, index, syncRows + redriveRows);
-    return { pulled, synced, redriven: orders.length };
+    const host = {
+      lookaheadMs: this.config.LOOKAHEAD_MS,
+      apply: (b: number, rows: JobDefinition[]) => this.change(b, () => applyAll(this.s, rows, Date.now(), "pull")),
+      redrive: (b: number, orders: RedriveOrder[]) => this.change(b, () => redriveAll(this.s, orders, Date.now())),
+      countD1Rows: (shard: number, rows: number) => countD1Rows(this.s.tally, shard, rows),
+    };
+    return syncPass(host, shardsOf(this.env).all, bucket);
   }
 
   /** A recurring job's dead occurrences run again (a one-off job's redrive is a new job version). */
@@ -319,29 +254,9 @@ export class Bucket extends DurableObject<Env> {
     await this.change(null, () => this.s.executions.forgetClosed(now)); // re-arms, whatever failed above
   }
 
-  /**
-   * Sends what one pass took (dispatch.ts fireBatches). A failed send: its first dispatches are
-   * scheduled again (and were not fired); re-sends wait their turn.
-   */
+  /** Sends what one pass took (fire-send.ts); the first dispatches of a failed send are scheduled again. */
   private async send(dispatches: Dispatches): Promise<void> {
-    const queues = this.config.fireQueues;
-    if (dispatches.fresh.length + dispatches.again.length === 0) return;
-    if (queues.length === 0) throw new Error("no FIRE_QUEUE_0 binding");
-    const queue = queues[fireQueueOf(this.s.bucket ?? 0, queues.length)]!;
-    const failed: FireRef[] = [];
-    await Promise.all(
-      fireBatches(this.s, dispatches).map(({ groups, fresh }) =>
-        queue.sendBatch(groups.map((body) => ({ body, contentType: "json" as const }))).then(
-          () => this.s.tally.add("fire_messages_total", SYSTEM_TENANT, "", groups.length),
-          (error: unknown) => {
-            console.error("fire queue send failed", error);
-            const refs = groups.flatMap((g) => g.executions);
-            if (fresh) failed.push(...refs);
-            for (const tenant of new Set(refs.map((r) => r.tenant))) this.s.tally.add("dispatch_errors_total", tenant);
-          },
-        ),
-      ),
-    );
+    const failed = await sendFires(this.s, this.config.fireQueues, dispatches);
     if (failed.length === 0) return;
     this.s.dispatchRetryAt = Date.now() + DISPATCH_RETRY_MS;
     await this.change(null, () => unsend(this.s, failed));
@@ -363,22 +278,7 @@ export class Bucket extends DurableObject<Env> {
     try {
       const outcomes = takeOutcomes(this.s);
       schedules = outcomes.schedules;
-      const shards = shardsOf(this.env);
-      const failedShards = new Set<number>();
-      await Promise.all(
-        [...outcomes.byShard].map(async ([index, { finished, projections, callbacks }]) => {
-          const shard = shards.all[index];
-          try {
-            if (!shard) throw new Error(`D1 shard ${index} is not bound`);
-            countD1Rows(this.s.tally, index, await writeOutcomes(shard.db, finished, projections, now, callbacks));
-          } catch (error) {
-            console.error(`writing outcomes to D1 shard ${index} failed; retrying`, error);
-            failedShards.add(index);
-          }
-        }),
-      );
-      remark(this.s, schedules, failedShards);
-      await this.reportDeaths(outcomes, failedShards);
+      const failedShards = await writeFlush(this.s, this.env, outcomes, now);
       await this.change(null, () => {
         const at = Date.now();
         settle(this.s, outcomes, failedShards, at);
@@ -393,35 +293,6 @@ export class Bucket extends DurableObject<Env> {
     } finally {
       this.flushing = false;
     }
-  }
-
-  /**
-   * Dead executions whose outcome is in D1 go to their tenant's alerts (alerts/alerts.ts: one
-   * RPC per tenant with deaths in this flush; a tenant without an alert target drops them). A
-   * failed report loses only those alerts, never an outcome.
-   */
-  private async reportDeaths(outcomes: ReturnType<typeof takeOutcomes>, failedShards: Set<number>): Promise<void> {
-    const deaths = [...outcomes.byShard]
-      .filter(([index]) => !failedShards.has(index))
-      .flatMap(([, { finished }]) => finished.filter((f) => f.status === "dead"));
-    if (deaths.length === 0) return;
-    await Promise.all(
-      [...Map.groupBy(deaths, (d) => d.tenant)].map(([tenant, ofTenant]) =>
-        alertsOf(this.env, tenant)
-          .record(
-            ofTenant.map((d) => ({
-              executionId: d.id,
-              jobId: d.jobId,
-              deadAt: d.finishedAt,
-              deadReason: d.deadReason,
-              attempts: d.attempts,
-              lastHttpStatus: d.lastHttpStatus,
-              lastError: d.lastError,
-            })),
-          )
-          .catch((error: unknown) => console.error(`reporting deaths to the alerts of ${tenant} failed`, error)),
-      ),
-    );
   }
 
   // ===========================================================================================
@@ -447,31 +318,9 @@ export class Bucket extends DurableObject<Env> {
     return result;
   }
 
-  /**
-   * Offers made again are told to their queues, under their priority now, which then hold them by
-   * it alone: one whose priority changed while it waited (a PATCH: jobs.ts offerAgain), so a PATCH
-   * answered 200 is the order of the next lease (issue 36 item 8); one whose lease its queue gave
-   * back (outcomes.ts release, item 6). A queue that cannot be told: its offers are dispatched
-   * again (jobs.ts offerAgainUntold), so the next claim offers them anew.
-   */
+  /** Offers made again are told to their pull queues (reoffer.ts); those no queue heard are dispatched again. */
   private async tellQueues(): Promise<void> {
-    const offers = this.s.executions.takeReoffers();
-    if (offers.length === 0) return;
-    const bucket = this.s.bucket ?? 0;
-    const untold: typeof offers = [];
-    await Promise.all(
-      [...Map.groupBy(offers, (o) => `${o.tenant}\n${o.queue}`).values()].map(async (group) => {
-        const { tenant, queue } = group[0]!;
-        try {
-          await pullQueueOf(this.env, tenant, queue).offer(
-            group.map((o) => ({ executionId: o.executionId, bucket, dueAt: o.dueAt, priority: o.priority })),
-          );
-        } catch (error) {
-          console.error(`telling pull queue ${queue} of its offers again failed; they are dispatched again`, error);
-          untold.push(...group);
-        }
-      }),
-    );
+    const untold = await tellPullQueues(this.env, this.s);
     if (untold.length > 0) await this.change(null, () => offerAgainUntold(this.s, untold));
   }
 
@@ -481,8 +330,7 @@ export class Bucket extends DurableObject<Env> {
   }
 
   private meterRows(): void {
-    let rows = 0;
-    for (const cursor of this.cursors.splice(0)) rows += cursor.rowsWritten;
+    const rows = this.meter.take();
     if (rows > 0) this.s.tally.add("do_rows_written_total", SYSTEM_TENANT, "", rows);
   }
 
@@ -495,30 +343,10 @@ export class Bucket extends DurableObject<Env> {
   /** The alarm is always the earliest thing this bucket must do (STYLE.md habit 4). */
   private async rearm(): Promise<void> {
     const now = Date.now();
-    const { executions, tally } = this.s;
-    // due work wakes the alarm only while the window has room; a claim that frees room re-arms,
-    // and so does the time an unclaimed message stops counting
-    const window = windowRoom(this.s, now);
-    const nextDue = executions.nextDueAt();
-    const firstDispatch = executions.dispatched.values().next().value;
-    const pendingFlush = executions.closing.size > 0 || this.s.dirtySchedules.size > 0;
-    const at = nextAlarmAt({
-      candidates: [
-        nextDue === undefined ? null : window.room > 0 ? Math.max(nextDue, this.s.dispatchRetryAt) : window.reopensAt,
-        executions.firstDeadline(),
-        firstDispatch ? executions.redispatchAt(firstDispatch) : null,
-        this.s.nextScheduleAt,
-        pendingFlush ? Math.max(this.flushAt, now) : null,
-        // the meter's own counters ride along with the next write: waking for them alone would
-        // set an alarm, which is metered, which would wake the bucket again
-        tally.hasPending(METER_COUNTERS) ? Math.max(this.counterWriteAt, now) : null,
-      ],
-      now,
-      quantumMs: this.config.ALARM_QUANTUM_MS,
-    });
+    const at = nextWakeAt(this.s, { flushAt: this.flushAt, counterWriteAt: this.counterWriteAt }, now, this.config.ALARM_QUANTUM_MS);
     if (at === null || (this.armedAt !== null && this.armedAt <= at && this.armedAt >= now)) return;
     this.armedAt = at;
-    tally.add("alarms_set_total", SYSTEM_TENANT);
+    this.s.tally.add("alarms_set_total", SYSTEM_TENANT);
     await this.ctx.storage.setAlarm(at);
   }
 }

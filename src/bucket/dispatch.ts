@@ -1,7 +1,7 @@
 /**
  * Dispatch: what one alarm pass sends (lost dispatches again, then due executions in turns per
  * tenant, as far as the dispatch window has room), the fire messages it makes of them, and what
- * a failed send undoes. The send itself is the shell's (bucket.ts).
+ * a failed send undoes. The send itself is fire-send.ts's, run by the shell (bucket.ts).
  */
 
 import type { FireGroup, FireRef } from "./protocol";

@@ -1,7 +1,7 @@
 /**
  * The pure half of the flush: finished executions as D1 rows and schedules as projections, by
- * D1 shard, and, once a shard has them, the rows that leave. The write to D1 is the shell's
- * (bucket.ts); a crash between the two re-runs those executions (at-least-once).
+ * D1 shard, and, once a shard has them, the rows that leave. The write to D1 is flush-write.ts's,
+ * run by the shell (bucket.ts); a crash between the two re-runs those executions (at-least-once).
  */
 import { callbackBody, callbackExecutionId, callbackFor, callbackSpec, type StoredCallback } from "../core/callback";
 import { oneOffExecutionId, shardOfId } from "../core/id";

@@ -131,7 +131,7 @@ function reschedule(s: BucketState, row: HeldRow, attempt: AttemptRecord): void 
 
 /**
  * A pull lease its queue handed to nobody: the bucket's answer came after the queue stopped
- * waiting for it (a slow bucket), and the queue gives the lease back (pull-queue.ts askBucket,
+ * waiting for it (a slow bucket), and the queue gives the lease back (pull/bucket-leases.ts askBucket,
  * issue 36 item 6). No attempt started, so none is used: while its job, due time and queue are
  * the same, it is offered in that queue again at its due time; else it is due again now, or
  * canceled with its job, as after a wait.

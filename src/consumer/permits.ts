@@ -13,10 +13,11 @@
 import type { Bucket } from "../bucket/bucket";
 import type { LeaseGrant } from "../bucket/protocol";
 import type { Config } from "../config";
+import type { FlowRelease } from "../core/flow";
 import { type FlowAnswer, type FlowAsk, type GoverningKey, governingKey } from "../core/flow";
 import { isHttpTarget } from "../core/job";
 import type { DeliveryOutcome } from "../core/response";
-import { type FlowRelease, flowKeyName, flowKeyOf } from "../flow/flow-key";
+import { flowKeyName, flowKeyOf } from "../flow/flow-key";
 import { RoundTrips } from "./round-trips";
 
 type Lease = LeaseGrant;

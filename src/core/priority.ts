@@ -1,7 +1,7 @@
 /**
  * Priority (issue 29 item 4): a job's `priority`, 0-9 (5 when absent), orders the executions of
  * one tenant that are already due and wait their turn: in a bucket's dispatch window
- * (bucket/due-queue.ts), among a flow-control key's waiters (core/flow.ts) and among a pull
+ * (bucket/due-queue.ts), among a flow-control key's waiters (core/flow-gate.ts) and among a pull
  * queue's offers (pull/pull-queue.ts). Higher goes first. It never makes an execution fire
  * before its due time and never changes the turns tenants take.
  *

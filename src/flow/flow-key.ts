@@ -12,49 +12,29 @@
  * the permits of an origin's implicit key: that limit is a default guard against bursts, not a
  * promise the user made to a target, so after a restart it may briefly admit up to twice its
  * parallelism rather than write three rows for every key-less delivery. An origin's key is held by
- * ORIGIN_KEY_PARTS objects (core/flow.ts), each its share: one object at 10,000 deliveries/s would
+ * ORIGIN_KEY_PARTS objects (core/origin-key.ts), each its share: one object at 10,000 deliveries/s would
  * pass the soft limit of requests per object; they are listed and alert under the origin key's name.
  *
  * Durable Objects cannot be listed, so the first call that gives the key state (ask, pause,
  * resume, a limits change; never a read) lists it in D1's flow_keys for the metrics, once.
  *
- * Throttle alerts (docs/alerts.md): the key follows its throttle episode (its target's slow-downs
- * chained, core/alert.ts). When one begins it asks its tenant's Alerts object once for the
- * threshold (throttledForMs); with one, the episode is stored and the key's alarm is set for the
- * moment it passes it, and an episode still throttled then is reported to the Alerts object, once.
- * Nothing of it runs on an ask; a tenant without a threshold stores nothing for it.
+ * Throttle alerts (docs/alerts.md): the key follows its target's slow-downs and reports an episode
+ * that passes its tenant's threshold (throttle-alert.ts). An origin key's part tells its siblings of
+ * a slow-down and adopts what the origin's one object held before parts (origin-part.ts).
  */
 import { DurableObject } from "cloudflare:workers";
-import { alertsOf } from "../alerts/alerts";
 import { configOf } from "../config";
-import { type ThrottleEpisode, throttleAlertDue, throttleCheckAt, throttleEpisodeAfter } from "../core/alert";
+import type { ThrottleEpisode } from "../core/alert";
 import { bucketOf } from "../core/bucketing";
-import {
-  type FlowAnswer,
-  type FlowAsk,
-  FlowGate,
-  type FlowLimits,
-  type FlowView,
-  originKeyOfPart,
-  originKeyPart,
-  originKeyParts,
-  originPartParallelism,
-} from "../core/flow";
+import type { FlowAnswer, FlowAsk, FlowKeyView, FlowLimits, FlowRelease } from "../core/flow";
+import { FlowGate } from "../core/flow-gate";
+import { originKeyOfPart, originKeyPart, originKeyParts, originPartParallelism } from "../core/origin-key";
 import { registerFlowKey } from "../db/flow-keys";
 import { shardsOf } from "../db/shards";
 import { objectOf } from "../placement";
 import { applyMigrations, type SqliteMigration } from "../sqlite-migrations";
-
-export interface FlowKeyView extends FlowView {
-  /** "api": set with PATCH and kept until changed; "job": as the latest job asking carries them */
-  limitsFrom: "api" | "job" | null;
-}
-
-export interface FlowRelease {
-  executionId: string;
-  /** a 429/503 Retry-After from the target: the whole key waits this long, at most FLOW_WAIT_MAX_MS */
-  retryAfterMs?: number;
-}
+import { mergedView, OriginPart } from "./origin-part";
+import { ThrottleAlert } from "./throttle-alert";
 
 /** The name of a tenant's key object (and the one string that tells two keys apart): a key holds no newline. */
 export function flowKeyName(tenant: string, key: string): string {
@@ -96,27 +76,9 @@ export function originKeyControl(env: Env, tenant: string, originKey: string, or
   };
 }
 
-/** An origin key's parts' views as one: counts and parallelism added up, paused while any part is, the latest slow-down. */
-function mergedView(views: FlowKeyView[]): FlowKeyView {
-  const first = views[0]!;
-  const sum = (of: (v: FlowKeyView) => number) => views.reduce((n, v) => n + of(v), 0);
-  const until = views.map((v) => v.throttledUntil).filter((t): t is number => t !== null);
-  return {
-    limits: { ...first.limits, parallelism: first.limits.parallelism === null ? null : sum((v) => v.limits.parallelism ?? 0) },
-    limitsFrom: views.some((v) => v.limitsFrom === "api") ? "api" : first.limitsFrom,
-    paused: views.some((v) => v.paused),
-    throttledUntil: until.length === 0 ? null : Math.max(...until),
-    inFlight: sum((v) => v.inFlight),
-    waiting: sum((v) => v.waiting),
-    currentRate: sum((v) => v.currentRate),
-    grantedTotal: sum((v) => v.grantedTotal),
-    throttledTotal: sum((v) => v.throttledTotal),
-  };
-}
-
 /**
  * The tenant and key of an object's name as flowKeyName spells it (a part of an origin key is its
- * origin key: core/flow.ts ORIGIN_KEY_PARTS); null without a name.
+ * origin key: core/origin-key.ts ORIGIN_KEY_PARTS); null without a name.
  */
 function tenantAndKeyOf(name: string | undefined): { tenant: string; key: string } | null {
   const at = name?.lastIndexOf("\n") ?? -1;
@@ -144,16 +106,14 @@ export class FlowKey extends DurableObject<Env> {
   private jobLimits: FlowLimits | null = null;
   /** whether permits are kept in storage (a job's own key) or in memory only (an origin's key) */
   private readonly durablePermits: boolean;
-  /** which part of an origin key this is (null: a job's own key) */
-  private readonly part: { originKey: string; part: number } | null;
+  /** the part of an origin key this is (null: a job's own key, or an unnamed object) */
+  private readonly part: OriginPart | null;
   /** its flow_keys row is written (kept in flow_settings, so it is written once) */
   private registered: boolean;
   /** the flow_keys write in flight, if any (tests await it through runInDurableObject) */
   registering: Promise<void> | null = null;
   /** the target's slow-downs chained into one episode (core/alert.ts); stored only with a threshold */
-  private episode: ThrottleEpisode | null;
-  /** an origin key's part: whether it took over what the origin's one object held before parts (adoptUnsplit) */
-  private adopted: boolean;
+  private readonly throttle: ThrottleAlert;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -167,10 +127,14 @@ export class FlowKey extends DurableObject<Env> {
     );
     this.apiLimits = (settings.get("limits") as FlowLimits | undefined) ?? null;
     this.registered = settings.get("registered") === true;
-    this.episode = (settings.get("throttleEpisode") as ThrottleEpisode | null | undefined) ?? null;
-    this.adopted = settings.get("adopted") === true;
-    this.part = originKeyOfPart(ctx.id.name?.slice(ctx.id.name.lastIndexOf("\n") + 1) ?? "");
-    this.durablePermits = this.part === null;
+    const name = tenantAndKeyOf(ctx.id.name);
+    const put = (setting: string, value: unknown) => this.put(setting, value);
+    this.throttle = new ThrottleAlert(
+      { env, storage: ctx.storage, name, put },
+      (settings.get("throttleEpisode") as ThrottleEpisode | null | undefined) ?? null,
+    );
+    const part = originKeyOfPart(ctx.id.name?.slice(ctx.id.name.lastIndexOf("\n") + 1) ?? "");
+    this.durablePermits = part === null;
     const now = Date.now();
     const maxWaitMs = configOf(env).FLOW_WAIT_MAX_MS;
     // a slow-down stored before the cap (or under a larger one) holds at most maxWaitMs from now
@@ -178,6 +142,24 @@ export class FlowKey extends DurableObject<Env> {
     const throttledUntil = stored === null ? null : Math.min(stored, now + maxWaitMs);
     if (throttledUntil !== stored) this.put("throttledUntil", throttledUntil);
     this.gate = new FlowGate(this.apiLimits ?? NO_LIMITS, { maxWaitMs, paused: settings.get("paused") === true, throttledUntil });
+    this.part =
+      part && name
+        ? new OriginPart(
+            {
+              gate: this.gate,
+              keyObject: (key) => flowKeyOf(env, name.tenant, key),
+              partCount: () => originKeyParts(configOf(env).ORIGIN_PARALLELISM),
+              setApiLimits: (limits) => {
+                this.apiLimits = limits;
+                this.gate.limits = limits;
+                this.put("limits", limits);
+              },
+              put,
+            },
+            part,
+            settings.get("adopted") === true,
+          )
+        : null;
     this.dropLapsedPermits(now);
     // oldest lapse first: past the gate's bound it keeps the latest
     for (const p of this.sql.exec<{ execution_id: string; lapse_at: number; hold_ms: number }>(
@@ -189,7 +171,7 @@ export class FlowKey extends DurableObject<Env> {
 
   /** Asks for permits; `limits` are the ones the asking executions' jobs carry. */
   async ask(limits: FlowLimits, asks: FlowAsk[]): Promise<FlowAnswer[]> {
-    await this.adoptUnsplit();
+    await this.part?.adoptUnsplit();
     this.register();
     this.jobLimits = limits;
     this.gate.limits = this.apiLimits ?? limits;
@@ -220,8 +202,8 @@ export class FlowKey extends DurableObject<Env> {
     if (this.gate.throttledUntil !== before) {
       this.put("throttledUntil", this.gate.throttledUntil);
       if (this.gate.throttledUntil !== null) {
-        if (before === null || before <= now) await this.slowOtherParts(this.gate.throttledUntil);
-        await this.followThrottle(this.gate.throttledUntil, now);
+        if (before === null || before <= now) await this.part?.slowOthers(this.gate.throttledUntil);
+        await this.throttle.follow(this.gate.throttledUntil, now);
       }
     }
   }
@@ -233,34 +215,19 @@ export class FlowKey extends DurableObject<Env> {
     if (this.gate.throttledUntil !== before) this.put("throttledUntil", this.gate.throttledUntil);
   }
 
-  private async slowOtherParts(until: number): Promise<void> {
-    const name = tenantAndKeyOf(this.ctx.id.name);
-    if (!this.part || !name) return;
-    const parts = originKeyParts(configOf(this.env).ORIGIN_PARALLELISM);
-    await Promise.all(
-      Array.from({ length: parts }, (_, part) =>
-        part === this.part!.part
-          ? undefined
-          : flowKeyOf(this.env, name.tenant, originKeyPart(this.part!.originKey, part))
-              .slowDown(until)
-              .catch((error: unknown) => console.error(`slowing part ${part} of ${this.part!.originKey} down failed`, error)),
-      ),
-    );
-  }
-
   /** The moment a throttle episode passes its threshold (throttleCheckAt): reported if still throttled. */
   override async alarm(): Promise<void> {
-    await this.checkThrottle(Date.now());
+    await this.throttle.check(Date.now());
   }
 
   async view(): Promise<FlowKeyView> {
-    await this.adoptUnsplit();
+    await this.part?.adoptUnsplit();
     return { ...this.gate.view(Date.now()), limitsFrom: this.apiLimits ? "api" : this.jobLimits ? "job" : null };
   }
 
   /** Pauses or resumes; a resume also ends a target's slow-down (who resumes wants deliveries now). */
   async setPaused(paused: boolean): Promise<FlowKeyView> {
-    await this.adoptUnsplit();
+    await this.part?.adoptUnsplit();
     this.register();
     this.gate.paused = paused;
     this.put("paused", paused);
@@ -273,7 +240,7 @@ export class FlowKey extends DurableObject<Env> {
    * other; they win over the jobs' until changed again. Ends a target's slow-down, as a resume does.
    */
   async changeLimits(change: Partial<FlowLimits>): Promise<FlowKeyView> {
-    await this.adoptUnsplit();
+    await this.part?.adoptUnsplit();
     this.register();
     const limits = { ...this.gate.limits, ...change };
     this.apiLimits = limits;
@@ -284,105 +251,12 @@ export class FlowKey extends DurableObject<Env> {
     return this.view();
   }
 
-  /**
-   * A part of an origin key, the first time it is called, takes over what the origin's one object
-   * held before keys had parts (a release before ORIGIN_KEY_PARTS): a pause, limits set with PATCH
-   * (its share of the parallelism), a slow-down. Once per part (one request); an object that does
-   * not answer is asked again on the next call.
-   */
-  private async adoptUnsplit(): Promise<void> {
-    if (this.adopted) return;
-    const name = tenantAndKeyOf(this.ctx.id.name);
-    if (this.durablePermits || !name) {
-      this.adopted = true;
-      return;
-    }
-    const before = await flowKeyOf(this.env, name.tenant, name.key)
-      .view()
-      .catch((error: unknown) => {
-        console.error(`reading origin key ${name.key} as it was before its parts failed; asked again on the next call`, error);
-        return null;
-      });
-    if (before === null || this.adopted) return;
-    if (before.paused) {
-      this.gate.paused = true;
-      this.put("paused", true);
-    }
-    if (before.limitsFrom === "api" && this.part) {
-      const { parallelism } = before.limits;
-      const parts = originKeyParts(configOf(this.env).ORIGIN_PARALLELISM);
-      this.apiLimits = {
-        ...before.limits,
-        parallelism: parallelism === null ? null : originPartParallelism(parallelism, this.part.part, parts),
-      };
-      this.gate.limits = this.apiLimits;
-      this.put("limits", this.apiLimits);
-    }
-    if (before.throttledUntil !== null && before.throttledUntil > Date.now()) {
-      this.gate.throttledUntil = before.throttledUntil;
-      this.put("throttledUntil", before.throttledUntil);
-    }
-    this.adopted = true;
-    this.put("adopted", true);
-  }
-
   /** Executions already told to wait for it keep their due time (at most FLOW_WAIT_MAX_MS away); new asks start at once. */
   private async endSlowDown(): Promise<void> {
-    if (this.episode?.thresholdMs != null) {
-      // ended by hand: the episode is over, and its alarm with it
-      this.put("throttleEpisode", null);
-      await this.ctx.storage.deleteAlarm();
-    }
-    this.episode = null;
+    await this.throttle.end();
     if (this.gate.throttledUntil === null) return;
     this.gate.throttledUntil = null;
     this.put("throttledUntil", null);
-  }
-
-  /**
-   * The key's slow-down was set or extended to `until`: the episode goes on or a new one begins.
-   * A new one asks the tenant's Alerts object for the threshold (one request per episode, on a
-   * release: never on an ask).
-   */
-  private async followThrottle(until: number, now: number): Promise<void> {
-    const { episode, began } = throttleEpisodeAfter(this.episode, until, now);
-    this.episode = episode;
-    if (began) {
-      const name = tenantAndKeyOf(this.ctx.id.name);
-      if (!name) return;
-      const target = await alertsOf(this.env, name.tenant)
-        .target()
-        .catch((error: unknown) => {
-          console.error(`reading the alert threshold of ${name.tenant} failed; this episode is not reported`, error);
-          return null;
-        });
-      // a release while it asked may have extended it (a copy): set it on whatever is current
-      if (this.episode?.since !== episode.since) return;
-      this.episode = { ...this.episode, thresholdMs: target?.throttledForMs ?? null };
-    }
-    await this.checkThrottle(now);
-  }
-
-  /** Reports the episode if it passed its threshold (once), else sets the alarm for when it may. */
-  private async checkThrottle(now: number): Promise<void> {
-    const episode = this.episode;
-    const name = tenantAndKeyOf(this.ctx.id.name);
-    if (episode === null || episode.thresholdMs === null || !name) return;
-    if (throttleAlertDue(episode, now)) {
-      const reported = await alertsOf(this.env, name.tenant)
-        .recordThrottle({ key: name.key, since: episode.since, throttledUntil: episode.until, thresholdMs: episode.thresholdMs })
-        .then(
-          () => true,
-          (error: unknown) => {
-            console.error(`reporting the throttled key ${name.key} failed; its next slow-down tries again`, error);
-            return false;
-          },
-        );
-      if (reported && this.episode?.since === episode.since) this.episode = { ...this.episode, reported: true };
-    }
-    this.put("throttleEpisode", this.episode);
-    const at = throttleCheckAt(this.episode);
-    if (at !== null && (await this.ctx.storage.getAlarm()) !== at) await this.ctx.storage.setAlarm(at);
   }
 
   /**

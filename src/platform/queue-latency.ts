@@ -17,8 +17,9 @@
  * (bench/lib/queue-latency.mjs reads them). A bucket keeps at most its window unclaimed, so its
  * peak is its window in use whenever the local queue behind this one is not behind.
  */
-import type { FireGroup } from "../bucket/protocol";
+
 import { drawDelayMs, type QueueDelay } from "../core/queue-delay";
+import type { FireGroup } from "../protocol/fire";
 
 const REPORT_EVERY_MS = 1_000;
 

@@ -14,14 +14,16 @@
  * every OFFER_SWEEP_MS while it holds offers, an alarm asks their buckets which they still stand
  * by and drops the rest (one request per bucket per SWEEP_ROWS offers, rows read, no row written
  * but the deletes). A bucket that grants a lease after the request stopped waiting for it gets the
- * lease back (giveBack), so no worker-less lease uses an attempt.
+ * lease back (bucket-leases.ts giveBack), so no worker-less lease uses an attempt.
  */
 import { DurableObject } from "cloudflare:workers";
-import type { ClaimResult, LeaseGrant, OfferRef } from "../bucket/protocol";
-import { comparePriority, PRIORITY } from "../core/priority";
+import type { LeaseGrant, OfferRef } from "../bucket/protocol";
+import { PRIORITY } from "../core/priority";
 import { pullQueueName } from "../core/pull";
 import { bucketObject, objectOf } from "../placement";
-import { applyMigrations, type SqliteMigration } from "../sqlite-migrations";
+import { applyMigrations } from "../sqlite-migrations";
+import { askBucket } from "./bucket-leases";
+import { anyOffers, deleteOffer, insertOffer, nextOffers, offerCounts, offerKey, PULL_QUEUE_MIGRATIONS, sweepPage } from "./offers";
 
 /** The object of a tenant's pull queue. */
 export function pullQueueOf(env: Env, tenant: string, queue: string): DurableObjectStub<PullQueue> {
@@ -51,52 +53,8 @@ export interface PullQueueView {
   pollers: number;
 }
 
-export const PULL_QUEUE_MIGRATIONS: ReadonlyArray<SqliteMigration> = [
-  {
-    id: 1,
-    sql: `CREATE TABLE offers (
-      due_at INTEGER NOT NULL,
-      execution_id TEXT NOT NULL,
-      bucket INTEGER NOT NULL,
-      PRIMARY KEY (due_at, execution_id)
-    ) WITHOUT ROWID`,
-  },
-  {
-    // priority (issue 29) leads the key, so each priority's oldest offers are one range read and
-    // an offer is still one row with no other index; offers held before it get the default. One
-    // way: code from before it cannot offer into the new table (its INSERT names no columns)
-    id: 2,
-    sql: `
-      CREATE TABLE offers_by_priority (
-        priority INTEGER NOT NULL,
-        due_at INTEGER NOT NULL,
-        execution_id TEXT NOT NULL,
-        bucket INTEGER NOT NULL,
-        PRIMARY KEY (priority, due_at, execution_id)
-      ) WITHOUT ROWID;
-      INSERT INTO offers_by_priority SELECT ${PRIORITY.default}, due_at, execution_id, bucket FROM offers;
-      DROP TABLE offers;
-      ALTER TABLE offers_by_priority RENAME TO offers;
-    `,
-  },
-];
-
-interface OfferRow extends Record<string, SqlStorageValue> {
-  priority: number;
-  due_at: number;
-  execution_id: string;
-  bucket: number;
-}
-
-/** every priority, as a list for the key's IN (one probe each) */
-const ALL_PRIORITIES = Array.from({ length: PRIORITY.max - PRIORITY.min + 1 }, (_, i) => PRIORITY.min + i).join(", ");
 /** Offers a request asks its buckets about, at most, before it answers or waits (a backlog of stale ones is cleared across requests). */
 const TAKE_ROWS = 1_000;
-/**
- * A bucket that does not answer within this is skipped by the request (its offers stay for a later
- * one); what it grants after is given back (askBucket).
- */
-export const BUCKET_ANSWER_MS = 5_000;
 /** A request that skipped an unreachable bucket's offers looks again this soon, not at the next offer only. */
 const RETRY_SKIPPED_MS = 1_000;
 /** How often the offers held are checked with their buckets: a stale one is kept at most about this long. */
@@ -139,23 +97,7 @@ export class PullQueue extends DurableObject<Env> {
       const priority = o.priority ?? PRIORITY.default;
       const key = offerKey({ priority, due_at: o.dueAt, execution_id: o.executionId });
       if (this.taking.has(key)) this.offeredAgain.add(key);
-      const written = this.sql.exec(
-        `INSERT OR IGNORE INTO offers (priority, due_at, execution_id, bucket) VALUES (?, ?, ?, ?)`,
-        priority,
-        o.dueAt,
-        o.executionId,
-        o.bucket,
-      ).rowsWritten;
-      this.rowsWritten += written;
-      // each priority's row is one probe of the key (a first offer finds none: nothing written)
-      if (written > 0) {
-        this.rowsWritten += this.sql.exec(
-          `DELETE FROM offers WHERE priority IN (${ALL_PRIORITIES}) AND priority != ? AND due_at = ? AND execution_id = ?`,
-          priority,
-          o.dueAt,
-          o.executionId,
-        ).rowsWritten;
-      }
+      this.rowsWritten += insertOffer(this.sql, o, priority);
     }
     this.wakeAll();
     if (offers.length > 0 && (await this.ctx.storage.getAlarm()) === null) await this.ctx.storage.setAlarm(Date.now() + OFFER_SWEEP_MS);
@@ -172,16 +114,7 @@ export class PullQueue extends DurableObject<Env> {
     const tenant = name.slice(0, at);
     const queue = name.slice(at + 1);
     const after = this.sweptTo;
-    const page = this.sql
-      .exec<OfferRow>(
-        `SELECT priority, due_at, execution_id, bucket FROM offers WHERE (priority, due_at, execution_id) > (?, ?, ?)
-         ORDER BY priority, due_at, execution_id LIMIT ?`,
-        after?.priority ?? Number.MIN_SAFE_INTEGER,
-        after?.dueAt ?? Number.MIN_SAFE_INTEGER,
-        after?.executionId ?? "",
-        SWEEP_ROWS,
-      )
-      .toArray();
+    const page = sweepPage(this.sql, after, SWEEP_ROWS);
     // offers a request is asking about right now are its to judge
     const rows = page.filter((r) => !this.taking.has(offerKey(r)));
     if (at >= 0 && rows.length > 0) {
@@ -200,7 +133,7 @@ export class PullQueue extends DurableObject<Env> {
             }
             for (const [i, r] of group.entries()) {
               if (standing[i] !== false || this.offeredAgain.has(offerKey(r))) continue;
-              this.rowsWritten += this.deleteOffer(r);
+              this.rowsWritten += deleteOffer(this.sql, r);
             }
           }),
         );
@@ -214,8 +147,7 @@ export class PullQueue extends DurableObject<Env> {
     const last = page[page.length - 1];
     this.sweptTo =
       page.length === SWEEP_ROWS && last ? { priority: last.priority, dueAt: last.due_at, executionId: last.execution_id } : null;
-    const left = this.sql.exec(`SELECT 1 FROM offers LIMIT 1`).toArray().length > 0;
-    if (left) await this.ctx.storage.setAlarm(Date.now() + (this.sweptTo ? SWEEP_NEXT_MS : OFFER_SWEEP_MS));
+    if (anyOffers(this.sql)) await this.ctx.storage.setAlarm(Date.now() + (this.sweptTo ? SWEEP_NEXT_MS : OFFER_SWEEP_MS));
   }
 
   /** A worker's lease request: the next offers (nextOffers), leased from their buckets; with none, waits up to waitMs for one. */
@@ -248,9 +180,7 @@ export class PullQueue extends DurableObject<Env> {
   }
 
   async view(): Promise<PullQueueView> {
-    const row = this.sql
-      .exec<{ waiting: number; oldest: number | null }>(`SELECT count(*) AS waiting, min(due_at) AS oldest FROM offers`)
-      .one();
+    const row = offerCounts(this.sql);
     return { waiting: row.waiting, oldestDueAt: row.oldest, pollers: this.waiters.size };
   }
 
@@ -269,13 +199,13 @@ export class PullQueue extends DurableObject<Env> {
     const unreachable = new Set<number>();
     for (let asked = 0; leases.length < request.max && asked < TAKE_ROWS; ) {
       const wanted = request.max - leases.length;
-      const rows = this.nextOffers(wanted, unreachable, Date.now());
+      const rows = nextOffers(this.sql, wanted, unreachable, this.taking, Date.now());
       if (rows.length === 0) break;
       asked += rows.length;
       for (const r of rows) this.taking.add(offerKey(r));
       try {
         const answers = await Promise.all(
-          [...Map.groupBy(rows, (r) => r.bucket)].map(([bucket, group]) => this.askBucket(bucket, group, request)),
+          [...Map.groupBy(rows, (r) => r.bucket)].map(([bucket, group]) => askBucket(this.env, bucket, group, request, this.lateAnswers)),
         );
         for (const { row, result } of answers.flat()) {
           const key = offerKey(row);
@@ -284,7 +214,7 @@ export class PullQueue extends DurableObject<Env> {
             continue;
           }
           if (!result.ok && this.offeredAgain.has(key)) continue; // offered again meanwhile: the new offer stands
-          this.rowsWritten += this.deleteOffer(row);
+          this.rowsWritten += deleteOffer(this.sql, row);
           if (result.ok) leases.push({ bucket: row.bucket, grant: result });
         }
       } finally {
@@ -296,111 +226,4 @@ export class PullQueue extends DurableObject<Env> {
     }
     return { leases, skipped: unreachable.size > 0 };
   }
-
-  /**
-   * The next `count` offers no other request is asking about, of buckets not known unreachable:
-   * the highest priority first, aged by the wait since the due time (core/priority.ts), so a
-   * low one that waited long enough goes before newer high ones. Each priority's oldest are one
-   * range read of the key; the merge is here.
-   */
-  private nextOffers(count: number, unreachable: Set<number>, now: number): OfferRow[] {
-    // the skipped buckets as one JSON parameter: a statement binds at most 100 (docs/platform-limits.md)
-    const skip = JSON.stringify([...unreachable]);
-    const rows: OfferRow[] = [];
-    for (let priority = PRIORITY.max; priority >= PRIORITY.min; priority--) {
-      rows.push(
-        ...this.sql
-          .exec<OfferRow>(
-            `SELECT priority, due_at, execution_id, bucket FROM offers
-             WHERE priority = ? AND bucket NOT IN (SELECT value FROM json_each(?))
-             ORDER BY due_at, execution_id LIMIT ?`,
-            priority,
-            skip,
-            count + this.taking.size,
-          )
-          .toArray()
-          .filter((r) => !this.taking.has(offerKey(r))),
-      );
-    }
-    const byTurn = (a: OfferRow, b: OfferRow) =>
-      comparePriority({ priority: a.priority, dueAt: a.due_at }, { priority: b.priority, dueAt: b.due_at }, now) ||
-      (a.execution_id < b.execution_id ? -1 : a.execution_id > b.execution_id ? 1 : 0);
-    return rows.sort(byTurn).slice(0, count);
-  }
-
-  /** deleteOffer: one offer row, by its whole key. Writes 1 row (0 if it is gone). Returns the rows written. */
-  private deleteOffer(row: OfferRow): number {
-    return this.sql.exec(
-      `DELETE FROM offers WHERE priority = ? AND due_at = ? AND execution_id = ?`,
-      row.priority,
-      row.due_at,
-      row.execution_id,
-    ).rowsWritten;
-  }
-
-  /**
-   * One bucket's answers for its offers; null each when it could not be asked (or did not answer in
-   * BUCKET_ANSWER_MS: what it grants after that is given back, giveBack).
-   */
-  private async askBucket(
-    bucket: number,
-    rows: OfferRow[],
-    request: PullLeaseRequest,
-  ): Promise<{ row: OfferRow; result: LeaseGrant | { ok: false } | null }[]> {
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    let asked: Promise<ClaimResult[]> | undefined;
-    try {
-      asked = bucketObject(this.env, bucket).leaseOffered(
-        rows.map((r) => ({
-          executionId: r.execution_id,
-          dueAt: r.due_at,
-          tenant: request.tenant,
-          queue: request.queue,
-          leaseMs: request.leaseMs,
-        })),
-      );
-      const timedOut = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no answer in ${BUCKET_ANSWER_MS} ms`)), BUCKET_ANSWER_MS);
-      });
-      const results = await Promise.race([asked, timedOut]);
-      return rows.map((row, i) => {
-        const result = results[i];
-        return { row, result: result?.ok ? result : { ok: false } };
-      });
-    } catch (error) {
-      console.error(`pull queue: leasing from bucket ${bucket} failed`, error);
-      if (asked) this.giveBack(bucket, request.tenant, asked);
-      return rows.map((row) => ({ row, result: null }));
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  /**
-   * A bucket's answer that came after this queue stopped waiting for it: the leases it granted went
-   * to no worker, and would expire having used an attempt each (issue 36 item 6). Each is given back
-   * with its token (a wait report: fenced like any, invariant 3; the bucket offers it again at its
-   * due time without using an attempt and tells this queue: bucket/outcomes.ts release). If that
-   * fails too, the lease expires and the execution runs again (at-least-once).
-   */
-  private giveBack(bucket: number, tenant: string, asked: Promise<ClaimResult[]>): void {
-    const given = asked
-      .then(
-        async (results) => {
-          const granted = results.filter((r): r is LeaseGrant => r.ok);
-          if (granted.length === 0) return;
-          await bucketObject(this.env, bucket).complete(
-            granted.map((g) => ({ executionId: g.executionId, token: g.token, tenant, outcome: { kind: "wait", retryAt: Date.now() } })),
-          );
-        },
-        () => undefined, // no answer at all: nothing was granted
-      )
-      .catch((error: unknown) => console.error(`pull queue: giving back bucket ${bucket}'s late leases failed; they expire`, error));
-    this.lateAnswers.add(given);
-    void given.finally(() => this.lateAnswers.delete(given));
-  }
-}
-
-function offerKey(row: { priority: number; due_at: number; execution_id: string }): string {
-  return `${row.priority}:${row.due_at}:${row.execution_id}`;
 }

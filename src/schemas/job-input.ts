@@ -8,8 +8,8 @@ import { z } from "zod";
 import { WorkerName } from "../config";
 import { THROTTLED_FOR_MS } from "../core/alert";
 import { DEBOUNCE_MODES } from "../core/debounce";
-import { ORIGIN_KEY_PREFIX } from "../core/flow";
 import { LIMITS } from "../core/job";
+import { ORIGIN_KEY_PREFIX } from "../core/origin-key";
 import { PRIORITY, PRIORITY_AGING_MS } from "../core/priority";
 import { PULL_QUEUE_NAME } from "../core/pull";
 import { parseTraceparent, TRACESTATE_MAX_LENGTH, usableTracestate } from "../core/trace";
@@ -166,7 +166,7 @@ const ScheduleFields = {
 
 /**
  * A flow-control key names a group of jobs of one tenant (e.g. the API they all call). "origin:"
- * is reserved for the implicit keys of target origins (core/flow.ts), which the API names too.
+ * is reserved for the implicit keys of target origins (core/origin-key.ts), which the API names too.
  */
 export const FlowKeyName = z
   .string()

@@ -14,7 +14,7 @@
 import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, onTestFinished, vi } from "vitest";
-import { ORIGIN_KEY_PARTS } from "../../src/core/flow";
+import { ORIGIN_KEY_PARTS } from "../../src/core/origin-key";
 import type { FlowKey } from "../../src/flow/flow-key";
 import {
   allShards,

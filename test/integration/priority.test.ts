@@ -22,7 +22,8 @@ import type { FireMessage } from "../../src/bucket/protocol";
 import { oneOffExecutionId } from "../../src/core/id";
 import { PRIORITY_AGING_MS } from "../../src/core/priority";
 import { pullQueueName } from "../../src/core/pull";
-import { PULL_QUEUE_MIGRATIONS, type PullQueue } from "../../src/pull/pull-queue";
+import { PULL_QUEUE_MIGRATIONS } from "../../src/pull/offers";
+import type { PullQueue } from "../../src/pull/pull-queue";
 import { applyMigrations } from "../../src/sqlite-migrations";
 import {
   api,

@@ -24,7 +24,8 @@ import type { FireGroup } from "../../src/bucket/protocol";
 import { type CallbackKind, callbackExecutionId } from "../../src/core/callback";
 import { occurrenceId } from "../../src/core/id";
 import { pullQueueName } from "../../src/core/pull";
-import { BUCKET_ANSWER_MS, type PullQueue } from "../../src/pull/pull-queue";
+import { BUCKET_ANSWER_MS } from "../../src/pull/bucket-leases";
+import type { PullQueue } from "../../src/pull/pull-queue";
 import type { PullLeaseView } from "../../src/schemas/responses";
 import {
   api,

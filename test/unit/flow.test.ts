@@ -22,20 +22,21 @@ import {
   FLOW_GATE_BOUNDS,
   type FlowAnswer,
   type FlowAsk,
-  FlowGate,
-  type FlowGateOptions,
   type FlowLimits,
   governingKey,
+  PAUSED_RETRY_MS,
+  RATE_START_SKEW_MS,
+  WAITER_GRACE_MS,
+} from "../../src/core/flow";
+import { FlowGate, type FlowGateOptions } from "../../src/core/flow-gate";
+import {
   isOriginKey,
   ORIGIN_KEY_PARTS,
   originKeyOf,
   originKeyOfPart,
   originKeyParts,
   originPartParallelism,
-  PAUSED_RETRY_MS,
-  RATE_START_SKEW_MS,
-  WAITER_GRACE_MS,
-} from "../../src/core/flow";
+} from "../../src/core/origin-key";
 
 const ask = (executionId: string, firstDueAt: number, holdMs = 60_000): FlowAsk => ({ executionId, firstDueAt, holdMs });
 const limits = (overrides: Partial<FlowLimits> = {}): FlowLimits => ({ rate: null, periodMs: 1_000, parallelism: null, ...overrides });

@@ -11,7 +11,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { TenantDueQueues } from "../../src/bucket/due-queue";
-import { type FlowAsk, FlowGate } from "../../src/core/flow";
+import type { FlowAsk } from "../../src/core/flow";
+import { FlowGate } from "../../src/core/flow-gate";
 import {
   comparePriority,
   effectivePriority,

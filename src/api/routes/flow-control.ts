@@ -1,8 +1,9 @@
 /** Flow control: one key of the caller's tenant, read, paused, resumed, its limits changed. Documented in flow-control.openapi.ts. */
 import { type Context, Hono } from "hono";
 import { configOf } from "../../config";
-import { isOriginKey, ORIGIN_KEY_PREFIX } from "../../core/flow";
-import { type FlowKeyControl, type FlowKeyView, flowKeyOf, originKeyControl } from "../../flow/flow-key";
+import type { FlowKeyView } from "../../core/flow";
+import { isOriginKey, ORIGIN_KEY_PREFIX } from "../../core/origin-key";
+import { type FlowKeyControl, flowKeyOf, originKeyControl } from "../../flow/flow-key";
 import { FlowKeyName, FlowLimitsInput } from "../../schemas/job-input";
 import type { FlowKeyView as FlowKeyResponse } from "../../schemas/responses";
 import { ApiError, fromZodError } from "../../use-cases/errors";

@@ -1,9 +1,10 @@
 /** The tenant's metrics, as JSON and in Prometheus text format. Documented in metrics.openapi.ts. */
 import { type Context, Hono } from "hono";
 import { configOf } from "../../config";
+import type { FlowKeyView } from "../../core/flow";
 import { type BucketMetrics, summarize, toPrometheus } from "../../core/metrics";
 import { highestBucketOfAll } from "../../db/shards";
-import { type FlowKeyView, flowKeyOf } from "../../flow/flow-key";
+import { flowKeyOf } from "../../flow/flow-key";
 import { bucketObject } from "../../placement";
 import { errorBody } from "../../use-cases/errors";
 import { listFlowKeysOfAll, shardGauges } from "../../use-cases/read-model";
