@@ -13,7 +13,9 @@ import {
   CreateBatch,
   CreateDebounced,
   CreateOneOff,
+  CreateRecurring,
   Deliver,
+  DropMessage,
   PatchPriority,
   PatchRunAt,
   RestartBucket,
@@ -79,6 +81,31 @@ describe("what the model-based test found with every feature in it (issue 36), a
         new Advance(0, true),
         new Deliver(1),
         new Together(new PatchRunAt(0, { delayMs: 60_000 }), new PatchPriority(0, 0)),
+      ]);
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    "a pull job's HTTP callbacks wait with the origin a recurring job's 429s hold; every other promise holds",
+    async () => {
+      // 701d156 (MODEL_SEED 735911, run 197): "j0: … succeeded: its success callback is stuck:
+      // expected 'scheduled' not to be 'scheduled'". The harness was wrong, not the system: j1's
+      // target answers every attempt 429 with a year's Retry-After, so each window its execution,
+      // held longest, tries first and slows the origin again before the callbacks to that origin
+      // ask (docs/flow-control.md): like every key-less delivery there, they have no bound, and the
+      // end checks now say so (features.ts checkFeaturesAtEnd originHeld)
+      await runSequence([
+        new Together(
+          new CreateRecurring("*/30 * * * * *", [{ status: 429, retryAfterS: 0 }], true, {
+            callbacks: { success: "http", failure: "http" },
+            callbackScript: [200],
+            priority: 0,
+          }),
+          new Deliver(1),
+        ),
+        new CreateRecurring("*/30 * * * * *", [{ status: 429, retryAfterS: YEAR_S }], false),
+        new Together(new DropMessage(0), new CreateDebounced(0, "trailing", 2)),
       ]);
     },
     TIMEOUT_MS,

@@ -179,8 +179,18 @@ interface ExecutionJson {
   callbacks?: { kind: string; status: string; attempts: number }[];
 }
 
-/** What the features promise once everything healed. */
-export async function checkFeaturesAtEnd(m: FeatureRun, r: World, executions: ExecutionJson[], finishBy: number): Promise<void> {
+/**
+ * What the features promise once everything healed. `originHeld`: a recurring target keeps slowing
+ * its origin down (run.ts checkEnd), so an HTTP callback to that origin, like every key-less
+ * delivery there, has no bound on when it is told (README, Flow control); a handler Worker's has.
+ */
+export async function checkFeaturesAtEnd(
+  m: FeatureRun,
+  r: World,
+  executions: ExecutionJson[],
+  finishBy: number,
+  originHeld: boolean,
+): Promise<void> {
   await checkCallbackRequests(m, r);
   for (const e of executions) {
     const job = m.jobs.find((j) => j.id === e.jobId);
@@ -191,13 +201,15 @@ export async function checkFeaturesAtEnd(m: FeatureRun, r: World, executions: Ex
     const where = `${job.name}: ${e.id} ${e.status}`;
     // a callback's state is on the execution once its outcome landed; nothing stays scheduled
     const finished = e.finishedAt !== null && Date.parse(e.finishedAt) < finishBy;
-    for (const c of e.callbacks ?? []) if (finished) expect(c.status, `${where}: its ${c.kind} callback is stuck`).not.toBe("scheduled");
+    const unbounded = (k: string) => originHeld && job.callbacks[k as keyof typeof job.callbacks] === "http";
+    for (const c of e.callbacks ?? [])
+      if (finished && !unbounded(c.kind)) expect(c.status, `${where}: its ${c.kind} callback is stuck`).not.toBe("scheduled");
     if (job.callbacksChanged) continue; // a PATCH while it ran: either answer holds
     if (via === null) {
       expect(told, `${where}: a ${kind} callback it does not have was told`).toEqual([]);
       continue;
     }
-    if (!finished) continue;
+    if (!finished || unbounded(kind)) continue;
     expect(told.length, `${where}: its ${kind} callback (${via}) was never told`).toBeGreaterThan(0);
     expect(
       (e.callbacks ?? []).some((c) => c.kind === kind),

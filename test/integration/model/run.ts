@@ -318,7 +318,7 @@ export async function checkEnd(m: Model, w: World, h: Healed): Promise<void> {
   }
 
   // the features' promises: callbacks, debounce, alerts, replays (features.ts)
-  await checkFeaturesAtEnd(m, w, executions, finishBy);
+  await checkFeaturesAtEnd(m, w, executions, finishBy, originHeld);
 
   // the metrics count what the API shows (a restart may lose or repeat up to COUNTER_WRITE_MS of counts)
   // (and a job's list shows its latest 100: a long heal of a recurring job may hold more; a purge
