@@ -1,6 +1,6 @@
 /**
  * The API's reads of executions: a one-off job's is its job row, a recurring job's finished
- * occurrences are occurrence rows (the live ones are its bucket's: api/read-model.ts).
+ * occurrences are occurrence rows (the live ones are its bucket's: use-cases/read-model.ts).
  */
 import { and, desc, eq, exists, gte, inArray, isNull, lt, lte, type SQL, sql } from "drizzle-orm";
 import type { AnySQLiteColumn } from "drizzle-orm/sqlite-core";
@@ -22,7 +22,7 @@ export interface ExecutionFilter {
   to?: number | undefined;
 }
 
-/** A one-off job's execution state as D1 knows it, as viewOfOneOff (src/api/present.ts) shows it. */
+/** A one-off job's execution state as D1 knows it, as viewOfOneOff (src/use-cases/present.ts) shows it. */
 function oneOffState(runStatus: AnySQLiteColumn, status: AnySQLiteColumn): SQL<ExecutionState> {
   return sql<ExecutionState>`CASE WHEN ${inArray(runStatus, TERMINAL_STATES)} THEN ${runStatus} WHEN ${status} = 'canceled' THEN 'canceled' ELSE 'pending' END`;
 }

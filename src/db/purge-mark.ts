@@ -15,7 +15,7 @@ const HISTORY_PURGED_BEFORE = "history_purged_before";
  * have deleted a job whose idempotency key still replays it. A job claimed at or after the mark was
  * never purged (the purge takes only jobs last changed before its cutoff, and a job is created when
  * its key is claimed), so a keyed create that finds no job claimed after it stores the job its
- * failed insert lost, and one claimed before it never runs again (api/create.ts). Written in the
+ * failed insert lost, and one claimed before it never runs again (use-cases/create.ts). Written in the
  * batch of the page's deletes (a D1 batch is one transaction: d1/worker-api/d1-database, batch),
  * raised only: 1 row written when it rises, none otherwise; no statement when the cutoff is older
  * than the window (the default 30-day retention never writes it).
