@@ -14,18 +14,19 @@ import { env } from "cloudflare:workers";
 import { Webhook } from "standardwebhooks";
 import { describe, expect, it } from "vitest";
 import type { ClaimResult } from "../../src/bucket/protocol";
-import { type CallbackKind, callbackExecutionId } from "../../src/core/callback";
 import { occurrenceId } from "../../src/core/id";
 import type { MetricsSummary } from "../../src/core/metrics";
 import {
   api,
   bucketSql,
   bucketStub,
+  callbackIdOf,
   captureFiresForFile,
   counters,
   createJob,
   dispatchNow,
   type Execution,
+  executionJson,
   fileClock,
   fire,
   jobRow,
@@ -46,18 +47,6 @@ async function attempt(e: Execution, executionId = e.exe.id): Promise<void> {
   const message = await dispatchNow({ stub: e.stub, executionId }, clock, sent);
   const result = await fire([message]);
   expect(result.explicitAcks).toEqual(["m0"]);
-}
-
-async function executionJson(id: string): Promise<Record<string, unknown>> {
-  const res = await api(`/v1/executions/${id}`);
-  expect(res.status).toBe(200);
-  return (await res.json()) as Record<string, unknown>;
-}
-
-/** The id of the callback an execution's latest outcome fired (core/callback.ts: its id, attempts and finish time then). */
-async function callbackIdOf(parentId: string, kind: CallbackKind): Promise<string> {
-  const view = await executionJson(parentId);
-  return callbackExecutionId(parentId, kind, { attempts: view.attempts as number, finishedAt: Date.parse(view.finishedAt as string) });
 }
 
 async function metrics(): Promise<MetricsSummary> {

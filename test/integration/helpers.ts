@@ -15,10 +15,11 @@ import {
   waitOnExecutionContext,
 } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
-import { afterAll, beforeAll, inject, type MockInstance, vi } from "vitest";
+import { afterAll, beforeAll, expect, inject, type MockInstance, vi } from "vitest";
 import type { Bucket } from "../../src/bucket/bucket";
 import type { FireGroup, FireMessage, LiveExecution } from "../../src/bucket/protocol";
 import { configOf } from "../../src/config";
+import { type CallbackKind, callbackExecutionId } from "../../src/core/callback";
 import { oneOffExecutionId, shardOfId } from "../../src/core/id";
 import { keySlot } from "../../src/idempotency/key-claims";
 import worker from "../../src/platform/local-worker";
@@ -503,4 +504,17 @@ export function interceptD1Batch(
   return spyOnD1("batch").mockImplementation(function (this: D1Database, statements: D1PreparedStatement[]) {
     return intercept(statements, (s) => original.call(this, s) as Promise<D1Result[]>);
   } as D1Database["batch"]);
+}
+
+/** An execution as GET /v1/executions/:id answers it (200 expected). */
+export async function executionJson(id: string): Promise<Record<string, unknown>> {
+  const res = await api(`/v1/executions/${id}`);
+  expect(res.status).toBe(200);
+  return (await res.json()) as Record<string, unknown>;
+}
+
+/** The id of the callback an execution's latest outcome fired (core/callback.ts: its id, attempts and finish time then). */
+export async function callbackIdOf(parentId: string, kind: CallbackKind): Promise<string> {
+  const view = await executionJson(parentId);
+  return callbackExecutionId(parentId, kind, { attempts: view.attempts as number, finishedAt: Date.parse(view.finishedAt as string) });
 }

@@ -21,7 +21,6 @@ import { runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import type { FireGroup } from "../../src/bucket/protocol";
-import { type CallbackKind, callbackExecutionId } from "../../src/core/callback";
 import { occurrenceId } from "../../src/core/id";
 import { pullQueueName } from "../../src/core/pull";
 import { BUCKET_ANSWER_MS } from "../../src/pull/bucket-leases";
@@ -31,8 +30,10 @@ import {
   api,
   bucketStub,
   CONFIG,
+  callbackIdOf,
   captureFireGroupsForFile,
   createJob,
+  executionJson,
   fileClock,
   fire,
   jobRow,
@@ -61,18 +62,6 @@ async function pass(stub: ReturnType<typeof bucketStub>): Promise<FireGroup[]> {
   const sent = groups.splice(0);
   if (sent.length > 0) await fire(sent);
   return sent;
-}
-
-async function executionJson(id: string): Promise<Record<string, unknown>> {
-  const res = await api(`/v1/executions/${id}`);
-  expect(res.status).toBe(200);
-  return (await res.json()) as Record<string, unknown>;
-}
-
-/** The id of the callback an execution's latest outcome fired (core/callback.ts). */
-async function callbackIdOf(parentId: string, kind: CallbackKind): Promise<string> {
-  const view = await executionJson(parentId);
-  return callbackExecutionId(parentId, kind, { attempts: view.attempts as number, finishedAt: Date.parse(view.finishedAt as string) });
 }
 
 async function patch(jobId: string, body: Record<string, unknown>): Promise<void> {

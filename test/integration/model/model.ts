@@ -527,16 +527,26 @@ export class PatchRunAt extends Step {
   }
 }
 
+/** A job that can still be changed: active or paused. */
+function isLive(j: JobModel): boolean {
+  return j.status === "active" || j.status === "paused";
+}
+
+/** The live job a command's index names (wrapping), for commands whose check found one. */
+function liveJob(m: Model, index: number): JobModel {
+  const live = m.jobs.filter(isLive);
+  return live[index % live.length]!;
+}
+
 export class PatchName extends Step {
   constructor(readonly jobIndex: number) {
     super();
   }
   override check(m: Readonly<Model>): boolean {
-    return m.jobs.some((j) => j.status === "active" || j.status === "paused");
+    return m.jobs.some(isLive);
   }
   async act(m: Model, r: Real): Promise<void> {
-    const live = m.jobs.filter((j) => j.status === "active" || j.status === "paused");
-    const job = live[this.jobIndex % live.length]!;
+    const job = liveJob(m, this.jobIndex);
     const res = await r.api("PATCH", `/v1/jobs/${job.id}`, { name: `${job.name}-renamed-${m.steps.length}` });
     if (!changed(job, res.status, r)) refused(job, res);
   }
@@ -553,10 +563,10 @@ export class PatchCron extends Step {
     super();
   }
   override check(m: Readonly<Model>): boolean {
-    return m.jobs.some((j) => j.recurring && (j.status === "active" || j.status === "paused"));
+    return m.jobs.some((j) => j.recurring && isLive(j));
   }
   async act(m: Model, r: Real): Promise<void> {
-    const live = m.jobs.filter((j) => j.recurring && (j.status === "active" || j.status === "paused"));
+    const live = m.jobs.filter((j) => j.recurring && isLive(j));
     const job = live[this.jobIndex % live.length]!;
     const res = await r.api("PATCH", `/v1/jobs/${job.id}`, { cron: this.cron });
     if (!changed(job, res.status, r)) return refused(job, res);
@@ -927,11 +937,10 @@ export class PatchPriority extends Step {
     super();
   }
   override check(m: Readonly<Model>): boolean {
-    return m.jobs.some((j) => j.status === "active" || j.status === "paused");
+    return m.jobs.some(isLive);
   }
   async act(m: Model, r: Real): Promise<void> {
-    const live = m.jobs.filter((j) => j.status === "active" || j.status === "paused");
-    const job = live[this.jobIndex % live.length]!;
+    const job = liveJob(m, this.jobIndex);
     const res = await r.api("PATCH", `/v1/jobs/${job.id}`, { priority: this.priority });
     if (!changed(job, res.status, r)) return refused(job, res);
     job.priority = this.priority;
@@ -951,11 +960,10 @@ export class PatchCallback extends Step {
     super();
   }
   override check(m: Readonly<Model>): boolean {
-    return m.jobs.some((j) => j.status === "active" || j.status === "paused");
+    return m.jobs.some(isLive);
   }
   async act(m: Model, r: Real): Promise<void> {
-    const live = m.jobs.filter((j) => j.status === "active" || j.status === "paused");
-    const job = live[this.jobIndex % live.length]!;
+    const job = liveJob(m, this.jobIndex);
     const field = this.kind === "success" ? "callback" : "failureCallback";
     const target = this.via === null ? null : this.via === "http" ? { url: r.callbackUrl(job.name, this.kind) } : { worker: "test" };
     const res = await r.api("PATCH", `/v1/jobs/${job.id}`, { [field]: target });
