@@ -265,6 +265,11 @@ export const PriorityInput = z
     examples: [9],
   });
 
+/** A job's metadata: a JSON object nested at most MAX_JSON_DEPTH levels. */
+const MetadataInput = z
+  .record(z.string(), z.unknown())
+  .refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`);
+
 export const CreateJobInput = z.strictObject({
   name: WellFormed(LIMITS.nameLength).optional(),
   target: TargetInput,
@@ -273,10 +278,7 @@ export const CreateJobInput = z.strictObject({
   ...ScheduleFields,
   timeoutMs: z.number().int().min(LIMITS.timeoutMs.min).max(LIMITS.timeoutMs.max).optional(),
   retry: RetryInput.optional(),
-  metadata: z
-    .record(z.string(), z.unknown())
-    .refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`)
-    .optional(),
+  metadata: MetadataInput.optional(),
   idempotencyKey: WellFormed(LIMITS.idempotencyKeyLength).optional(),
   flowControl: FlowControlInput.optional(),
   labels: LabelsInput.optional(),
@@ -300,11 +302,7 @@ export const PatchJobInput = z.strictObject({
   ...ScheduleFields,
   timeoutMs: z.number().int().min(LIMITS.timeoutMs.min).max(LIMITS.timeoutMs.max).optional(),
   retry: RetryInput.optional(),
-  metadata: z
-    .record(z.string(), z.unknown())
-    .refine((v) => jsonDepth(v) <= MAX_JSON_DEPTH, `must not nest deeper than ${MAX_JSON_DEPTH} levels`)
-    .nullable()
-    .optional(),
+  metadata: MetadataInput.nullable().optional(),
   flowControl: FlowControlInput.nullable().optional(),
   /** replaces the job's labels; null removes them */
   labels: LabelsInput.nullable().optional(),
