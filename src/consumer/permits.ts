@@ -13,8 +13,7 @@
 import type { Bucket } from "../bucket/bucket";
 import type { LeaseGrant } from "../bucket/protocol";
 import type { Config } from "../config";
-import type { FlowRelease } from "../core/flow";
-import { type FlowAnswer, type FlowAsk, type GoverningKey, governingKey } from "../core/flow";
+import { type FlowAnswer, type FlowAsk, type FlowRelease, type GoverningKey, governingKey } from "../core/flow";
 import { isHttpTarget } from "../core/job";
 import type { DeliveryOutcome } from "../core/response";
 import { flowKeyName, flowKeyOf } from "../flow/flow-key";
