@@ -167,9 +167,15 @@ function applyRecurring(s: BucketState, def: JobDefinition, now: number): number
   }
   // pause, cancel or a new schedule: what has not started is canceled, a running attempt finishes
   for (const row of executions.rowsOfJob(def.jobId)) {
-    if (executions.closing.has(row.id)) continue; // already finished, on its way to D1
+    const updated = { ...row, version: def.version, jobStatus: active ? "active" : def.status };
+    if (executions.closing.has(row.id)) {
+      // already finished, its outcome on its way to D1 in memory only: the stored row says the
+      // job stopped, so a restart before the flush ends it canceled instead of running it again
+      // after the stop was answered (issue 36, MODEL_SEED 20261201)
+      store.updateJobOfExecution(s.sql, updated, null);
+      continue;
+    }
     if (executions.running.has(row.id)) {
-      const updated = { ...row, version: def.version, jobStatus: active ? "active" : def.status };
       store.updateJobOfExecution(s.sql, updated, null);
       executions.keep(updated);
     } else {

@@ -18,6 +18,7 @@ import {
   DropMessage,
   PatchPriority,
   PatchRunAt,
+  Pause,
   RestartBucket,
   Together,
 } from "./model/model";
@@ -110,4 +111,32 @@ describe("what the model-based test found with every feature in it (issue 36), a
     },
     TIMEOUT_MS,
   );
+
+  for (const [name, stop] of [
+    ["cancel", (i: number) => new Cancel(i)],
+    ["pause", (i: number) => new Pause(i)],
+  ] as const) {
+    it(
+      `a recurring job's ${name} answered 200 while its occurrence's success is on its way to D1 is not undone by a restart before the flush`,
+      async () => {
+        // 4624419 (CI, MODEL_SEED 20261201): "j0 … http start #1: started after its cancel or pause
+        // took effect": the stop skipped the finished occurrence, whose stored row stayed active, and
+        // the restarted bucket (the outcome was in memory only) ran it again. Only when the job was
+        // created within 5 s before an occurrence: the file's clock started at the time of day, so it
+        // failed in some runs only. Created 2 s before the :30 occurrence here
+        await runSequence(
+          [
+            new CreateRecurring("*/30 * * * * *", [{ status: 200 }], false),
+            new Advance(5_000, true),
+            new Deliver(6),
+            new Together(stop(0), new DropMessage(2)),
+            new RestartBucket(0),
+            new Deliver(1),
+          ],
+          { phaseMs: 28_000 },
+        );
+      },
+      TIMEOUT_MS,
+    );
+  }
 });

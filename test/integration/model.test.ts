@@ -21,7 +21,7 @@ import fc from "fast-check";
 import { describe, it } from "vitest";
 import { captureFireGroupsForFile, fileClock } from "./helpers";
 import { commandsArb } from "./model/model";
-import { runSequence } from "./model/run";
+import { PHASE_PERIOD_MS, runSequence } from "./model/run";
 import { installHarness } from "./model/world";
 
 const viteEnv = ((import.meta as unknown as { env?: Record<string, string | undefined> }).env ?? {}) as Record<string, string | undefined>;
@@ -49,8 +49,10 @@ describe(`model-based: the lifecycle under every interleaving (MODEL_SEED=${SEED
     async () => {
       const tally = { runs: 0, jobs: 0, requests: 0, pulls: 0, steps: 0, restarts: 0, commands: {} as Record<string, number> };
       const started = performance.now();
-      const property = fc.asyncProperty(commandsArb(MAX_COMMANDS), async (commands) => {
-        const { model, world } = await runSequence(commands, VERBOSE, TRACE);
+      // the phase: where in the schedules' period the run starts (the counterexample prints it first)
+      const phaseArb = fc.integer({ min: 0, max: PHASE_PERIOD_MS - 1 });
+      const property = fc.asyncProperty(phaseArb, commandsArb(MAX_COMMANDS), async (phaseMs, commands) => {
+        const { model, world } = await runSequence(commands, { phaseMs, verbose: VERBOSE, trace: TRACE });
         tally.runs += 1;
         tally.jobs += model.jobs.length;
         tally.requests += world.requests.length;

@@ -13,15 +13,30 @@ import { checkDeadLettersRedrivable, checkFeaturesAtEnd, checkPurged } from "./f
 import { checkStarts, converge, FLOW_KEYS, type JobModel, leasePulls, Model, RETRY, reportPull, type Start, settleActions } from "./model";
 import { World } from "./world";
 
+/** the longest period of the model's schedules (CRONS: every 2 minutes) */
+export const PHASE_PERIOD_MS = 120_000;
+
+export interface RunOptions {
+  /**
+   * Where the run starts in the schedules' period: the clock first moves to the next whole hour
+   * plus this, so a sequence meets cron occurrences and the minute's scan the same way whenever it
+   * replays (a failure once depended on the time of day the file started: issue 36).
+   */
+  phaseMs?: number;
+  verbose?: boolean;
+  trace?: boolean;
+}
+
 /** Runs `commands` in a fresh World, heals and checks the end; the World's jobs are canceled afterwards. */
 export async function runSequence(
   commands: Iterable<fc.AsyncCommand<Model, World>>,
-  verbose = false,
-  trace = false,
+  { phaseMs = 0, verbose = false, trace = false }: RunOptions = {},
 ): Promise<{ model: Model; world: World }> {
   const model = new Model();
   model.trace = trace;
   const world = new World();
+  const hour = 3_600_000;
+  world.clock.travelTo((Math.floor(world.now / hour) + 1) * hour + phaseMs);
   const started = performance.now();
   try {
     await fc.asyncModelRun(() => ({ model, real: world }), commands);
@@ -44,6 +59,8 @@ export async function runSequence(
   }
 }
 
+/** the states an execution ends in */
+const TERMINAL = ["succeeded", "dead", "canceled"];
 /** an attempt starts within this of its due time (the README's precision) */
 const PRECISION_MS = 2_000;
 /** the sync pass runs every minute: a job it hands over or a change it converges is in place by then */
@@ -98,10 +115,11 @@ export async function heal(m: Model, w: World, verbose = false): Promise<Healed>
     // every change answered 202 has converged once the first scan and the alarms after it ran
     if (!converged) converge(m, w);
     converged = true;
+    // pull workers poll beside the queue's consumer: they lease what the alarms offered before the
+    // deliveries' short waits move the clock, and again after them
+    await workPulls(m, w);
     for (let d = 0; d < 200 && w.queue.length > 0; d++) await w.deliver(6);
-    if (m.jobs.some((j) => j.pull)) {
-      for (const lease of await leasePulls(m, w, 100, 30_000)) await reportPull(m, w, lease, "complete");
-    }
+    await workPulls(m, w);
     // running attempts heartbeat; a hanging target times out
     await w.tickHeartbeats();
     for (const r of w.requests) if (r.status === null && !hangingSince.has(r.seq)) hangingSince.set(r.seq, w.now);
@@ -121,6 +139,12 @@ export async function heal(m: Model, w: World, verbose = false): Promise<Healed>
       `heal: ${steps} steps over ${Math.round((horizon - healStart) / 1000)} s in ${Math.round(performance.now() - startedMs)} ms`,
     );
   return { healStart, horizon };
+}
+
+/** A pull worker leases what its queue offers and completes each lease. */
+async function workPulls(m: Model, w: World): Promise<void> {
+  if (!m.jobs.some((j) => j.pull)) return;
+  for (const lease of await leasePulls(m, w, 100, 30_000)) await reportPull(m, w, lease, "complete");
 }
 
 interface AttemptJson {
@@ -233,7 +257,7 @@ export async function checkEnd(m: Model, w: World, h: Healed): Promise<void> {
 
     if (originHeld && !job.pull && job.flowKey === null) continue;
     // nothing stuck: every execution due before the horizon's tail ended
-    const unfinished = mine.filter((e) => Date.parse(e.dueAt) < finishBy && !["succeeded", "dead", "canceled"].includes(e.status));
+    const unfinished = mine.filter((e) => Date.parse(e.dueAt) < finishBy && !TERMINAL.includes(e.status));
     expect(
       unfinished.map((e) => `${e.id} ${e.status} due ${e.dueAt}`),
       `${where}: executions stuck`,
@@ -337,6 +361,15 @@ export async function checkEnd(m: Model, w: World, h: Healed): Promise<void> {
       redrive_total: m.redrives,
     };
     const actual = Object.fromEntries(Object.keys(expected).map((name) => [name, count(name)]));
+    // an execution still under way (one an origin's slow-down holds past the horizon) shows the
+    // attempts its last write to D1 carried, while the counters count each attempt as it ends: for
+    // the attempts' counters the API's figure is then a floor
+    if (executions.some((e) => !TERMINAL.includes(e.status))) {
+      for (const name of ["failed_attempts_total", "lease_expired_total"] as const) {
+        expect(actual[name], `the metrics: ${name}, with executions under way`).toBeGreaterThanOrEqual(expected[name]);
+        actual[name] = expected[name];
+      }
+    }
     expect(actual, "the metrics").toEqual(expected);
   }
 
