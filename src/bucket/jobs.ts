@@ -38,6 +38,11 @@ function applyOneOff(s: BucketState, def: JobDefinition, now: number, from: "req
   if (finishing) {
     // the version it finished at (or older) is done; a newer one waits for the outcome to land
     if (def.version <= finishing.row.version) return finishing.row.version;
+    // a cancel meanwhile marks the stored row (the outcome is in memory only): a restart before
+    // the flush ends it canceled instead of running it again after the cancel was accepted
+    if (def.status !== "active") {
+      store.updateJobOfExecution(s.sql, { ...finishing.row, version: def.version, jobStatus: "canceled" }, null);
+    }
     const waiting = s.deferred.get(id);
     if (!waiting || waiting.version < def.version) s.deferred.set(id, withOutcomeOf(s, def, finishing));
     return null;
@@ -169,10 +174,11 @@ function applyRecurring(s: BucketState, def: JobDefinition, now: number): number
   for (const row of executions.rowsOfJob(def.jobId)) {
     const updated = { ...row, version: def.version, jobStatus: active ? "active" : def.status };
     if (executions.closing.has(row.id)) {
-      // already finished, its outcome on its way to D1 in memory only: the stored row says the
-      // job stopped, so a restart before the flush ends it canceled instead of running it again
-      // after the stop was answered (issue 36, MODEL_SEED 20261201)
-      store.updateJobOfExecution(s.sql, updated, null);
+      // already finished, its outcome on its way to D1 in memory only: a stop marks its stored row,
+      // so a restart before the flush ends it canceled instead of running it again after the stop
+      // was answered (issue 36, MODEL_SEED 20261201); a resume or new schedule never marks it
+      // active (it may be an occurrence an earlier stop canceled)
+      if (!active) store.updateJobOfExecution(s.sql, updated, null);
       continue;
     }
     if (executions.running.has(row.id)) {

@@ -42,7 +42,8 @@ export function completeOne(s: BucketState, report: CompletionReport, now: numbe
     const attempt = attemptRecord(s, row, lease, now, "succeeded", outcome.httpStatus, null, flowWaitMs, outcome.excerpt);
     s.tally.add(row.callback ? "callbacks_succeeded_total" : "succeeded_total", row.tenant);
     if (row.callback) s.tally.add("callbacks_attempts_total", row.tenant);
-    if (row.occurrenceAt !== lease.occurrenceAt) {
+    // the run time changed while it ran: it runs again at the new time, unless its job stopped since
+    if (row.occurrenceAt !== lease.occurrenceAt && row.jobStatus === "active") {
       reschedule(s, row, attempt);
       return { ok: true, executionId: row.id, status: "scheduled" };
     }
@@ -92,13 +93,14 @@ function fail(s: BucketState, row: HeldRow, lease: Lease, now: number, f: Failur
   const attempt = attemptRecord(s, row, lease, now, f.label, f.httpStatus, error, f.flowWaitMs ?? 0);
   // a callback's attempts are its own count: the job counters (failed, retries) are the jobs' executions'
   s.tally.add(row.callback ? "callbacks_attempts_total" : "failed_attempts_total", row.tenant);
-  if (row.occurrenceAt !== lease.occurrenceAt) {
-    reschedule(s, row, attempt);
-    return "scheduled";
-  }
+  // a stop first: a run time PATCHed and then a cancel while it ran ends it, not moves it
   if (row.jobStatus !== "active") {
     close(s, row, "abandon", now, { attempt, httpStatus: f.httpStatus, error, reason: row.jobStatus });
     return "canceled";
+  }
+  if (row.occurrenceAt !== lease.occurrenceAt) {
+    reschedule(s, row, attempt);
+    return "scheduled";
   }
   const spec = store.specOf(s.sql, row);
   const decision = spec

@@ -5,8 +5,9 @@
  * its fix. Commands name jobs by index (j0 is the first created) and a restart names the bucket of
  * a job, so a sequence replays the same way whatever ids the run gets.
  */
-import { describe, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { captureFireGroupsForFile, fileClock } from "./helpers";
+import type { Model } from "./model/model";
 import {
   Advance,
   Cancel,
@@ -19,11 +20,13 @@ import {
   PatchPriority,
   PatchRunAt,
   Pause,
+  ReleaseHangs,
   RestartBucket,
+  Resume,
   Together,
 } from "./model/model";
 import { runSequence } from "./model/run";
-import { installHarness } from "./model/world";
+import { installHarness, type World } from "./model/world";
 
 const clock = fileClock(365 * 86_400_000);
 const sent = captureFireGroupsForFile();
@@ -135,6 +138,82 @@ describe("what the model-based test found with every feature in it (issue 36), a
           ],
           { phaseMs: 28_000 },
         );
+      },
+      TIMEOUT_MS,
+    );
+  }
+});
+
+describe("what a review of the fix above found (issue 36): a stop meeting an outcome on its way to D1", () => {
+  /** the requests a job's target received */
+  const requestsOf = (world: World, jobIndex: number, model: Model) => world.requests.filter((r) => r.jobId === model.jobs[jobIndex]!.id);
+
+  it(
+    "an occurrence a pause canceled stays canceled when a resume comes before its flush and the bucket restarts",
+    async () => {
+      // the first form of the fix above marked a finished occurrence's stored row active again on
+      // a resume: the pause's cancel of the retrying occurrence was undone by the restart, and its
+      // second attempt ran after the pause (recurring.md: occurrences in a pause do not fire)
+      await runSequence(
+        [
+          new CreateRecurring("*/30 * * * * *", [{ status: 500 }, { status: 200 }], false),
+          new Advance(5_000, true),
+          new Deliver(6),
+          new Pause(0),
+          new Resume(0),
+          new RestartBucket(0),
+        ],
+        {
+          phaseMs: 28_000,
+          check: (model, world) => {
+            const first = requestsOf(world, 0, model)[0]!;
+            const again = world.requests.filter((r) => r.executionId === first.executionId);
+            expect(
+              again.map((r) => r.status),
+              "the paused occurrence's attempts",
+            ).toEqual([500]);
+          },
+        },
+      );
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    "a one-off job canceled (202) while its success is on its way to D1 does not run again when the bucket restarts before the flush",
+    async () => {
+      // the bucket put the cancel aside until the outcome landed (memory only) and left the stored
+      // row active: the restarted bucket ran the succeeded job again after the cancel was accepted
+      await runSequence(
+        [
+          new CreateOneOff(0, [{ status: 200 }], null, false, null),
+          new Advance(2_000, true),
+          new Deliver(6),
+          new Cancel(0),
+          new RestartBucket(0),
+          new Advance(2_000, true),
+          new Deliver(6),
+        ],
+        { check: (model, world) => expect(requestsOf(world, 0, model).length, "the job's target requests").toBe(1) },
+      );
+    },
+    TIMEOUT_MS,
+  );
+
+  for (const answer of [200, 500]) {
+    it(
+      `a one-off job whose run time is PATCHed and then canceled while its attempt runs ends when the attempt answers ${answer}`,
+      async () => {
+        // the outcome moved the row to the new run time before looking at the cancel: the canceled
+        // row was scheduled, never dispatched (its job is not active) and never ended ("executions stuck")
+        await runSequence([
+          new CreateOneOff(0, [{ hang: true }, { status: 200 }], null, false, null),
+          new Advance(0, true),
+          new Deliver(6),
+          new PatchRunAt(0, { delayMs: 60_000 }),
+          new Cancel(0),
+          new ReleaseHangs(answer),
+        ]);
       },
       TIMEOUT_MS,
     );

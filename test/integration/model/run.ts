@@ -25,12 +25,14 @@ export interface RunOptions {
   phaseMs?: number;
   verbose?: boolean;
   trace?: boolean;
+  /** a kept sequence's own check of the end, beside the model's (before the run's jobs are canceled) */
+  check?: (model: Model, world: World) => void | Promise<void>;
 }
 
 /** Runs `commands` in a fresh World, heals and checks the end; the World's jobs are canceled afterwards. */
 export async function runSequence(
   commands: Iterable<fc.AsyncCommand<Model, World>>,
-  { phaseMs = 0, verbose = false, trace = false }: RunOptions = {},
+  { phaseMs = 0, verbose = false, trace = false, check }: RunOptions = {},
 ): Promise<{ model: Model; world: World }> {
   const model = new Model();
   model.trace = trace;
@@ -42,6 +44,7 @@ export async function runSequence(
     await fc.asyncModelRun(() => ({ model, real: world }), commands);
     const healed = await heal(model, world, verbose);
     await checkEnd(model, world, healed);
+    await check?.(model, world);
     if (verbose) {
       console.log(
         `run ${world.run}: ${model.steps.length} steps, ${model.jobs.length} jobs, ${world.requests.length} requests, ${Math.round(performance.now() - started)} ms`,
@@ -203,9 +206,15 @@ function slowDownAllowance(m: Model): number {
   return retryAfterMs === 0 ? 0 : (RETRY.maxAttempts + 1) * (Math.min(retryAfterMs, CONFIG.FLOW_WAIT_MAX_MS) + RETRY.maxDelayMs + 1_000);
 }
 
-/** The latest an execution of `job` due at `at` may start: its due time, past any slow-down of its origin, plus the precision. */
-function onTimeBy(job: JobModel, at: number, slowDowns: { from: number; until: number }[]): number {
-  return pastSlowDowns(job, at, slowDowns) + PRECISION_MS;
+/**
+ * The latest an execution of `job` due at `at` may start: its due time, past any slow-down of its
+ * origin, plus the precision, plus what the harness itself held the clock for a consumer's waits
+ * meanwhile (World.waits: serial here, concurrent in production).
+ */
+function onTimeBy(job: JobModel, at: number, slowDowns: { from: number; until: number }[], w: World): number {
+  let by = pastSlowDowns(job, at, slowDowns) + PRECISION_MS;
+  for (const held of w.waits) if (held.until > at && held.from < by) by += held.until - Math.max(held.from, at);
+  return by;
 }
 
 /** When a start due at `at` may go, past every slow-down of its key that holds at that time. */
@@ -277,8 +286,8 @@ export async function checkEnd(m: Model, w: World, h: Healed): Promise<void> {
           job.flowKey !== null
             ? h.horizon
             : dueAt > h.healStart + SCAN_PERIOD_MS + 5_000
-              ? onTimeBy(job, dueAt, slowDowns)
-              : Math.max(onTimeBy(job, dueAt, slowDowns), h.healStart) + LOST_DISPATCH_MS + SCAN_PERIOD_MS;
+              ? onTimeBy(job, dueAt, slowDowns, w)
+              : Math.max(onTimeBy(job, dueAt, slowDowns, w), h.healStart) + LOST_DISPATCH_MS + SCAN_PERIOD_MS;
         expect(first!.at - dueAt, `${where}: started ${first!.at - dueAt} ms after its due time`).toBeLessThanOrEqual(bound - dueAt);
         // a key limited by rate starts its backlog at that rate: a start waits only for the others that took the slots before it
         if (job.flowKey === "rated" && dueAt > h.healStart + SCAN_PERIOD_MS + 5_000) {
@@ -306,7 +315,7 @@ export async function checkEnd(m: Model, w: World, h: Healed): Promise<void> {
         at = cron.nextRun(new Date(at))?.getTime()
       ) {
         // held by a slow-down of its origin past the horizon (another target keeps renewing it): not yet due to start
-        const by = onTimeBy(job, at, slowDowns);
+        const by = onTimeBy(job, at, slowDowns, w);
         if (by > h.horizon - 15_000) continue;
         const id = occurrenceId(job.id, at);
         const first = jobStarts.find((s) => s.executionId === id);

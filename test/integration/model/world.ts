@@ -145,7 +145,10 @@ export function installHarness(clock: Clock, sent: FireGroup[]): void {
     vi.spyOn(scheduler, "wait").mockImplementation(async (ms: number) => {
       const until = Date.now() + ms;
       await new Promise((resolve) => setTimeout(resolve, 0));
-      if (until > clock.at) clock.travelTo(until);
+      if (until > clock.at) {
+        current?.waits.push({ from: clock.at, until });
+        clock.travelTo(until);
+      }
     });
     // the consumer's heartbeat timer runs only when the model says so (tickHeartbeats)
     const realSetInterval = globalThis.setInterval;
@@ -211,6 +214,11 @@ export class World {
   readonly queue: Queued[] = [];
   /** every request a target of this run received, in arrival order */
   readonly requests: TargetRequest[] = [];
+  /**
+   * the clock's moves for the consumer's short waits: the harness runs one invocation at a time,
+   * so an alarm due meanwhile runs after the wait, where production would run it on time
+   */
+  readonly waits: { from: number; until: number }[] = [];
   /** each job's answers, attempt by attempt (the last repeats) */
   readonly scripts = new Map<string, Answer[]>();
   readonly flowKeys = new Map<string, string>();
