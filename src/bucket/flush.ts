@@ -59,7 +59,9 @@ export function takeOutcomes(s: BucketState): Outcomes {
         tenant: c.row.tenant,
         jobId: c.row.jobId,
         executionId: of.of,
-        oneOff: of.of === oneOffExecutionId(c.row.jobId),
+        // an occurrence due at its job's creation millisecond has the id a one-off's execution
+        // would have: only a job without a schedule here is a one-off
+        oneOff: of.of === oneOffExecutionId(c.row.jobId) && store.scheduleOf(s.sql, c.row.jobId) === undefined,
         callbackId: c.row.id,
         callbacks: JSON.stringify([state]),
       },

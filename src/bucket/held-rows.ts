@@ -43,8 +43,9 @@ export class HeldRows {
 
   /** A job's own executions (never its callbacks: those run specs of their own). */
   rowsOfJob(jobId: string): HeldRow[] {
+    // (an occurrence due at its job's creation millisecond has the one-off's id: recurring, not alone)
     const oneOff = this.rows.get(oneOffExecutionId(jobId));
-    if (oneOff) return [oneOff];
+    if (oneOff && !oneOff.recurring) return [oneOff];
     return [...(this.ofJob.get(jobId) ?? [])].flatMap((id) => this.rows.get(id) ?? []);
   }
 }

@@ -17,6 +17,7 @@ import {
   CreateRecurring,
   Deliver,
   DropMessage,
+  PatchName,
   PatchPriority,
   PatchRunAt,
   Pause,
@@ -218,4 +219,46 @@ describe("what a review of the fix above found (issue 36): a stop meeting an out
       TIMEOUT_MS,
     );
   }
+});
+
+describe("an occurrence due at its job's creation millisecond has the id a one-off's execution would have (issue 36, MODEL_SEED 1718587764, run 127)", () => {
+  it(
+    "its failure callback's outcome lands on the occurrence",
+    async () => {
+      // c418e9a: "j0: … dead: its failure callback is stuck": the flush took the occurrence for a
+      // one-off job by its id and wrote the callback's outcome onto the job's row (0 rows)
+      await runSequence(
+        [
+          new CreateRecurring("*/30 * * * * *", [{ hang: true }], false, {
+            callbacks: { success: "http", failure: "http" },
+            callbackScript: [200],
+            priority: 0,
+          }),
+          new Together(new PatchName(0), new Deliver(1)),
+        ],
+        { phaseMs: 0 },
+      );
+    },
+    TIMEOUT_MS,
+  );
+
+  it(
+    "a cancel reaches every held occurrence of the job, not that one alone",
+    async () => {
+      // the bucket looked a job's executions up by the one-off id first and found only the first
+      // occurrence (running): the next one, dispatched, started after the cancel's 200
+      await runSequence(
+        [
+          new CreateRecurring("*/30 * * * * *", [{ hang: true }], false),
+          new Advance(0, true),
+          new Deliver(6),
+          new Advance(30_000, true),
+          new Cancel(0),
+          new Deliver(6),
+        ],
+        { phaseMs: 0 },
+      );
+    },
+    TIMEOUT_MS,
+  );
 });
