@@ -56,15 +56,32 @@ describe("a slow target holds only its own execution", () => {
 describe("what a batch's deliveries tell their bucket and keys travels together", () => {
   it("deliveries that end together report to their bucket in one complete request, not one for the first and one for the rest", async () => {
     const executions = [];
-    for (let i = 0; i < 8; i++) executions.push(await newExecution({ target: { url: `${receiverUrl()}${uniquePath()}` } }));
+    for (let i = 0; i < 8; i++) {
+      const url = `${receiverUrl()}${uniquePath()}`;
+      executions.push({ url, ...(await newExecution({ target: { url } })) });
+    }
     const messages = await dispatchAll(executions, clock, sent);
     // the bucket holding the most of them (8 over the file's buckets: at least 2 share one)
     const byBucket = Map.groupBy(executions, (e) => e.exe.bucket);
     const [, most] = [...byBucket].sort((a, b) => b[1].length - a[1].length)[0]!;
     expect(most.length).toBeGreaterThanOrEqual(2);
     const stub = most[0]!.stub;
-    // every target answers at once: the deliveries end within microseconds of each other
-    const target = vi.spyOn(globalThis, "fetch").mockImplementation(async () => new Response("ok"));
+    // that bucket's targets answer together, once all of them were asked (at most 250 ms of real
+    // time: a loaded machine must not spread the ends past the consumer's gathering), the others at once
+    const theirs = new Set(most.map((e) => e.url));
+    let asked = 0;
+    let answerAll = () => {};
+    const together = new Promise<void>((resolve) => {
+      answerAll = resolve;
+      setTimeout(resolve, 250);
+    });
+    const target = vi.spyOn(globalThis, "fetch").mockImplementation(async (input) => {
+      if (theirs.has(new Request(input).url)) {
+        if (++asked === theirs.size) answerAll();
+        await together;
+      }
+      return new Response("ok");
+    });
     onTestFinished(() => target.mockRestore());
     const requests = async () => (await stub.metrics()).counters.find((c) => c.name === "do_requests_total")?.value ?? 0;
     const before = await requests();
