@@ -10,6 +10,7 @@ import { captureFireGroupsForFile, fileClock } from "./helpers";
 import type { Model } from "./model/model";
 import {
   Advance,
+  Bulk,
   Cancel,
   CreateBatch,
   CreateDebounced,
@@ -21,9 +22,12 @@ import {
   PatchPriority,
   PatchRunAt,
   Pause,
+  PullLease,
+  Purge,
   ReleaseHangs,
   RestartBucket,
   Resume,
+  Scan,
   Together,
 } from "./model/model";
 import { runSequence } from "./model/run";
@@ -258,6 +262,28 @@ describe("an occurrence due at its job's creation millisecond has the id a one-o
         ],
         { phaseMs: 0 },
       );
+    },
+    TIMEOUT_MS,
+  );
+});
+
+describe("the model's own mistakes (issue 36), as their shrunk sequences", () => {
+  it(
+    "a bulk cancel whose page runs after a purge removed a finished job fails that job not_found, as its single DELETE would answer",
+    async () => {
+      // 62656bf (MODEL_SEED 9665066, run 167): "action cancel: failures a single request would not
+      // have": the harness allowed only not_cancelable; the job (canceled by the first action) was
+      // purged by the watermark before the second action's page ran
+      await runSequence([
+        new Together(new Scan(), new CreateOneOff(0, [{ status: 500 }], null, false, null)),
+        new CreateRecurring("*/30 * * * * *", [{ status: 500 }], true),
+        new Bulk("cancel", [6]),
+        new Advance(75_035, true),
+        new Advance(4_067, true),
+        new Bulk("cancel", [0]),
+        new Together(new Purge("watermark", false), new PullLease(1, 1_000)),
+        new Deliver(1),
+      ]);
     },
     TIMEOUT_MS,
   );

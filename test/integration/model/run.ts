@@ -332,7 +332,13 @@ export async function checkEnd(m: Model, w: World, h: Healed): Promise<void> {
     const res = await w.api("GET", `/v1/actions/${action.id}`);
     expect(res.status).toBe(200);
     expect(res.body.status, `action ${action.kind} ${action.id}`).toBe("done");
-    const refusals = (res.body.failures as { id: string; code: string }[]).filter((f) => !REFUSALS[action.kind]!.includes(f.code));
+    const refusals: { id: string; code: string }[] = [];
+    for (const f of res.body.failures as { id: string; code: string }[]) {
+      if (REFUSALS[action.kind]!.includes(f.code)) continue;
+      // a finished job a purge removed before the action's page ran: a single request would answer 404 too
+      if (f.code === "not_found" && m.features.purges.length > 0 && (await w.api("GET", `/v1/jobs/${f.id}`)).status === 404) continue;
+      refusals.push(f);
+    }
     expect(refusals, `action ${action.kind}: failures a single request would not have`).toEqual([]);
   }
 
